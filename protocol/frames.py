@@ -1,0 +1,176 @@
+"""Every frame that crosses the pipe, as msgspec Structs.
+
+Content blocks and messages use the Anthropic Messages API's own JSON shape
+(``{"type": "text", "text": ...}``), so a conversation encodes straight into an
+API request, a transcript line or a frame with no conversion layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Union
+
+import msgspec
+
+PROTOCOL_VERSION = 1
+
+# --- conversation content (the Messages API's shapes) -----------------------
+
+
+class TextBlock(msgspec.Struct, tag_field="type", tag="text", omit_defaults=True):
+    text: str
+
+
+class ToolUseBlock(msgspec.Struct, tag_field="type", tag="tool_use", omit_defaults=True):
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class ToolResultBlock(msgspec.Struct, tag_field="type", tag="tool_result", omit_defaults=True):
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+Block = Union[TextBlock, ToolUseBlock, ToolResultBlock]
+
+
+class Message(msgspec.Struct, omit_defaults=True):
+    role: Literal["user", "assistant"]
+    content: list[Block]
+
+
+class ToolSpec(msgspec.Struct, omit_defaults=True):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class Usage(msgspec.Struct):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+        )
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+# --- what a child is asked to do ---------------------------------------------
+
+SandboxMode = Literal["off", "workspace", "read-only"]
+
+
+class AgentSpec(msgspec.Struct, omit_defaults=True):
+    """A resolved agent type: everything a child needs, nothing it must look up."""
+
+    name: str
+    description: str
+    system_prompt: str
+    tools: list[str]
+    model: str | None = None
+    max_turns: int | None = None
+    source: str = "built-in"
+
+    @property
+    def writes(self) -> bool:
+        return bool({"write_file", "edit_file"} & set(self.tools))
+
+
+class Limits(msgspec.Struct, omit_defaults=True):
+    max_turns: int = 50
+    max_tokens: int = 8192
+    bash_timeout: float = 120.0
+    output_cap: int = 30_000
+    sandbox: SandboxMode = "off"
+    cpu_seconds: int = 0
+    address_space_mb: int = 0
+    max_processes: int = 0
+    file_size_mb: int = 0
+    network: bool = True
+
+
+# --- child -> parent ---------------------------------------------------------
+
+
+class Hello(msgspec.Struct, tag=True):
+    version: int
+    pid: int
+
+
+class ModelCall(msgspec.Struct, tag=True, omit_defaults=True):
+    """One model turn, as the child would send it to the Messages API."""
+
+    turn: int
+    model: str
+    max_tokens: int
+    system: str
+    messages: list[Message]
+    tools: list[ToolSpec] = []
+    agent: str = ""
+
+
+ProgressEvent = Literal["tool_start", "tool_end", "turn"]
+
+
+class Progress(msgspec.Struct, tag=True, omit_defaults=True):
+    event: ProgressEvent
+    turns: int
+    tool_calls: int
+    elapsed: float
+    tool: str = ""
+    detail: str = ""
+
+
+Status = Literal["ok", "max_turns", "error", "cancelled", "budget", "timeout", "crashed"]
+
+
+class Result(msgspec.Struct, tag=True, omit_defaults=True):
+    summary: str
+    status: Status
+    turns: int
+    tool_calls: int
+    usage: Usage
+    duration: float
+    error: str = ""
+
+
+ChildFrame = Union[Hello, ModelCall, Progress, Result]
+
+# --- parent -> child ---------------------------------------------------------
+
+
+class Task(msgspec.Struct, tag=True, omit_defaults=True):
+    prompt: str
+    agent: AgentSpec
+    model: str
+    workdir: str
+    limits: Limits = msgspec.field(default_factory=Limits)
+    run_id: str = ""
+
+
+class ModelError(msgspec.Struct, omit_defaults=True):
+    """Why a model call failed; ``kind`` is machine-readable, ``message`` is for people."""
+
+    kind: Literal["auth", "bad_request", "connection", "api", "budget", "replay", "cancelled"]
+    message: str
+    status_code: int = 0
+
+
+class ModelReply(msgspec.Struct, tag=True, omit_defaults=True):
+    turn: int
+    content: list[Block] = []
+    stop_reason: str = ""
+    usage: Usage = msgspec.field(default_factory=Usage)
+    error: ModelError | None = None
+
+
+class Cancel(msgspec.Struct, tag=True):
+    reason: str
+
+
+ParentFrame = Union[Task, ModelReply, Cancel]
