@@ -1,0 +1,26 @@
+"""Shared pytest fixtures and helpers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.messages_server import MessagesServer, text_reply
+
+
+def cli_env(server: MessagesServer, **extra: str) -> dict[str, str]:
+    """os.environ minus ANTHROPIC_*/ISOAGENT_*, pointed at `server`, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ISOAGENT_"))}
+    env["ANTHROPIC_BASE_URL"] = server.base_url
+    env["ANTHROPIC_API_KEY"] = "test-key"
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def api_server() -> Iterator[MessagesServer]:
+    """A started MessagesServer answering text_reply("ok"); set `.handler` to script it."""
+    with MessagesServer(lambda _req: text_reply("ok")) as server:
+        yield server

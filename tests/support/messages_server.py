@@ -1,0 +1,553 @@
+"""An in-test Anthropic Messages API server on 127.0.0.1 (stdlib only).
+
+Usage::
+
+    with MessagesServer(lambda req: text_reply("hi")) as server:
+        client = anthropic.Anthropic(base_url=server.base_url, api_key="test-key")
+        ...
+        assert server.requests[0].first_user_text == "hello"
+
+The handler gets a `Request` and returns a `Reply` (built with `text_reply`,
+`tool_reply`, `tools_reply` or `error_reply`) or a list of Replies. With a list,
+the n-th request sharing the same ``(is_parent, first_user_text, turn)`` key gets
+``replies[n]`` (the last one repeats once the list is used up) -- this is how a
+test scripts "529, then 200": ``lambda r: [error_reply(529, ...), text_reply("ok")]``.
+Replacing ``server.handler`` resets those per-key counters.
+
+429/408/409/5xx error replies carry ``retry-after-ms: 1`` (the anthropic SDK reads
+``retry-after-ms`` first and ignores a zero ``retry-after``), so SDK retries are
+near-instant. A handler exception becomes a 500 with ``x-should-retry: false``
+(the SDK raises at once, no retries) and is recorded in ``server.handler_errors``.
+
+The server is a ``ThreadingHTTPServer`` (one daemon thread per connection, HTTP/1.1
+keep-alive, TCP_NODELAY), so a reply's ``delay`` sleeps only its own thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = [
+    "MessagesServer",
+    "Reply",
+    "Request",
+    "error_reply",
+    "text_reply",
+    "tool_reply",
+    "tools_reply",
+    "unused_url",
+]
+
+MESSAGES_PATH = "/v1/messages"
+_RETRIED_STATUSES = frozenset({408, 409, 429})
+
+
+def _blocks_text(content: Any) -> str:
+    """Text of a message `content` (a str or a list of blocks), text blocks only."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""
+
+
+@dataclass
+class Request:
+    """One POST /v1/messages as received."""
+
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+    @property
+    def system(self) -> str:
+        """`system` flattened to text ("" when absent)."""
+        return _blocks_text(self.body.get("system", ""))
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The request's `messages` list."""
+        return list(self.body.get("messages") or [])
+
+    @property
+    def model(self) -> str:
+        """The requested model name."""
+        return str(self.body.get("model", ""))
+
+    @property
+    def api_key(self) -> str:
+        """The key sent, from ``x-api-key`` or ``authorization: Bearer`` ("" if none)."""
+        if key := self.headers.get("x-api-key"):
+            return key
+        scheme, _, token = self.headers.get("authorization", "").partition(" ")
+        return token if scheme.lower() == "bearer" else ""
+
+    @property
+    def stream(self) -> bool:
+        """Whether the request asked for SSE streaming."""
+        return bool(self.body.get("stream"))
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Names of the tools offered in the request."""
+        return [t.get("name", "") for t in self.body.get("tools") or [] if isinstance(t, dict)]
+
+    @property
+    def is_parent(self) -> bool:
+        """True when the `task` tool is offered (the parent agent's call)."""
+        return "task" in self.tool_names
+
+    @property
+    def turn(self) -> int:
+        """Number of assistant messages so far."""
+        return sum(1 for m in self.messages if m.get("role") == "assistant")
+
+    @property
+    def first_user_text(self) -> str:
+        """Text of the first user message ("" if none)."""
+        for m in self.messages:
+            if m.get("role") == "user":
+                return _blocks_text(m.get("content"))
+        return ""
+
+    @property
+    def tool_results(self) -> list[dict[str, Any]]:
+        """The tool_result blocks of the last user message."""
+        for m in reversed(self.messages):
+            if m.get("role") == "user":
+                content = m.get("content")
+                if not isinstance(content, list):
+                    return []
+                return [
+                    b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"
+                ]
+        return []
+
+    def text(self) -> str:
+        """All text in `messages`: text blocks, tool_use inputs (as JSON), tool_result contents."""
+        parts: list[str] = []
+        for m in self.messages:
+            content = m.get("content")
+            if isinstance(content, str):
+                parts.append(content)
+                continue
+            for b in content or []:
+                if not isinstance(b, dict):
+                    continue
+                kind = b.get("type")
+                if kind == "text":
+                    parts.append(b.get("text", ""))
+                elif kind == "tool_use":
+                    parts.append(json.dumps(b.get("input"), ensure_ascii=False))
+                elif kind == "tool_result":
+                    parts.append(_blocks_text(b.get("content", "")))
+        return "\n".join(parts)
+
+
+@dataclass
+class Reply:
+    """What the server answers: a Message (status 200) or an error."""
+
+    content: list[dict[str, Any]] = field(default_factory=list)
+    stop_reason: str = "end_turn"
+    usage: tuple[int, int] = (10, 5)
+    status: int = 200
+    error_type: str = ""
+    error_message: str = ""
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_error(self) -> bool:
+        """True for a non-2xx reply."""
+        return self.status >= 300
+
+
+def text_reply(text: str, *, usage: tuple[int, int] = (10, 5), delay: float = 0.0) -> Reply:
+    """A final answer: one text block, stop_reason "end_turn"."""
+    return Reply(content=[{"type": "text", "text": text}], usage=usage, delay=delay)
+
+
+def tools_reply(
+    calls: Sequence[tuple[str, dict[str, Any]]],
+    *,
+    text: str | None = None,
+    usage: tuple[int, int] = (10, 5),
+    delay: float = 0.0,
+) -> Reply:
+    """Several tool_use blocks in one turn (after optional text); stop_reason "tool_use".
+
+    Tool-use ids are filled in uniquely ("toolu_...") when the reply is sent.
+    """
+    content: list[dict[str, Any]] = []
+    if text is not None:
+        content.append({"type": "text", "text": text})
+    content.extend(
+        {"type": "tool_use", "id": None, "name": name, "input": dict(inp)} for name, inp in calls
+    )
+    return Reply(content=content, stop_reason="tool_use", usage=usage, delay=delay)
+
+
+def tool_reply(
+    name: str,
+    input: dict[str, Any],
+    *,
+    id: str | None = None,
+    text: str | None = None,
+    usage: tuple[int, int] = (10, 5),
+    delay: float = 0.0,
+) -> Reply:
+    """One tool_use block (after optional text); stop_reason "tool_use"."""
+    reply = tools_reply([(name, input)], text=text, usage=usage, delay=delay)
+    reply.content[-1]["id"] = id
+    return reply
+
+
+def error_reply(
+    status: int,
+    error_type: str,
+    message: str,
+    *,
+    delay: float = 0.0,
+    headers: Mapping[str, str] | None = None,
+) -> Reply:
+    """An API error, e.g. ``error_reply(529, "overloaded_error", "Overloaded")``.
+
+    Statuses the SDK retries (408, 409, 429, 5xx) get ``retry-after-ms: 1`` and
+    ``retry-after: 0`` unless `headers` overrides them.
+    """
+    hdrs: dict[str, str] = {}
+    if status in _RETRIED_STATUSES or status >= 500:
+        hdrs = {"retry-after-ms": "1", "retry-after": "0"}
+    hdrs.update(headers or {})
+    return Reply(
+        status=status, error_type=error_type, error_message=message, delay=delay, headers=hdrs
+    )
+
+
+def unused_url() -> str:
+    """An http://127.0.0.1:PORT URL with (very likely) nothing listening."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def _error_body(error_type: str, message: str) -> bytes:
+    return json.dumps({"type": "error", "error": {"type": error_type, "message": message}}).encode()
+
+
+def _chunks(s: str, size: int) -> Iterator[str]:
+    for i in range(0, len(s), size):
+        yield s[i : i + size]
+
+
+def _sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def _sse_body(message: dict[str, Any]) -> bytes:
+    """The SSE event sequence the real API sends for `message`."""
+    start = dict(message, content=[], stop_reason=None, stop_sequence=None)
+    start["usage"] = {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1}
+    out = [_sse("message_start", {"type": "message_start", "message": start})]
+    out.append(_sse("ping", {"type": "ping"}))
+    for index, block in enumerate(message["content"]):
+        if block["type"] == "tool_use":
+            first = dict(block, input={})
+            deltas = [{"type": "input_json_delta", "partial_json": ""}]
+            deltas += [
+                {"type": "input_json_delta", "partial_json": part}
+                for part in _chunks(json.dumps(block["input"], ensure_ascii=False), 16)
+            ]
+        else:
+            first = dict(block, text="")
+            deltas = [{"type": "text_delta", "text": part} for part in _chunks(block["text"], 16)]
+        out.append(
+            _sse(
+                "content_block_start",
+                {"type": "content_block_start", "index": index, "content_block": first},
+            )
+        )
+        out.extend(
+            _sse("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+            for d in deltas
+        )
+        out.append(_sse("content_block_stop", {"type": "content_block_stop", "index": index}))
+    out.append(
+        _sse(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": message["usage"]["output_tokens"]},
+            },
+        )
+    )
+    out.append(_sse("message_stop", {"type": "message_stop"}))
+    return b"".join(out)
+
+
+Handler = Callable[[Request], Reply | list[Reply]]
+
+
+def _default_handler(_request: Request) -> Reply:
+    return text_reply("ok")
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 512
+    owner: MessagesServer
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.owner._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.owner._track(self.connection, add=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence per-request logging."""
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("transfer-encoding", "").lower():
+            parts = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        return self.rfile.read(int(self.headers.get("content-length") or 0))
+
+    def _send(
+        self,
+        status: int,
+        body: bytes,
+        *,
+        content_type: str = "application/json",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(body)))
+        self.send_header("request-id", f"req_{uuid.uuid4().hex[:24]}")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _not_found(self) -> None:
+        self._send(
+            HTTPStatus.NOT_FOUND,
+            _error_body("not_found_error", f"{self.command} {self.path}: not found"),
+        )
+
+    def do_GET(self) -> None:
+        """Every GET is a 404."""
+        self._not_found()
+
+    do_PUT = do_DELETE = do_PATCH = do_HEAD = do_GET
+
+    def do_POST(self) -> None:
+        """POST /v1/messages is served; any other path is a 404."""
+        raw = self._read_body()
+        if self.path.split("?", 1)[0] != MESSAGES_PATH:
+            self._not_found()
+            return
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise ValueError("body is not a JSON object")
+        except ValueError as e:
+            self._send(400, _error_body("invalid_request_error", f"invalid JSON body: {e}"))
+            return
+        request = Request(body=body, headers={k.lower(): v for k, v in self.headers.items()})
+        status, payload, content_type, headers = self.server.owner._serve(request)
+        self._send(status, payload, content_type=content_type, headers=headers)
+
+
+class MessagesServer:
+    """A local Messages API server; see the module docstring."""
+
+    def __init__(self, handler: Handler | None = None) -> None:
+        self._lock = threading.Lock()
+        self._handler: Handler = handler or _default_handler
+        self._counters: dict[tuple[bool, str, int], int] = {}
+        self._events: list[tuple[int, Request]] = []  # (+1 start | -1 end, request)
+        self._conns: set[socket.socket] = set()
+        self._ids = itertools.count(1)
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.requests: list[Request] = []
+        self.handler_errors: list[BaseException] = []
+        self.base_url = ""
+
+    @property
+    def handler(self) -> Handler:
+        """The current handler; assigning one resets the reply-list counters."""
+        return self._handler
+
+    @handler.setter
+    def handler(self, fn: Handler) -> None:
+        with self._lock:
+            self._handler = fn
+            self._counters.clear()
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def start(self) -> MessagesServer:
+        """Listen on 127.0.0.1 (a free port) and serve in a daemon thread."""
+        if self._httpd is not None:
+            return self
+        httpd = _HTTPServer(("127.0.0.1", 0), _RequestHandler)
+        httpd.owner = self
+        self._httpd = httpd
+        self.base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        self._thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="messages-server",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and drop open connections (idempotent)."""
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        httpd.shutdown()
+        httpd.server_close()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> MessagesServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @staticmethod
+    def connections_refused_url() -> str:
+        """Same as `unused_url()`."""
+        return unused_url()
+
+    # -- concurrency stats ---------------------------------------------------
+
+    @property
+    def max_in_flight(self) -> int:
+        """Highest number of /v1/messages requests handled at once."""
+        return self.max_in_flight_where(lambda _r: True)
+
+    def max_in_flight_where(self, pred: Callable[[Request], bool]) -> int:
+        """Highest number of concurrently handled requests among those matching `pred`."""
+        with self._lock:
+            events = list(self._events)
+        current = best = 0
+        for delta, request in events:
+            if pred(request):
+                current += delta
+                best = max(best, current)
+        return best
+
+    # -- internals -----------------------------------------------------------
+
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._conns.add(conn)
+            else:
+                self._conns.discard(conn)
+
+    def _pick(self, request: Request) -> Reply:
+        """Call the handler; resolve a list of replies by the request's key."""
+        with self._lock:
+            handler = self._handler
+        result = handler(request)
+        if isinstance(result, Reply):
+            return result
+        if isinstance(result, list) and result and all(isinstance(r, Reply) for r in result):
+            key = (request.is_parent, request.first_user_text, request.turn)
+            with self._lock:
+                n = self._counters.get(key, 0)
+                self._counters[key] = n + 1
+            return result[min(n, len(result) - 1)]
+        raise TypeError(f"handler returned {result!r}, expected a Reply or a non-empty list")
+
+    def _message(self, request: Request, reply: Reply) -> dict[str, Any]:
+        content = []
+        for block in reply.content:
+            block = dict(block)
+            if block.get("type") == "tool_use" and not block.get("id"):
+                block["id"] = f"toolu_{next(self._ids):06d}{uuid.uuid4().hex[:18]}"
+            content.append(block)
+        return {
+            "id": f"msg_{uuid.uuid4().hex[:24]}",
+            "type": "message",
+            "role": "assistant",
+            "model": request.model or "claude-test",
+            "content": content,
+            "stop_reason": reply.stop_reason,
+            "stop_sequence": None,
+            "usage": {"input_tokens": reply.usage[0], "output_tokens": reply.usage[1]},
+        }
+
+    def _serve(self, request: Request) -> tuple[int, bytes, str, dict[str, str]]:
+        """Record `request`, run the handler, render (status, body, content type, headers)."""
+        with self._lock:
+            self.requests.append(request)
+            self._events.append((1, request))
+        try:
+            try:
+                reply = self._pick(request)
+            except Exception as e:
+                with self._lock:
+                    self.handler_errors.append(e)
+                body = _error_body("api_error", f"test handler raised {type(e).__name__}: {e}")
+                return 500, body, "application/json", {"x-should-retry": "false"}
+            if reply.delay > 0:
+                time.sleep(reply.delay)
+            if reply.is_error:
+                body = _error_body(reply.error_type, reply.error_message)
+                return reply.status, body, "application/json", dict(reply.headers)
+            message = self._message(request, reply)
+            if request.stream:
+                headers = {"cache-control": "no-cache", **reply.headers}
+                return reply.status, _sse_body(message), "text/event-stream", headers
+            body = json.dumps(message, ensure_ascii=False).encode()
+            return reply.status, body, "application/json", dict(reply.headers)
+        finally:
+            with self._lock:
+                self._events.append((-1, request))
