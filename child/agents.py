@@ -30,7 +30,9 @@ BUILTIN_AGENTS: dict[str, AgentSpec] = {
         ),
         AgentSpec(
             name="Plan",
-            description="Read-only software architect: explores and returns an implementation plan.",
+            description=(
+                "Read-only software architect: explores and returns an implementation plan."
+            ),
             system_prompt=(
                 "You are a software architect. Explore the code and design a step-by-step "
                 f"implementation plan naming the files to change. {_READ_ONLY_RULE} {_SUMMARY_RULE}"
@@ -39,7 +41,9 @@ BUILTIN_AGENTS: dict[str, AgentSpec] = {
         ),
         AgentSpec(
             name="general-purpose",
-            description="General agent with every base tool, for multi-step tasks that change files.",
+            description=(
+                "General agent with every base tool, for multi-step tasks that change files."
+            ),
             system_prompt=(
                 "You are a capable software engineer. Complete the task using your tools. "
                 + _SUMMARY_RULE

@@ -7,7 +7,7 @@ API request, a transcript line or a frame with no conversion layer.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import msgspec
 
@@ -32,7 +32,7 @@ class ToolResultBlock(msgspec.Struct, tag_field="type", tag="tool_result", omit_
     is_error: bool = False
 
 
-Block = Union[TextBlock, ToolUseBlock, ToolResultBlock]
+Block = TextBlock | ToolUseBlock | ToolResultBlock
 
 
 class Message(msgspec.Struct, omit_defaults=True):
@@ -139,7 +139,7 @@ class Result(msgspec.Struct, tag=True, omit_defaults=True):
     error: str = ""
 
 
-ChildFrame = Union[Hello, ModelCall, Progress, Result]
+ChildFrame = Hello | ModelCall | Progress | Result
 
 # --- parent -> child ---------------------------------------------------------
 
@@ -149,8 +149,8 @@ class Task(msgspec.Struct, tag=True, omit_defaults=True):
     agent: AgentSpec
     model: str
     workdir: str
+    tmpdir: str
     limits: Limits = msgspec.field(default_factory=Limits)
-    run_id: str = ""
 
 
 class ModelError(msgspec.Struct, omit_defaults=True):
@@ -173,4 +173,4 @@ class Cancel(msgspec.Struct, tag=True):
     reason: str
 
 
-ParentFrame = Union[Task, ModelReply, Cancel]
+ParentFrame = Task | ModelReply | Cancel

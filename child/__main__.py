@@ -1,0 +1,3 @@
+from child.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""Entry point of ``python -m child``: Hello, Task, the agent loop, Result."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+from child.channel import ParentChannel, end_commands
+from child.loop import Agent
+from child.tools import make_tools
+from child.tools.base import ToolContext
+from protocol import (
+    PROTOCOL_VERSION,
+    FrameError,
+    FrameReader,
+    FrameWriter,
+    Hello,
+    ParentFrame,
+    Result,
+    Task,
+    Usage,
+)
+
+EXIT_BAD_START = 2
+
+
+def take_protocol_fd() -> int:
+    """Keep fd 1 for frames and point fd 1 (and ``sys.stdout``) at stderr.
+
+    Whatever a tool or a library prints then lands in the child's log, never
+    in the middle of a frame.
+    """
+    proto = os.dup(1)  # non-inheritable: commands the child starts never see it
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return proto
+
+
+def main() -> int:
+    writer = FrameWriter(take_protocol_fd())
+    reader = FrameReader(0, ParentFrame)
+    writer.write(Hello(PROTOCOL_VERSION, os.getpid()))
+    try:
+        task = reader.read()
+    except FrameError as exc:
+        print(f"isoagent child: {exc}", file=sys.stderr)
+        return EXIT_BAD_START
+    if not isinstance(task, Task):
+        print(f"isoagent child: expected a Task frame, got {task!r:.80}", file=sys.stderr)
+        return EXIT_BAD_START
+
+    ctx = ToolContext(Path(task.workdir), task.limits)
+    channel = ParentChannel(reader, writer, ctx)
+    signal.signal(signal.SIGTERM, lambda *_: (end_commands(ctx), os._exit(143)))
+    try:
+        confine(task)  # before any thread starts: Landlock binds only the calling thread
+    except Exception as exc:  # a sandbox that cannot be set up must not run unconfined
+        channel.send(Result("", "error", 0, 0, Usage(), 0.0, error=f"sandbox: {exc}"))
+        return 1
+    channel.start()
+    tools = make_tools([name for name in task.agent.tools if name != "task"], ctx)
+    agent = Agent(
+        channel,
+        tools,
+        system=task.agent.system_prompt,
+        model_name=task.model,
+        agent_name=task.agent.name,
+        max_turns=task.limits.max_turns,
+        max_tokens=task.limits.max_tokens,
+        output_cap=task.limits.output_cap,
+        on_progress=channel.send,
+        is_cancelled=ctx.cancelled.is_set,
+    )
+    channel.send(agent.run(task.prompt))
+    return 0
+
+
+def confine(task: Task) -> None:
+    """Apply the OS sandbox and resource limits the Task asks for, before any tool runs."""
+    limits = task.limits
+    os.environ["TMPDIR"] = task.tmpdir
+    if limits.sandbox == "off" and limits.network and not _has_rlimits(task):
+        return
+    from child import sandbox
+
+    if not limits.network:
+        sandbox.disable_network()
+    sandbox.apply_limits(
+        limits.cpu_seconds, limits.address_space_mb, limits.max_processes, limits.file_size_mb
+    )
+    if limits.sandbox != "off":
+        sandbox.apply_sandbox(limits.sandbox, Path(task.workdir), Path(task.tmpdir))
+
+
+def _has_rlimits(task: Task) -> bool:
+    limits = task.limits
+    return any(
+        (limits.cpu_seconds, limits.address_space_mb, limits.max_processes, limits.file_size_mb)
+    )

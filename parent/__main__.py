@@ -1,0 +1,3 @@
+from parent.cli import main
+
+main()

@@ -1,0 +1,200 @@
+"""What the commands share: option bundles, prompt reading, errors, running a session."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+from parent.exit_codes import ExitCode
+from protocol import AgentSpec, Limits
+
+if TYPE_CHECKING:
+    from parent.gateway import ModelSource
+    from parent.session import Session, Settings
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+
+SessionBody = Callable[["Session"], Awaitable[int]]
+
+
+def fail(message: str, code: int = ExitCode.ERROR) -> NoReturn:
+    """One clear line on stderr and a non-zero exit."""
+    click.echo(f"isoagent: {message}", err=True)
+    sys.exit(code)
+
+
+def read_prompt(prompt: str) -> str:
+    """``-`` means stdin; an empty prompt is a usage error."""
+    if prompt == "-":
+        if sys.stdin.isatty():
+            fail("reading the prompt from stdin, but stdin is a terminal", ExitCode.USAGE)
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        fail("the prompt is empty", ExitCode.USAGE)
+    return prompt
+
+
+def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every model-backed command shares."""
+    options = [
+        click.option(
+            "--model", envvar="ISOAGENT_MODEL", default=DEFAULT_MODEL, show_default=True,
+            help="Model for the parent and for children whose agent type names none "
+            "[env ISOAGENT_MODEL].",
+        ),
+        click.option(
+            "--max-turns", type=click.IntRange(1), default=50, show_default=True,
+            help="Turn limit per agent.",
+        ),
+        click.option(
+            "--workdir", "-C",
+            type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
+            default=".", help="Workspace the agents work in (default: the current directory).",
+        ),
+        click.option(
+            "--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True,
+            help="Wall-clock seconds per child before its processes are ended.",
+        ),
+        click.option(
+            "--max-parallel", type=click.IntRange(1), default=4, show_default=True,
+            help="Children running at once.",
+        ),
+        click.option(
+            "--agents-dir", "agents_dirs", multiple=True,
+            type=click.Path(exists=True, file_okay=False, path_type=Path),
+            help="Another folder of agent files (*.md, Claude Code format); repeatable.",
+        ),
+        click.option("-v", "--verbose", is_flag=True, help="Show every tool call on stderr."),
+        click.option(
+            "--record", type=click.Path(dir_okay=False, path_type=Path),
+            help="Write every model call (request and response) to this JSONL file.",
+        ),
+        click.option(
+            "--replay", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="Answer model calls from a file written by --record: no network, no key.",
+        ),
+        click.option(
+            "--replay-match", type=click.Choice(["strict", "loose"]), default="strict",
+            show_default=True,
+            help="loose: ignore tool outputs when matching a replayed call.",
+        ),
+    ]  # fmt: skip
+    return _apply(options, fn)
+
+
+def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return _apply(
+        [
+            click.option(
+                "--output-format",
+                type=click.Choice(["text", "json", "stream-json"]),
+                default="text",
+                show_default=True,
+                help="text: the answer; json: one object at the end; "
+                "stream-json: one JSON line per event.",
+            )
+        ],
+        fn,
+    )
+
+
+def _apply(options: list[Callable[..., Any]], fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def load_catalog(workdir: Path, agents_dirs: tuple[Path, ...]) -> dict[str, AgentSpec]:
+    """Built-in and file-defined agent types; file problems are reported, never fatal."""
+    from parent.agent_files import load_agents
+
+    catalog = load_agents(workdir, extra_dirs=agents_dirs)
+    for warning in catalog.warnings:
+        click.echo(f"isoagent: warning: {warning}", err=True)
+    for error in catalog.errors:
+        click.echo(f"isoagent: agent file skipped: {error.describe()}", err=True)
+    return catalog.agents
+
+
+def build_settings(options: dict[str, Any]) -> Settings:
+    from parent.session import Settings
+
+    return Settings(
+        workdir=options["workdir"],
+        model=options["model"],
+        limits=Limits(max_turns=options["max_turns"]),
+        timeout=options["timeout"],
+        max_parallel=options["max_parallel"],
+        agents=load_catalog(options["workdir"], options["agents_dirs"]),
+    )
+
+
+def model_source(options: dict[str, Any]) -> ModelSource:
+    """Replayed, or the SDK (credentials from the environment), optionally recorded."""
+    from parent.anthropic_source import AnthropicSource, MissingCredentials
+    from parent.cassette import CassetteError, RecordingSource, ReplaySource
+
+    try:
+        if options["replay"] is not None:
+            source: ModelSource = ReplaySource(options["replay"], options["replay_match"])
+        else:
+            source = AnthropicSource()
+        if options["record"] is not None:
+            source = RecordingSource(source, options["record"])
+    except (MissingCredentials, CassetteError) as exc:
+        fail(str(exc))
+    return source
+
+
+def run_session(options: dict[str, Any], settings: Settings, body: SessionBody) -> int:
+    """Open a session with the progress display and run ``body`` under signal handling."""
+    from parent.display import ProgressDisplay
+    from parent.supervisor import DEPTH_VARIABLE
+
+    if int(os.environ.get(DEPTH_VARIABLE, "0") or 0) >= 1:
+        fail("refusing to start model-backed work inside an isoagent child (nesting depth 1)")
+    source = model_source(options)
+    display = ProgressDisplay(verbose=options["verbose"])
+    return run_with_signals(functools.partial(_session_main, settings, source, display, body))
+
+
+async def _session_main(
+    settings: Settings, source: ModelSource, display: Callable[..., None], body: SessionBody
+) -> int:
+    from parent.session import Session
+
+    session = Session(settings, source)
+    session.events.sinks.append(display)
+    session.start()
+    try:
+        return await body(session)
+    except asyncio.CancelledError:
+        where = session.run.display(session.run.path)
+        click.echo(f"isoagent: interrupted; transcripts so far are in {where}", err=True)
+        raise
+
+
+def run_with_signals(main: Callable[[], Awaitable[int]]) -> int:
+    """Run ``main``; SIGINT and SIGTERM cancel it, which ends every child; exit 130/143."""
+    received: list[int] = []
+
+    async def guarded() -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, lambda s=sig: (received.append(s), task.cancel()))
+        try:
+            return await main()
+        except asyncio.CancelledError:
+            return 128 + (received[0] if received else signal.SIGINT)
+
+    return asyncio.run(guarded())

@@ -1,0 +1,85 @@
+"""What happens in a run, as typed events.
+
+One shape serves three readers: the JSONL transcripts on disk, the
+``--output-format stream-json`` lines on stdout, and the progress display.
+``jq`` filters written for one work on the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+
+from protocol import Block, Progress, Result, Usage
+
+
+class Event(msgspec.Struct, tag_field="type", omit_defaults=True):
+    pass
+
+
+class RunStarted(Event, tag="init"):
+    run_id: str
+    run_dir: str
+    model: str
+    workdir: str
+    agents: list[str]
+
+
+class ChildStarted(Event, tag="child_started"):
+    child: str
+    agent: str
+    description: str
+    prompt: str
+    model: str
+    pid: int
+    transcript: str
+
+
+class MessageAdded(Event, tag="message"):
+    """One message of a conversation; ``child`` is empty for the parent's own."""
+
+    role: str
+    content: list[Block]
+    turn: int
+    child: str = ""
+    usage: Usage | None = None
+
+
+class ChildProgress(Event, tag="child_progress"):
+    child: str
+    agent: str
+    description: str
+    progress: Progress
+
+
+class ChildFinished(Event, tag="child_result"):
+    child: str
+    agent: str
+    description: str
+    pid: int
+    transcript: str
+    result: Result
+    exit_code: int | None = None
+
+
+class RunFinished(Event, tag="result"):
+    result: Result
+    run_dir: str
+    children: list[ChildFinished] = []
+
+
+AnyEvent = RunStarted | ChildStarted | MessageAdded | ChildProgress | ChildFinished | RunFinished
+
+Sink = Callable[[Event], None]
+
+
+class Broadcast:
+    """Fans one event out to every subscriber (transcripts, display, stream-json)."""
+
+    def __init__(self) -> None:
+        self.sinks: list[Sink] = []
+
+    def __call__(self, event: Event) -> None:
+        for sink in self.sinks:
+            sink(event)

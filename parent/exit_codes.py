@@ -1,0 +1,38 @@
+"""Exit codes of every isoagent command (also listed in ``--help`` and the README)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from protocol import Status
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    ERROR = 1  # the run failed: model/API error, bad key, unreachable server
+    USAGE = 2  # bad command line or input
+    MAX_TURNS = 3  # an agent stopped at its turn limit
+    CHILD_FAILED = 4  # a child crashed, was killed, timed out, or broke the protocol
+    BUDGET = 5  # the run's token budget ran out
+    INTERRUPTED = 130  # Ctrl-C (SIGINT); SIGTERM gives 143
+
+
+STATUS_EXIT = {
+    "ok": ExitCode.OK,
+    "max_turns": ExitCode.MAX_TURNS,
+    "error": ExitCode.ERROR,
+    "budget": ExitCode.BUDGET,
+    "cancelled": ExitCode.INTERRUPTED,
+    "timeout": ExitCode.CHILD_FAILED,
+    "crashed": ExitCode.CHILD_FAILED,
+}
+
+
+def exit_code_for(status: Status) -> ExitCode:
+    return STATUS_EXIT[status]
+
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 ok, 1 error (API, key, server), 2 usage, 3 turn limit, "
+    "4 child failed (crash, kill, timeout), 5 token budget, 130 interrupted."
+)

@@ -1,0 +1,43 @@
+"""The model gateway: the one place every model turn of a run goes through.
+
+Children never talk to the API; they send ``ModelCall`` frames and the
+supervisor hands them here. The gateway caps concurrent calls, keeps the
+token budget and the usage count, and asks its source (the SDK, a cassette)
+for the reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from protocol import ModelCall, ModelError, ModelReply, Usage
+
+
+class ModelSource(Protocol):
+    async def complete(self, call: ModelCall) -> ModelReply: ...
+
+
+class Gateway:
+    def __init__(
+        self, source: ModelSource, *, max_concurrent: int = 16, max_tokens_total: int = 0
+    ) -> None:
+        self.source = source
+        self.max_tokens_total = max_tokens_total
+        self.usage = Usage()
+        self.calls = 0
+        self._slots = asyncio.Semaphore(max_concurrent)
+
+    async def call(self, call: ModelCall) -> ModelReply:
+        if self.max_tokens_total and self.usage.total >= self.max_tokens_total:
+            return ModelReply(
+                turn=call.turn,
+                error=ModelError(
+                    "budget", f"the run's token budget ({self.max_tokens_total}) is used up"
+                ),
+            )
+        async with self._slots:
+            reply = await self.source.complete(call)
+        self.calls += 1
+        self.usage = self.usage + reply.usage
+        return reply

@@ -1,0 +1,70 @@
+"""Where a run keeps its transcripts and child logs: ``.isoagent/runs/<run-id>/``."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from parent.events import Event
+
+_encoder = msgspec.json.Encoder()
+
+
+@dataclass
+class RunFolder:
+    path: Path
+    run_id: str
+
+    @classmethod
+    def create(cls, base: Path) -> RunFolder:
+        run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+        path = base / run_id
+        path.mkdir(parents=True)
+        return cls(path, run_id)
+
+    def child_stem(self, index: int, agent: str) -> Path:
+        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in agent)
+        return self.path / f"child-{index:03d}-{safe}"
+
+    def display(self, path: Path) -> str:
+        """A path as the user will want to see it: relative to the cwd when below it."""
+        cwd = Path.cwd()
+        return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
+
+
+class TranscriptWriter:
+    """Appends events as JSONL lines, flushed one by one so a crash loses nothing written.
+
+    A write that fails (disk full) is reported once on stderr; the run goes on.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = path.open("ab", buffering=0)
+        self._end = self._file.tell()  # end of the last complete line
+        self._failed = False
+
+    def __call__(self, event: Event) -> None:
+        if self._failed:
+            return
+        line = _encoder.encode(event) + b"\n"
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[self._file.write(view) :]
+            self._end += len(line)
+        except OSError as exc:
+            self._failed = True
+            print(f"isoagent: cannot write transcript {self.path}: {exc}", file=sys.stderr)
+            with contextlib.suppress(OSError):  # keep valid JSONL: drop the partial line
+                self._file.truncate(self._end)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._file.close()

@@ -1,0 +1,177 @@
+"""One invocation's machinery: the run folder, the gateway, the supervisor, the event sinks.
+
+``run``, ``task`` and ``batch`` all open a Session; only what they ask of it differs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from child.agents import BASE_TOOLS
+from child.channel import end_commands
+from child.loop import Agent
+from child.tools import make_tools
+from child.tools.base import ToolContext
+from parent.events import Broadcast, ChildFinished, ChildStarted, Event, RunFinished, RunStarted
+from parent.gateway import Gateway, ModelSource
+from parent.recorder import ConversationRecorder
+from parent.run_folder import RunFolder, TranscriptWriter
+from parent.supervisor import Supervisor
+from parent.task_tool import TaskTool
+from protocol import AgentSpec, Limits, ModelCall, ModelReply, Result
+
+T = TypeVar("T")
+
+PARENT_PROMPT = """\
+You are isoagent, a coding agent working in the directory {workdir}.
+You can run shell commands and read, write, edit and search files. You also have a `task` tool \
+that hands a self-contained piece of work to a subagent running in its own process; only its \
+final summary comes back to you. Delegate exploration and independent subtasks to keep your \
+context small, and launch independent subagents in one message so they run concurrently. \
+When you are done, answer the user directly and concisely."""
+
+
+@dataclass
+class Settings:
+    workdir: Path
+    model: str
+    limits: Limits
+    timeout: float = 600.0
+    max_parallel: int = 4
+    max_tokens_total: int = 0
+    run_base: Path | None = None
+    agents: dict[str, AgentSpec] = field(default_factory=dict)
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.run_base or self.workdir / ".isoagent" / "runs"
+
+
+class Session:
+    def __init__(self, settings: Settings, source: ModelSource) -> None:
+        self.settings = settings
+        self.run = RunFolder.create(settings.runs_dir)
+        self.events = Broadcast()
+        self.log = TranscriptWriter(self.run.path / "run.jsonl")
+        self.events.sinks.append(self._log_run_event)
+        self.gateway = Gateway(
+            source,
+            max_concurrent=max(settings.max_parallel, 1) + 1,
+            max_tokens_total=settings.max_tokens_total,
+        )
+        self.supervisor = Supervisor(
+            gateway=self.gateway,
+            run=self.run,
+            sink=self.events,
+            workdir=settings.workdir,
+            model=settings.model,
+            limits=settings.limits,
+            timeout=settings.timeout,
+            max_parallel=settings.max_parallel,
+        )
+
+    def _log_run_event(self, event: Event) -> None:
+        """run.jsonl holds the run's own story; children's messages live in their transcripts."""
+        if isinstance(event, RunStarted | RunFinished | ChildStarted | ChildFinished) or (
+            getattr(event, "child", None) == ""
+        ):
+            self.log(event)
+
+    def start(self) -> None:
+        self.events(
+            RunStarted(
+                run_id=self.run.run_id,
+                run_dir=self.run.display(self.run.path),
+                model=self.settings.model,
+                workdir=str(self.settings.workdir),
+                agents=list(self.settings.agents),
+            )
+        )
+
+    def finish(self, result: Result) -> RunFinished:
+        final = RunFinished(
+            result=result,
+            run_dir=self.run.display(self.run.path),
+            children=list(self.supervisor.finished),
+        )
+        self.events(final)
+        self.log.close()
+        return final
+
+    async def run_parent(self, prompt: str) -> Result:
+        """The parent agent: the child's loop, plus ``task``, with the gateway as its model."""
+        loop = asyncio.get_running_loop()
+        settings = self.settings
+        ctx = ToolContext(settings.workdir, settings.limits)
+        tools = make_tools(BASE_TOOLS, ctx)
+        tools.append(TaskTool(ctx, self.supervisor, loop, settings.agents))
+        emit = self.events
+
+        def thread_safe(event: Event) -> None:
+            loop.call_soon_threadsafe(emit, event)
+
+        agent = Agent(
+            _GatewayBridge(self.gateway, loop, ConversationRecorder(thread_safe)),
+            tools,
+            system=PARENT_PROMPT.format(workdir=settings.workdir),
+            model_name=settings.model,
+            agent_name="parent",
+            max_turns=settings.limits.max_turns,
+            max_tokens=settings.limits.max_tokens,
+            output_cap=settings.limits.output_cap,
+            max_parallel=settings.max_parallel,
+            is_cancelled=ctx.cancelled.is_set,
+        )
+        try:
+            return await run_in_thread(agent.run, prompt)
+        except asyncio.CancelledError:
+            ctx.cancelled.set()
+            end_commands(ctx)
+            raise
+
+
+class _GatewayBridge:
+    """The parent loop runs in a thread; its model turns go through the loop's gateway."""
+
+    def __init__(
+        self, gateway: Gateway, loop: asyncio.AbstractEventLoop, recorder: ConversationRecorder
+    ) -> None:
+        self.gateway = gateway
+        self.loop = loop
+        self.recorder = recorder
+
+    def complete(self, call: ModelCall) -> ModelReply:
+        self.recorder.before(call)
+        reply = asyncio.run_coroutine_threadsafe(self.gateway.call(call), self.loop).result()
+        self.recorder.after(call, reply)
+        return reply
+
+
+async def run_in_thread(fn: Callable[..., T], *args: object) -> T:
+    """Like ``asyncio.to_thread``, but on a daemon thread that a Ctrl-C never waits for."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: object, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)  # type: ignore[arg-type]
+
+    def target() -> None:
+        try:
+            value = fn(*args)
+        except BaseException as exc:
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, value, None)
+
+    threading.Thread(target=target, daemon=True, name="parent-agent").start()
+    return await future

@@ -1,0 +1,277 @@
+"""Starting, feeding and ending child processes.
+
+Each child is ``python -m child`` in a session of its own, with an
+environment built from an allow-list (no credentials). The supervisor answers
+its ``ModelCall`` frames through the gateway, records its conversation as a
+transcript, forwards its progress, and ends its whole session when it is
+done, times out, or the run is interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+import child
+from parent.child_stream import StderrLog, read_frame, write_frame
+from parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
+from parent.gateway import Gateway
+from parent.processes import describe_exit, end_session
+from parent.recorder import ConversationRecorder
+from parent.run_folder import RunFolder, TranscriptWriter
+from protocol import (
+    PROTOCOL_VERSION,
+    AgentSpec,
+    FrameError,
+    Hello,
+    Limits,
+    ModelCall,
+    Progress,
+    Result,
+    Status,
+    Task,
+    Usage,
+)
+
+PACKAGE_ROOT = Path(child.__file__).resolve().parent.parent
+DEPTH_VARIABLE = "ISOAGENT_DEPTH"
+ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ")
+HELLO_TIMEOUT = 30.0
+
+
+def child_environment(tmpdir: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The child's whole environment: an allow-list, never a key or a token."""
+    environ = dict(os.environ if environ is None else environ)
+    env = {k: v for k, v in environ.items() if k in ENV_ALLOW or k.startswith("LC_")}
+    env["TMPDIR"] = tmpdir
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env[DEPTH_VARIABLE] = str(int(environ.get(DEPTH_VARIABLE, "0") or 0) + 1)
+    return env
+
+
+class ChildFailed(Exception):
+    """The child broke the protocol or ended early; the message says how."""
+
+    def __init__(self, message: str, status: Status = "crashed") -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class ChildRequest:
+    description: str
+    prompt: str
+    agent: AgentSpec
+
+
+class Supervisor:
+    def __init__(
+        self,
+        *,
+        gateway: Gateway,
+        run: RunFolder,
+        sink: Sink,
+        workdir: Path,
+        model: str,
+        limits: Limits,
+        timeout: float,
+        max_parallel: int,
+    ) -> None:
+        self.gateway = gateway
+        self.run_folder = run
+        self.sink = sink
+        self.workdir = workdir
+        self.model = model
+        self.limits = limits
+        self.timeout = timeout
+        self._slots = asyncio.Semaphore(max_parallel)
+        self._numbers = itertools.count(1)
+        self.finished: list[ChildFinished] = []
+
+    async def run(self, request: ChildRequest) -> ChildFinished:
+        """Run one child to its end; a failure becomes a Result, never an exception."""
+        async with self._slots:
+            return await _ChildRun(self, request, next(self._numbers)).run()
+
+
+class _ChildRun:
+    """One child process, from spawn to its last byte of stderr."""
+
+    def __init__(self, sup: Supervisor, request: ChildRequest, number: int) -> None:
+        self.sup = sup
+        self.request = request
+        self.agent = request.agent
+        self.id = f"{number:03d}"
+        stem = sup.run_folder.child_stem(number, request.agent.name)
+        self.transcript_path = stem.with_suffix(".jsonl")
+        self.stderr = StderrLog(stem.with_suffix(".stderr.log"))
+        self.transcript = TranscriptWriter(self.transcript_path)
+        self.transcript_label = sup.run_folder.display(self.transcript_path)
+        self.pid = 0
+        self.last_progress: Progress | None = None
+        self.started = asyncio.get_running_loop().time()
+        self._finished: ChildFinished | None = None
+
+    def emit(self, event: Event) -> None:
+        self.transcript(event)
+        self.sup.sink(event)
+
+    async def run(self) -> ChildFinished:
+        sup = self.sup
+        tmpdir = tempfile.mkdtemp(prefix=f"isoagent-{self.id}-")
+        limits = msgspec.structs.replace(
+            sup.limits, max_turns=self.agent.max_turns or sup.limits.max_turns
+        )
+        task = Task(
+            prompt=self.request.prompt,
+            agent=self.agent,
+            model=self.agent.model or sup.model,
+            workdir=str(sup.workdir),
+            tmpdir=tmpdir,
+            limits=limits,
+        )
+        process: asyncio.subprocess.Process | None = None
+        drain: asyncio.Task[None] | None = None
+        result: Result | None = None
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-E", "-s", "-m", "child",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                cwd=PACKAGE_ROOT,
+                env=child_environment(tmpdir),
+                limit=1 << 24,
+            )  # fmt: skip
+            self.pid = process.pid
+            assert process.stderr is not None
+            drain = asyncio.create_task(self.stderr.drain(process.stderr))
+            self.emit(
+                ChildStarted(
+                    child=self.id,
+                    agent=self.agent.name,
+                    description=self.request.description,
+                    prompt=self.request.prompt,
+                    model=task.model,
+                    pid=process.pid,
+                    transcript=self.transcript_label,
+                )
+            )
+            try:
+                async with asyncio.timeout(sup.timeout):
+                    result = await self._converse(process, task)
+            except TimeoutError:
+                result = self._failure("timeout", f"timed out after {sup.timeout:g} s")
+            except FrameError as exc:
+                result = self._failure("crashed", f"sent a corrupt frame: {exc}")
+            except ChildFailed as exc:
+                await _wait_briefly(process)
+                result = self._failure(exc.status, str(exc), process.returncode)
+        except asyncio.CancelledError:
+            result = self._failure("cancelled", "interrupted")
+            raise
+        finally:
+            if process is not None:
+                await asyncio.shield(end_session(process))
+            if drain is not None:
+                await _finish(drain)
+            if result is not None:
+                self._finish(result, process)
+            self.transcript.close()
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        assert self._finished is not None
+        return self._finished
+
+    async def _converse(self, process: asyncio.subprocess.Process, task: Task) -> Result:
+        assert process.stdout is not None and process.stdin is not None
+        try:
+            async with asyncio.timeout(HELLO_TIMEOUT):
+                hello = await read_frame(process.stdout)
+        except TimeoutError:
+            raise ChildFailed(f"sent no Hello within {HELLO_TIMEOUT:g} s") from None
+        if hello is None:
+            raise ChildFailed("exited before saying Hello")
+        if not isinstance(hello, Hello):
+            raise ChildFailed(f"spoke before saying Hello ({type(hello).__name__})")
+        if hello.version != PROTOCOL_VERSION:
+            raise ChildFailed(
+                f"speaks protocol version {hello.version}, this parent speaks "
+                f"{PROTOCOL_VERSION}: reinstall isoagent so both come from one version",
+                "error",
+            )
+        if not await write_frame(process.stdin, task):
+            raise ChildFailed("closed its input before taking its Task")
+        recorder = ConversationRecorder(self.emit, self.id)
+        while True:
+            frame = await read_frame(process.stdout)
+            if frame is None:
+                raise ChildFailed("exited before sending its Result")
+            if isinstance(frame, ModelCall):
+                recorder.before(frame)
+                reply = await self.sup.gateway.call(frame)
+                recorder.after(frame, reply)
+                await write_frame(process.stdin, reply)
+            elif isinstance(frame, Progress):
+                self.last_progress = frame
+                self.sup.sink(
+                    ChildProgress(self.id, self.agent.name, self.request.description, frame)
+                )
+            elif isinstance(frame, Result):
+                return frame
+            else:
+                raise ChildFailed(f"sent an unexpected {type(frame).__name__} frame")
+
+    def _failure(self, status: Status, message: str, code: int | None = None) -> Result:
+        progress = self.last_progress
+        detail = f"child {message}"
+        if code is not None:
+            detail += f" ({describe_exit(code)})"
+        return Result(
+            summary="",
+            status=status,
+            turns=progress.turns if progress else 0,
+            tool_calls=progress.tool_calls if progress else 0,
+            usage=Usage(),
+            duration=round(asyncio.get_running_loop().time() - self.started, 3),
+            error=detail,
+        )
+
+    def _finish(self, result: Result, process: asyncio.subprocess.Process | None) -> None:
+        lines = self.stderr.last_lines()
+        if result.status == "crashed" and lines:
+            result = msgspec.structs.replace(
+                result, error=result.error + "; last stderr: " + " | ".join(lines)
+            )
+        finished = ChildFinished(
+            child=self.id,
+            agent=self.agent.name,
+            description=self.request.description,
+            pid=self.pid,
+            transcript=self.transcript_label,
+            result=result,
+            exit_code=None if process is None else process.returncode,
+        )
+        self.sup.finished.append(finished)
+        self._finished = finished
+        self.emit(finished)
+
+
+async def _wait_briefly(process: asyncio.subprocess.Process, seconds: float = 1.0) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(process.wait(), seconds)
+
+
+async def _finish(drain: asyncio.Task[None], seconds: float = 1.0) -> None:
+    """Let the stderr copy reach EOF; not waiting for a grandchild that escaped with the pipe."""
+    with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+        await asyncio.wait_for(drain, seconds)
