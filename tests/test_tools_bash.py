@@ -1,0 +1,185 @@
+"""The bash tool, with real bash processes in a temporary workspace."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from child.tools.base import ToolContext, ToolOutput
+from child.tools.bash import Bash
+from protocol import Limits
+
+
+def run(tmp_path: Path, command: str, ctx: ToolContext | None = None, **args) -> ToolOutput:
+    tool = Bash(ctx or ToolContext(tmp_path))
+    return tool.run({"command": command, **args})
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_dead(pid: int, within: float = 2.0) -> bool:
+    deadline = time.monotonic() + within
+    while alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_bash_returns_stdout_and_stderr_combined(tmp_path: Path) -> None:
+    out = run(tmp_path, "echo out; echo err >&2")
+    assert out == ToolOutput("out\nerr\n")
+
+
+def test_bash_runs_in_the_workspace(tmp_path: Path) -> None:
+    assert run(tmp_path, "pwd").text.strip() == os.path.realpath(tmp_path)
+
+
+def test_bash_empty_output_says_no_output(tmp_path: Path) -> None:
+    assert run(tmp_path, "true") == ToolOutput("(no output)")
+
+
+def test_bash_stdin_is_empty(tmp_path: Path) -> None:
+    assert run(tmp_path, "cat") == ToolOutput("(no output)")
+
+
+def test_bash_nonzero_exit_is_error_with_exit_line(tmp_path: Path) -> None:
+    out = run(tmp_path, "echo partial; exit 3")
+    assert out == ToolOutput("partial\n[exit code 3]", is_error=True)
+
+
+def test_bash_nonzero_exit_without_output(tmp_path: Path) -> None:
+    assert run(tmp_path, "exit 1") == ToolOutput("[exit code 1]", is_error=True)
+
+
+def test_bash_killed_by_signal_names_the_signal(tmp_path: Path) -> None:
+    out = run(tmp_path, "kill -KILL $$")
+    assert out.is_error
+    assert out.text.endswith("[killed by signal SIGKILL]")
+
+
+def test_bash_timeout_kills_process_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "bg.pid"
+    started = time.monotonic()
+    out = run(tmp_path, f"sleep 30 & echo $! > {pidfile}; echo before; sleep 30", timeout=0.5)
+    assert time.monotonic() - started < 3
+    assert out.is_error
+    assert out.text == "before\n[command timed out after 0.5 s and was killed]"
+    assert wait_dead(int(pidfile.read_text()))
+
+
+def test_bash_default_timeout_comes_from_limits(tmp_path: Path) -> None:
+    ctx = ToolContext(tmp_path, Limits(bash_timeout=0.3))
+    out = run(tmp_path, "sleep 30", ctx)
+    assert out == ToolOutput("[command timed out after 0.3 s and was killed]", is_error=True)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, 601])
+def test_bash_timeout_out_of_range_is_invalid_input(tmp_path: Path, timeout: float) -> None:
+    out = run(tmp_path, "true", timeout=timeout)
+    assert out.is_error
+    assert out.text.startswith("invalid input for bash")
+
+
+def test_bash_unknown_argument_is_invalid_input(tmp_path: Path) -> None:
+    out = run(tmp_path, "true", cwd="/")
+    assert out.is_error
+    assert "cwd" in out.text
+
+
+def test_bash_background_process_does_not_hang_the_call(tmp_path: Path) -> None:
+    pidfile = tmp_path / "bg.pid"
+    started = time.monotonic()
+    out = run(tmp_path, f"sleep 100 & echo $! > {pidfile}; echo done")
+    assert time.monotonic() - started < 2
+    assert out == ToolOutput("done\n")
+    assert wait_dead(int(pidfile.read_text()))
+
+
+def test_bash_background_process_with_redirected_output_is_ended(tmp_path: Path) -> None:
+    pidfile = tmp_path / "bg.pid"
+    out = run(tmp_path, f"sleep 100 >/dev/null 2>&1 & echo $! > {pidfile}")
+    assert out == ToolOutput("(no output)")
+    assert wait_dead(int(pidfile.read_text()))
+
+
+def test_bash_50mb_output_is_truncated_with_marker(tmp_path: Path) -> None:
+    cap = Limits().output_cap
+    tracemalloc.start()
+    try:
+        out = run(tmp_path, "yes | head -c 50000000; echo END")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert not out.is_error
+    assert len(out.text) <= cap + 200
+    assert "bytes truncated by isoagent" in out.text
+    assert out.text.startswith("y\ny\n")
+    assert out.text.endswith("y\nEND\n")
+    assert peak < 5_000_000
+
+
+def test_bash_output_a_little_over_cap_is_truncated_like_truncate(tmp_path: Path) -> None:
+    ctx = ToolContext(tmp_path, Limits(output_cap=1000))
+    out = run(tmp_path, "printf 'a%.0s' $(seq 1500)", ctx)
+    assert len(out.text) <= 1000 + 100
+    assert "characters truncated by isoagent" in out.text
+
+
+def test_bash_truncated_error_keeps_exit_line_within_cap(tmp_path: Path) -> None:
+    ctx = ToolContext(tmp_path, Limits(output_cap=1000))
+    out = run(tmp_path, "yes | head -c 100000; exit 4", ctx)
+    assert out.is_error
+    assert len(out.text) <= 1000
+    assert "truncated by isoagent" in out.text
+    assert out.text.endswith("y\n[exit code 4]")
+
+
+def test_bash_non_utf8_output_is_replaced(tmp_path: Path) -> None:
+    out = run(tmp_path, r"printf 'ok \xff\xfe done'")
+    assert out == ToolOutput("ok \ufffd\ufffd done")
+
+
+def test_bash_cancel_kills_the_command(tmp_path: Path) -> None:
+    ctx = ToolContext(tmp_path)
+    threading.Timer(0.3, ctx.cancelled.set).start()
+    started = time.monotonic()
+    out = run(tmp_path, "sleep 30", ctx)
+    assert time.monotonic() - started < 2
+    assert out == ToolOutput("cancelled", is_error=True)
+    assert ctx.process_groups == set()
+
+
+def test_bash_already_cancelled_runs_nothing(tmp_path: Path) -> None:
+    ctx = ToolContext(tmp_path)
+    ctx.cancelled.set()
+    out = run(tmp_path, "touch made", ctx)
+    assert out == ToolOutput("cancelled", is_error=True)
+    assert not (tmp_path / "made").exists()
+
+
+def test_bash_registers_its_process_group_while_running(tmp_path: Path) -> None:
+    ctx = ToolContext(tmp_path)
+    pidfile = tmp_path / "pid"
+    thread = threading.Thread(target=run, args=(tmp_path, f"echo $$ > {pidfile}; sleep 0.5", ctx))
+    thread.start()
+    deadline = time.monotonic() + 2
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    pid = int(pidfile.read_text())
+    assert ctx.process_groups == {pid}
+    assert os.getpgid(pid) == pid
+    thread.join()
+    assert ctx.process_groups == set()
