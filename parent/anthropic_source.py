@@ -31,7 +31,7 @@ def check_credentials(environ: os._Environ[str] | dict[str, str] = os.environ) -
 
 
 class AnthropicSource:
-    def __init__(self, *, max_retries: int = 4, timeout: float = 600.0) -> None:
+    def __init__(self, *, max_retries: int = 3, timeout: float = 600.0) -> None:
         check_credentials()
         import anthropic
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from parent.commands.run import run
-from parent.exit_codes import EXIT_CODES_HELP
+from parent.exit_codes import EXIT_CODES_HELP, ExitCode
 
 
 @click.group(epilog=EXIT_CODES_HELP)
@@ -18,4 +20,15 @@ cli.add_command(run)
 
 
 def main() -> None:
-    cli(prog_name="isoagent")
+    """Run the CLI; click's usage errors become one ``isoagent: ...`` line, exit 2."""
+    try:
+        cli.main(prog_name="isoagent", standalone_mode=False)
+    except click.ClickException as exc:
+        hint = ""
+        if isinstance(exc, click.UsageError) and exc.ctx is not None:
+            hint = f" (see '{exc.ctx.command_path} --help')"
+        click.echo(f"isoagent: {exc.format_message()}{hint}", err=True)
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("isoagent: aborted", err=True)
+        sys.exit(ExitCode.INTERRUPTED)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -134,20 +135,25 @@ def build_settings(options: dict[str, Any]) -> Settings:
         timeout=options["timeout"],
         max_parallel=options["max_parallel"],
         agents=load_catalog(options["workdir"], options["agents_dirs"]),
+        child_command=shlex.split(os.environ.get("ISOAGENT_CHILD_COMMAND", "")) or None,
     )
 
 
 def model_source(options: dict[str, Any]) -> ModelSource:
     """Replayed, or the SDK (credentials from the environment), optionally recorded."""
     from parent.anthropic_source import AnthropicSource, MissingCredentials
-    from parent.cassette import CassetteError, RecordingSource, ReplaySource
+    from parent.cassette import CassetteError
 
     try:
         if options["replay"] is not None:
+            from parent.cassette import ReplaySource
+
             source: ModelSource = ReplaySource(options["replay"], options["replay_match"])
         else:
             source = AnthropicSource()
         if options["record"] is not None:
+            from parent.cassette import RecordingSource
+
             source = RecordingSource(source, options["record"])
     except (MissingCredentials, CassetteError) as exc:
         fail(str(exc))

@@ -46,6 +46,7 @@ class Settings:
     max_tokens_total: int = 0
     run_base: Path | None = None
     agents: dict[str, AgentSpec] = field(default_factory=dict)
+    child_command: list[str] | None = None  # how to start a child; default python -m child
 
     @property
     def runs_dir(self) -> Path:
@@ -57,6 +58,7 @@ class Session:
         self.settings = settings
         self.run = RunFolder.create(settings.runs_dir)
         self.events = Broadcast()
+        self.started: RunStarted | None = None  # the init event, for a sink attached late
         self.log = TranscriptWriter(self.run.path / "run.jsonl")
         self.events.sinks.append(self._log_run_event)
         self.gateway = Gateway(
@@ -73,6 +75,7 @@ class Session:
             limits=settings.limits,
             timeout=settings.timeout,
             max_parallel=settings.max_parallel,
+            child_command=settings.child_command,
         )
 
     def _log_run_event(self, event: Event) -> None:
@@ -83,15 +86,14 @@ class Session:
             self.log(event)
 
     def start(self) -> None:
-        self.events(
-            RunStarted(
-                run_id=self.run.run_id,
-                run_dir=self.run.display(self.run.path),
-                model=self.settings.model,
-                workdir=str(self.settings.workdir),
-                agents=list(self.settings.agents),
-            )
+        self.started = RunStarted(
+            run_id=self.run.run_id,
+            run_dir=self.run.display(self.run.path),
+            model=self.settings.model,
+            workdir=str(self.settings.workdir),
+            agents=list(self.settings.agents),
         )
+        self.events(self.started)
 
     def finish(self, result: Result) -> RunFinished:
         final = RunFinished(

@@ -46,6 +46,8 @@ PACKAGE_ROOT = Path(child.__file__).resolve().parent.parent
 DEPTH_VARIABLE = "ISOAGENT_DEPTH"
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ")
 HELLO_TIMEOUT = 30.0
+# -E -s: no PYTHON* variables, no user site; cwd=PACKAGE_ROOT puts this isoagent first on sys.path
+CHILD_COMMAND = [sys.executable, "-E", "-s", "-m", "child"]
 
 
 def child_environment(tmpdir: str, environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -85,8 +87,10 @@ class Supervisor:
         limits: Limits,
         timeout: float,
         max_parallel: int,
+        child_command: list[str] | None = None,
     ) -> None:
         self.gateway = gateway
+        self.child_command = child_command or CHILD_COMMAND
         self.run_folder = run
         self.sink = sink
         self.workdir = workdir
@@ -143,17 +147,7 @@ class _ChildRun:
         drain: asyncio.Task[None] | None = None
         result: Result | None = None
         try:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-E", "-s", "-m", "child",
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                cwd=PACKAGE_ROOT,
-                env=child_environment(tmpdir),
-                limit=1 << 24,
-            )  # fmt: skip
-            self.pid = process.pid
+            process = await self._spawn(tmpdir)
             assert process.stderr is not None
             drain = asyncio.create_task(self.stderr.drain(process.stderr))
             self.emit(
@@ -167,16 +161,9 @@ class _ChildRun:
                     transcript=self.transcript_label,
                 )
             )
-            try:
-                async with asyncio.timeout(sup.timeout):
-                    result = await self._converse(process, task)
-            except TimeoutError:
-                result = self._failure("timeout", f"timed out after {sup.timeout:g} s")
-            except FrameError as exc:
-                result = self._failure("crashed", f"sent a corrupt frame: {exc}")
-            except ChildFailed as exc:
-                await _wait_briefly(process)
-                result = self._failure(exc.status, str(exc), process.returncode)
+            result = await self._outcome(process, task)
+        except ChildFailed as exc:
+            result = self._failure(exc.status, str(exc))
         except asyncio.CancelledError:
             result = self._failure("cancelled", "interrupted")
             raise
@@ -191,6 +178,37 @@ class _ChildRun:
             shutil.rmtree(tmpdir, ignore_errors=True)
         assert self._finished is not None
         return self._finished
+
+    async def _spawn(self, tmpdir: str) -> asyncio.subprocess.Process:
+        command = self.sup.child_command
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                cwd=PACKAGE_ROOT,
+                env=child_environment(tmpdir),
+                limit=1 << 24,
+            )
+        except OSError as exc:
+            raise ChildFailed(f"could not be started ({' '.join(command)}): {exc}") from None
+        self.pid = process.pid
+        return process
+
+    async def _outcome(self, process: asyncio.subprocess.Process, task: Task) -> Result:
+        """The child's Result, or one that says how the child failed."""
+        try:
+            async with asyncio.timeout(self.sup.timeout):
+                return await self._converse(process, task)
+        except TimeoutError:
+            return self._failure("timeout", f"timed out after {self.sup.timeout:g} s")
+        except FrameError as exc:
+            return self._failure("crashed", f"sent a corrupt frame: {exc}")
+        except ChildFailed as exc:
+            await _wait_briefly(process)
+            return self._failure(exc.status, str(exc), process.returncode)
 
     async def _converse(self, process: asyncio.subprocess.Process, task: Task) -> Result:
         assert process.stdout is not None and process.stdin is not None

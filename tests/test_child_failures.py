@@ -1,0 +1,88 @@
+"""A child that dies or misbehaves gives the parent model a clear tool result; the run goes on."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.conftest import cli_env
+from tests.support.cli import run_cli
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+
+
+def parent_reports_task_result(child: list[Reply]):
+    def handler(req: Request) -> Reply:
+        if req.is_parent:
+            if req.turn == 0:
+                return tool_reply(
+                    "task",
+                    {"description": "risky", "prompt": "do it", "subagent_type": "general-purpose"},
+                )
+            result = req.tool_results[0]
+            return text_reply(f"error={result.get('is_error', False)} :: {result['content']}")
+        return child[min(req.turn, len(child) - 1)]
+
+    return handler
+
+
+def test_child_killed_with_sigkill_gives_a_clear_tool_result(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = parent_reports_task_result(
+        [tool_reply("bash", {"command": "echo about to die >&2; kill -9 $PPID; sleep 5"})]
+    )
+    done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "error=True" in done.stdout
+    assert "crashed" in done.stdout and "SIGKILL" in done.stdout
+    assert "transcript .isoagent/runs/" in done.stdout
+    assert "risky - crashed" in done.stderr
+
+
+def test_child_crash_reports_exit_code_and_last_stderr(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    crash = tmp_path / "crash.py"
+    crash.write_text(
+        "import sys\nprint('boom: missing dependency', file=sys.stderr)\nsys.exit(7)\n"
+    )
+    api_server.handler = parent_reports_task_result([text_reply("never")])
+    env = cli_env(api_server, ISOAGENT_CHILD_COMMAND=f"{sys.executable} {crash}")
+    done = run_cli(["run", "go"], env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "exited before saying Hello (exit code 7)" in done.stdout
+    assert "boom: missing dependency" in done.stdout
+
+
+def test_child_that_writes_garbage_is_a_clear_failure(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    garbage = tmp_path / "garbage.py"
+    garbage.write_text(
+        "import os, time\nos.write(1, b'hello, I am not a frame\\n')\ntime.sleep(30)\n"
+    )
+    api_server.handler = parent_reports_task_result([text_reply("never")])
+    env = cli_env(api_server, ISOAGENT_CHILD_COMMAND=f"{sys.executable} {garbage}")
+    done = run_cli(["run", "go"], env, cwd=tmp_path, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert "corrupt frame" in done.stdout
+
+
+def test_child_at_its_turn_limit_returns_what_it_has(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = parent_reports_task_result(
+        [tool_reply("bash", {"command": "echo again"}, text="still looking")]
+    )
+    done = run_cli(["run", "go", "--max-turns", "3"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "error=False" in done.stdout
+    assert "max_turns" in done.stdout and "turn limit (3)" in done.stdout
+    assert "still looking" in done.stdout
+
+
+def test_child_timeout_ends_it_and_says_so(api_server: MessagesServer, tmp_path: Path) -> None:
+    api_server.handler = parent_reports_task_result([tool_reply("bash", {"command": "sleep 60"})])
+    done = run_cli(["run", "go", "--timeout", "2"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "timeout" in done.stdout and "timed out after 2 s" in done.stdout

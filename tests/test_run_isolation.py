@@ -1,0 +1,151 @@
+"""`isoagent run` end to end: the child is a separate process with a clean context."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli_env
+from tests.support.cli import read_jsonl, run_cli, run_dirs
+from tests.support.messages_server import (
+    MessagesServer,
+    Reply,
+    Request,
+    text_reply,
+    tool_reply,
+    tools_reply,
+)
+
+SECRET = "the-secret-file-content-7f3a"
+
+
+def delegate(agent: str, child_steps: list[Reply], summary_prefix: str = "Parent answer: "):
+    """A handler: the parent delegates once; the child plays ``child_steps``, then summarises."""
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent:
+            if req.turn == 0:
+                return tool_reply(
+                    "task",
+                    {"description": "look around", "prompt": "inspect", "subagent_type": agent},
+                )
+            return text_reply(summary_prefix + req.tool_results[0]["content"])
+        if req.turn < len(child_steps):
+            return child_steps[req.turn]
+        return text_reply(f"CHILD SUMMARY after {req.turn} turns")
+
+    return handler
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    (tmp_path / "secret.txt").write_text(SECRET)
+    (tmp_path / "test_x.py").write_text("import pytest\n")
+    return tmp_path
+
+
+def test_child_context_is_fresh_and_only_its_summary_reaches_the_parent(
+    api_server: MessagesServer, workspace: Path
+) -> None:
+    api_server.handler = delegate("Explore", [tool_reply("read_file", {"path": "secret.txt"})])
+    done = run_cli(["run", "what is in secret.txt?"], cli_env(api_server), cwd=workspace)
+    assert done.returncode == 0, done.stderr
+
+    child = [r for r in api_server.requests if not r.is_parent]
+    parent = [r for r in api_server.requests if r.is_parent]
+    assert len(child[0].messages) == 1
+    assert child[0].first_user_text == "inspect"
+    assert "task" not in child[0].tool_names
+    assert SECRET in child[1].text()  # the child did read it ...
+    assert all(SECRET not in r.text() for r in parent)  # ... the parent never saw it
+    assert "CHILD SUMMARY after 1 turns" in done.stdout
+    assert done.stdout.startswith("Parent answer: ")
+    assert "[Explore] look around - done" in done.stderr
+    assert "[Explore]" not in done.stdout  # progress lines stay on stderr
+
+
+def test_child_runs_in_its_own_process_under_the_cli_without_credentials(
+    api_server: MessagesServer, workspace: Path
+) -> None:
+    probe = "echo child=$PPID; ps -o ppid= -p $PPID; env"
+    api_server.handler = delegate("general-purpose", [tool_reply("bash", {"command": probe})])
+    env = cli_env(api_server, ANTHROPIC_AUTH_TOKEN="token-xyz")
+    done = run_cli(["run", "probe"], env, cwd=workspace)
+    assert done.returncode == 0, done.stderr
+
+    output = next(r for r in api_server.requests if not r.is_parent and r.turn == 1)
+    text = output.tool_results[0]["content"]
+    lines = text.splitlines()
+    child_pid = int(lines[0].removeprefix("child="))
+    child_parent = int(lines[1])
+    (run,) = run_dirs(workspace)
+    started = next(e for e in read_jsonl(run / "run.jsonl") if e["type"] == "child_started")
+    assert started["pid"] == child_pid
+    assert child_pid != child_parent != os.getpid()
+    assert "test-key" not in text and "token-xyz" not in text and "ANTHROPIC" not in text
+    assert "ISOAGENT_DEPTH=1" in text
+
+
+def test_child_transcript_holds_the_whole_conversation(
+    api_server: MessagesServer, workspace: Path
+) -> None:
+    api_server.handler = delegate("Explore", [tool_reply("read_file", {"path": "secret.txt"})])
+    done = run_cli(["run", "go"], cli_env(api_server), cwd=workspace)
+    assert done.returncode == 0, done.stderr
+
+    (run,) = run_dirs(workspace)
+    (transcript,) = run.glob("child-001-Explore.jsonl")
+    events = read_jsonl(transcript)
+    assert [e["type"] for e in events] == [
+        "child_started",
+        "message",  # the task prompt
+        "message",  # read_file call
+        "message",  # its result
+        "message",  # the summary
+        "child_result",
+    ]
+    assert SECRET in events[3]["content"][0]["content"]
+    assert events[-1]["result"]["status"] == "ok"
+    assert str(transcript.relative_to(workspace)) in done.stdout
+
+
+def test_large_tool_output_is_truncated_before_any_model_sees_it(
+    api_server: MessagesServer, workspace: Path
+) -> None:
+    flood = "python3 -c \"import sys; sys.stdout.write('x' * 50_000_000)\"; echo END"
+    api_server.handler = delegate("general-purpose", [tool_reply("bash", {"command": flood})])
+    done = run_cli(["run", "flood"], cli_env(api_server), cwd=workspace, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+    result = next(r for r in api_server.requests if not r.is_parent and r.turn == 1)
+    content = result.tool_results[0]["content"]
+    assert len(content) < 40_000
+    assert "truncated" in content and content.rstrip().endswith("END")
+    assert all(len(r.text()) < 50_000 for r in api_server.requests)
+
+
+def test_parallel_task_calls_run_in_separate_processes(
+    api_server: MessagesServer, workspace: Path
+) -> None:
+    def handler(req: Request) -> Reply:
+        if req.is_parent:
+            if req.turn == 0:
+                calls = [
+                    ("task", {"description": f"job {n}", "prompt": f"job {n}",
+                              "subagent_type": "Explore"})
+                    for n in range(3)
+                ]  # fmt: skip
+                return tools_reply(calls)
+            return text_reply(" | ".join(r["content"] for r in req.tool_results))
+        if req.turn == 0:
+            return tool_reply("bash", {"command": "echo pid=$PPID"}, delay=0.3)
+        return text_reply(req.tool_results[0]["content"].strip())
+
+    api_server.handler = handler
+    done = run_cli(["run", "fan out", "--max-parallel", "3"], cli_env(api_server), cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    pids = {part.split("pid=")[1].split()[0] for part in done.stdout.split(" | ")}
+    assert len(pids) == 3
+    assert api_server.max_in_flight_where(lambda r: not r.is_parent) == 3
