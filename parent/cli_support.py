@@ -74,6 +74,7 @@ def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Another folder of agent files (*.md, Claude Code format); repeatable.",
         ),
         click.option("-v", "--verbose", is_flag=True, help="Show every tool call on stderr."),
+        *LIMIT_OPTIONS,
         click.option(
             "--record", type=click.Path(dir_okay=False, path_type=Path),
             help="Write every model call (request and response) to this JSONL file.",
@@ -89,6 +90,44 @@ def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
     ]  # fmt: skip
     return _apply(options, fn)
+
+
+LIMIT_OPTIONS = [
+    click.option(
+        "--sandbox", type=click.Choice(["auto", "off", "workspace", "read-only"]),
+        default="auto", show_default=True,
+        help="OS sandbox for children (Landlock). auto: agents without write tools are "
+        "read-only, the others may write only in the workspace.",
+    ),
+    click.option(
+        "--allow-unsandboxed", is_flag=True,
+        help="Run read-only agents unconfined where the kernel has no Landlock.",
+    ),
+    click.option(
+        "--child-network", type=click.Choice(["on", "off"]), default="on", show_default=True,
+        help="off: children run in an empty network namespace (they never need one for the model).",
+    ),
+    click.option(
+        "--max-tokens-total", type=click.IntRange(0), default=0,
+        help="Token budget for the whole run (0: none); past it agents end with status budget.",
+    ),
+    click.option(
+        "--cpu-seconds", type=click.IntRange(0), default=900, show_default=True,
+        help="CPU-time limit per child process and per command it runs (0: none).",
+    ),
+    click.option(
+        "--memory-mb", type=click.IntRange(0), default=8192, show_default=True,
+        help="Address-space limit per child process and command, in MiB (0: none).",
+    ),
+    click.option(
+        "--max-processes", type=click.IntRange(0), default=512, show_default=True,
+        help="Process limit (RLIMIT_NPROC; the kernel does not apply it to root) (0: none).",
+    ),
+    click.option(
+        "--max-file-size-mb", type=click.IntRange(0), default=4096, show_default=True,
+        help="Largest file a child's command may write, in MiB (0: none).",
+    ),
+]  # fmt: skip
 
 
 def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -128,12 +167,23 @@ def load_catalog(workdir: Path, agents_dirs: tuple[Path, ...]) -> dict[str, Agen
 def build_settings(options: dict[str, Any]) -> Settings:
     from parent.session import Settings
 
+    limits = Limits(
+        max_turns=options["max_turns"],
+        cpu_seconds=options["cpu_seconds"],
+        address_space_mb=options["memory_mb"],
+        max_processes=options["max_processes"],
+        file_size_mb=options["max_file_size_mb"],
+        network=options["child_network"] == "on",
+    )
     return Settings(
         workdir=options["workdir"],
         model=options["model"],
-        limits=Limits(max_turns=options["max_turns"]),
+        limits=limits,
         timeout=options["timeout"],
         max_parallel=options["max_parallel"],
+        max_tokens_total=options["max_tokens_total"],
+        sandbox=options["sandbox"],
+        allow_unsandboxed=options["allow_unsandboxed"],
         agents=load_catalog(options["workdir"], options["agents_dirs"]),
         child_command=shlex.split(os.environ.get("ISOAGENT_CHILD_COMMAND", "")) or None,
     )
@@ -163,11 +213,14 @@ def model_source(options: dict[str, Any]) -> ModelSource:
 def run_session(options: dict[str, Any], settings: Settings, body: SessionBody) -> int:
     """Open a session with the progress display and run ``body`` under signal handling."""
     from parent.display import ProgressDisplay
+    from parent.sandbox_policy import unsandboxed_warning
     from parent.supervisor import DEPTH_VARIABLE
 
     if int(os.environ.get(DEPTH_VARIABLE, "0") or 0) >= 1:
         fail("refusing to start model-backed work inside an isoagent child (nesting depth 1)")
     source = model_source(options)
+    if warning := unsandboxed_warning(settings.sandbox):
+        click.echo(f"isoagent: {warning}", err=True)
     display = ProgressDisplay(verbose=options["verbose"])
     return run_with_signals(functools.partial(_session_main, settings, source, display, body))
 

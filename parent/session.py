@@ -21,6 +21,7 @@ from parent.events import Broadcast, ChildFinished, ChildStarted, Event, RunFini
 from parent.gateway import Gateway, ModelSource
 from parent.recorder import ConversationRecorder
 from parent.run_folder import RunFolder, TranscriptWriter
+from parent.sandbox_policy import SandboxChoice
 from parent.supervisor import Supervisor
 from parent.task_tool import TaskTool
 from protocol import AgentSpec, Limits, ModelCall, ModelReply, Result
@@ -47,6 +48,8 @@ class Settings:
     run_base: Path | None = None
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     child_command: list[str] | None = None  # how to start a child; default python -m child
+    sandbox: SandboxChoice = "auto"
+    allow_unsandboxed: bool = False
 
     @property
     def runs_dir(self) -> Path:
@@ -76,6 +79,8 @@ class Session:
             timeout=settings.timeout,
             max_parallel=settings.max_parallel,
             child_command=settings.child_command,
+            sandbox=settings.sandbox,
+            allow_unsandboxed=settings.allow_unsandboxed,
         )
 
     def _log_run_event(self, event: Event) -> None:

@@ -28,6 +28,7 @@ from parent.gateway import Gateway
 from parent.processes import describe_exit, end_session
 from parent.recorder import ConversationRecorder
 from parent.run_folder import RunFolder, TranscriptWriter
+from parent.sandbox_policy import SandboxChoice, SandboxRefused, sandbox_mode
 from protocol import (
     PROTOCOL_VERSION,
     AgentSpec,
@@ -88,7 +89,11 @@ class Supervisor:
         timeout: float,
         max_parallel: int,
         child_command: list[str] | None = None,
+        sandbox: SandboxChoice = "auto",
+        allow_unsandboxed: bool = False,
     ) -> None:
+        self.sandbox = sandbox
+        self.allow_unsandboxed = allow_unsandboxed
         self.gateway = gateway
         self.child_command = child_command or CHILD_COMMAND
         self.run_folder = run
@@ -130,23 +135,12 @@ class _ChildRun:
         self.sup.sink(event)
 
     async def run(self) -> ChildFinished:
-        sup = self.sup
         tmpdir = tempfile.mkdtemp(prefix=f"isoagent-{self.id}-")
-        limits = msgspec.structs.replace(
-            sup.limits, max_turns=self.agent.max_turns or sup.limits.max_turns
-        )
-        task = Task(
-            prompt=self.request.prompt,
-            agent=self.agent,
-            model=self.agent.model or sup.model,
-            workdir=str(sup.workdir),
-            tmpdir=tmpdir,
-            limits=limits,
-        )
         process: asyncio.subprocess.Process | None = None
         drain: asyncio.Task[None] | None = None
         result: Result | None = None
         try:
+            task = self._task(tmpdir)
             process = await self._spawn(tmpdir)
             assert process.stderr is not None
             drain = asyncio.create_task(self.stderr.drain(process.stderr))
@@ -178,6 +172,26 @@ class _ChildRun:
             shutil.rmtree(tmpdir, ignore_errors=True)
         assert self._finished is not None
         return self._finished
+
+    def _task(self, tmpdir: str) -> Task:
+        sup = self.sup
+        try:
+            sandbox = sandbox_mode(self.agent, sup.sandbox, sup.allow_unsandboxed)
+        except SandboxRefused as exc:
+            raise ChildFailed(f"was not started: {exc}", "error") from None
+        limits = msgspec.structs.replace(
+            sup.limits,
+            max_turns=self.agent.max_turns or sup.limits.max_turns,
+            sandbox=sandbox,
+        )
+        return Task(
+            prompt=self.request.prompt,
+            agent=self.agent,
+            model=self.agent.model or sup.model,
+            workdir=str(sup.workdir),
+            tmpdir=tmpdir,
+            limits=limits,
+        )
 
     async def _spawn(self, tmpdir: str) -> asyncio.subprocess.Process:
         command = self.sup.child_command

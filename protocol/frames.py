@@ -82,6 +82,8 @@ class AgentSpec(msgspec.Struct, omit_defaults=True):
 
 
 class Limits(msgspec.Struct, omit_defaults=True):
+    """Per-child limits; 0 means "no limit" for the resource limits."""
+
     max_turns: int = 50
     max_tokens: int = 8192
     bash_timeout: float = 120.0
