@@ -1,0 +1,172 @@
+"""The wire protocol: every frame round-trips, big frames pass, bad bytes are clear errors."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol import (
+    PROTOCOL_VERSION,
+    AgentSpec,
+    Cancel,
+    ChildFrame,
+    FrameError,
+    FrameReader,
+    FrameWriter,
+    Hello,
+    Message,
+    ModelCall,
+    ModelError,
+    ModelReply,
+    ParentFrame,
+    Progress,
+    Result,
+    Task,
+    TextBlock,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+    Usage,
+    decode_frame,
+    encode_frame,
+)
+from protocol.framing import MAX_FRAME
+
+CONVERSATION = [
+    Message("user", [TextBlock("find the tests")]),
+    Message("assistant", [TextBlock("looking"), ToolUseBlock("t1", "bash", {"command": "ls"})]),
+    Message("user", [ToolResultBlock("t1", "tests/\n", is_error=False)]),
+]
+CHILD_FRAMES = [
+    Hello(PROTOCOL_VERSION, 123),
+    ModelCall(3, "m", 100, "sys", CONVERSATION, [ToolSpec("bash", "run", {"type": "object"})]),
+    Progress("tool_start", 1, 2, 0.5, tool="bash", detail="ls"),
+    Result("done", "ok", 2, 1, Usage(5, 6), 1.5),
+]
+PARENT_FRAMES = [
+    Task("go", AgentSpec("Explore", "d", "p", ["bash"]), "m", "/w", "/t"),
+    ModelReply(3, [TextBlock("hi")], "end_turn", Usage(1, 2)),
+    ModelReply(4, error=ModelError("auth", "bad key", 401)),
+    Cancel("user pressed Ctrl-C"),
+]
+
+
+@pytest.mark.parametrize("frame", CHILD_FRAMES, ids=lambda f: type(f).__name__)
+def test_child_frames_round_trip(frame: object) -> None:
+    assert decode_frame(encode_frame(frame)[4:], ChildFrame) == frame  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("frame", PARENT_FRAMES, ids=lambda f: type(f).__name__)
+def test_parent_frames_round_trip(frame: object) -> None:
+    assert decode_frame(encode_frame(frame)[4:], ParentFrame) == frame  # type: ignore[arg-type]
+
+
+def test_a_parent_frame_is_not_accepted_as_a_child_frame() -> None:
+    with pytest.raises(FrameError, match="undecodable"):
+        decode_frame(encode_frame(Cancel("x"))[4:], ChildFrame)
+
+
+def test_50_mb_frame_crosses_a_real_pipe_between_processes() -> None:
+    writer = textwrap.dedent(
+        """
+        import os, sys
+        from protocol import FrameWriter, ModelCall, Message, ToolResultBlock
+        big = "x" * 50_000_000 + "END"
+        call = ModelCall(1, "m", 1, "", [Message("user", [ToolResultBlock("t", big)])])
+        FrameWriter(1).write(call)
+        """
+    )
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", writer], stdout=subprocess.PIPE, cwd=repo, env={**os.environ}
+    )
+    assert proc.stdout is not None
+    frame = FrameReader(proc.stdout.fileno(), ChildFrame).read()
+    assert proc.wait(timeout=60) == 0
+    assert isinstance(frame, ModelCall)
+    content = frame.messages[0].content[0]
+    assert isinstance(content, ToolResultBlock)
+    assert len(content.content) == 50_000_003 and content.content.endswith("END")
+
+
+def pipe_with(data: bytes) -> FrameReader:
+    read, write = os.pipe()
+    os.write(write, data)
+    os.close(write)
+    return FrameReader(read, ChildFrame)
+
+
+def test_text_on_the_pipe_is_an_error_not_a_wait() -> None:
+    with pytest.raises(FrameError, match="not a frame"):
+        pipe_with(b"Traceback (most recent call last):\n").read()
+
+
+def test_truncated_frame_is_an_error() -> None:
+    with pytest.raises(FrameError, match="ended"):
+        pipe_with(encode_frame(Hello(1, 2))[:-3]).read()
+
+
+def test_eof_between_frames_is_a_clean_end() -> None:
+    reader = pipe_with(encode_frame(Hello(1, 2)))
+    assert reader.read() == Hello(1, 2)
+    assert reader.read() is None
+
+
+def test_frames_written_one_after_another_are_read_in_order() -> None:
+    read, write = os.pipe()
+    for frame in CHILD_FRAMES:
+        FrameWriter(write).write(frame)
+    os.close(write)
+    reader = FrameReader(read, ChildFrame)
+    assert [reader.read() for _ in CHILD_FRAMES] == CHILD_FRAMES
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=512))
+def test_decoding_arbitrary_bytes_raises_only_frame_error(body: bytes) -> None:
+    for union in (ChildFrame, ParentFrame):
+        with contextlib.suppress(FrameError):
+            decode_frame(body, union)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=4, max_size=64))
+def test_reading_arbitrary_streams_raises_only_frame_error(data: bytes) -> None:
+    reader = pipe_with(data)
+    try:
+        while reader.read() is not None:
+            pass
+    except FrameError:
+        pass
+
+
+def test_oversized_header_is_rejected_before_reading_the_body() -> None:
+    with pytest.raises(FrameError, match=str(MAX_FRAME)):
+        pipe_with((MAX_FRAME + 1).to_bytes(4, "big")).read()
+
+
+def test_child_keeps_the_protocol_fd_free_of_printed_text() -> None:
+    script = textwrap.dedent(
+        """
+        import os, sys
+        from child.main import take_protocol_fd
+        fd = take_protocol_fd()
+        print("noise from print")
+        os.system("echo noise from a subprocess")
+        sys.stdout.flush()
+        os.write(fd, b"FRAME")
+        """
+    )
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, cwd=repo, timeout=30, check=True
+    )
+    assert done.stdout == b"FRAME"
+    assert b"noise from print" in done.stderr and b"noise from a subprocess" in done.stderr
