@@ -6,7 +6,10 @@ import sys
 
 import click
 
+from parent.commands.agents import agents
+from parent.commands.batch import batch
 from parent.commands.run import run
+from parent.commands.task import task
 from parent.exit_codes import EXIT_CODES_HELP, ExitCode
 
 
@@ -17,6 +20,9 @@ def cli() -> None:
 
 
 cli.add_command(run)
+cli.add_command(task)
+cli.add_command(batch)
+cli.add_command(agents)
 
 
 def main() -> None:

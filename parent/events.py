@@ -8,10 +8,11 @@ One shape serves three readers: the JSONL transcripts on disk, the
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 import msgspec
 
-from protocol import Block, Progress, Result, Usage
+from protocol import Block, Progress, Result, Status, Usage
 
 
 class Event(msgspec.Struct, tag_field="type", omit_defaults=True):
@@ -67,6 +68,26 @@ class RunFinished(Event, tag="result"):
     result: Result
     run_dir: str
     children: list[ChildFinished] = []
+
+
+class TaskRecord(msgspec.Struct):
+    """One ``isoagent batch`` output line: how one input line's task ended.
+
+    ``status`` is a Result status, or ``invalid`` for an input line that could not be run
+    (``error`` says why, ``line`` says where).
+    """
+
+    id: str | int
+    status: Status | Literal["invalid"]
+    line: int
+    agent: str = ""
+    summary: str = ""
+    turns: int = 0
+    tool_calls: int = 0
+    tokens: Usage = msgspec.field(default_factory=Usage)
+    seconds: float = 0.0
+    transcript: str = ""
+    error: str = ""
 
 
 AnyEvent = RunStarted | ChildStarted | MessageAdded | ChildProgress | ChildFinished | RunFinished

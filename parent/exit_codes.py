@@ -14,6 +14,7 @@ class ExitCode(IntEnum):
     MAX_TURNS = 3  # an agent stopped at its turn limit
     CHILD_FAILED = 4  # a child crashed, was killed, timed out, or broke the protocol
     BUDGET = 5  # the run's token budget ran out
+    TASKS_FAILED = 6  # batch: at least one task did not end ok, or an input line was bad
     INTERRUPTED = 130  # Ctrl-C (SIGINT); SIGTERM gives 143
 
 
@@ -34,5 +35,6 @@ def exit_code_for(status: Status) -> ExitCode:
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 error (API, key, server), 2 usage, 3 turn limit, "
-    "4 child failed (crash, kill, timeout), 5 token budget, 130 interrupted."
+    "4 child failed (crash, kill, timeout), 5 token budget, 6 batch: some task not ok, "
+    "130 interrupted."
 )

@@ -1,0 +1,105 @@
+"""``isoagent task``: one subagent in its own process, no parent model turn."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from parent.batch_input import unknown_agent
+from parent.cli_support import (
+    agent_options,
+    build_settings,
+    fail,
+    output_options,
+    read_prompt,
+    run_session,
+)
+from parent.exit_codes import EXIT_CODES_HELP, ExitCode
+from parent.output import Output
+from protocol import AgentSpec
+
+if TYPE_CHECKING:
+    from parent.session import Session
+
+EPILOG = f"""\b
+Examples:
+  isoagent task --agent Explore "find where auth is handled"
+  git diff | isoagent task --agent Plan "review this diff" > plan.md
+  isoagent task - < prompt.txt
+
+{EXIT_CODES_HELP}"""
+
+
+@click.command(epilog=EPILOG)
+@click.argument("prompt")
+@click.option(
+    "--agent", "-a", "agent_name", default="general-purpose", show_default=True,
+    help="Agent type to run (see `isoagent agents`).",
+)  # fmt: skip
+@agent_options
+@output_options
+def task(prompt: str, agent_name: str, output_format: str, **options: Any) -> None:
+    """Run one subagent on PROMPT in its own process and print its summary.
+
+    PROMPT '-' reads the prompt from stdin. Otherwise text piped to stdin is attached
+    to the prompt between <stdin> and </stdin> lines. Progress goes to stderr.
+    """
+    from parent.supervisor import ChildRequest
+
+    text = task_prompt(prompt)
+    settings = build_settings(options)
+    agent = pick_agent(settings.agents, agent_name)
+    output = Output(output_format)
+    request = ChildRequest(describe(text), text, agent)
+
+    async def body(session: Session) -> int:
+        output.attach(session)
+        finished = await session.supervisor.run(request)
+        return output.finish(session.finish(finished.result))
+
+    sys.exit(run_session(options, settings, body))
+
+
+def pick_agent(agents: Mapping[str, AgentSpec], name: str) -> AgentSpec:
+    """The agent type called ``name``; an unknown name is a usage error."""
+    agent = agents.get(name)
+    if agent is None:
+        fail(unknown_agent(name, agents), ExitCode.USAGE)
+    return agent
+
+
+def task_prompt(prompt: str) -> str:
+    """The prompt, with piped stdin (if any) attached as a delimited block."""
+    if prompt == "-":
+        return read_prompt(prompt)
+    prompt = read_prompt(prompt)
+    piped = read_piped_stdin()
+    if piped.strip():
+        prompt = f"{prompt.rstrip()}\n\n<stdin>\n{piped.rstrip()}\n</stdin>"
+    return prompt
+
+
+def read_piped_stdin() -> str:
+    """What a pipe or a redirected file on stdin holds; "" for a terminal, /dev/null or none.
+
+    Only pipes and files are read, so a stdin nobody writes to (a socket, a terminal)
+    never makes the command wait.
+    """
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError):
+        return ""
+    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        return ""
+    return sys.stdin.buffer.read().decode("utf-8", errors="replace")
+
+
+def describe(prompt: str, width: int = 50) -> str:
+    """A short title for the display and the transcript: the prompt's first line."""
+    line = prompt.strip().splitlines()[0].strip()
+    return line if len(line) <= width else line[: width - 3] + "..."

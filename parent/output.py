@@ -1,0 +1,72 @@
+"""What ``run`` and ``task`` print on stdout: ``--output-format text|json|stream-json``.
+
+- ``text``: the final answer (the summary) only.
+- ``json``: one object at the end, the run's ``result`` event (the result with its
+  status, turns, usage and duration, and one record per child).
+- ``stream-json``: every event as one JSON line while it happens, in the shapes of
+  the transcripts (``parent.events``), ending with the same ``result`` event.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, BinaryIO
+
+import click
+import msgspec
+
+from parent.events import RunFinished
+from parent.exit_codes import ExitCode, exit_code_for
+
+if TYPE_CHECKING:
+    from parent.session import Session
+
+
+class JsonLines:
+    """Writes msgspec Structs as JSON lines, each flushed as soon as it is written.
+
+    When the reader goes away (``| head -1``) the lines stop quietly; the run goes on.
+    """
+
+    def __init__(self, stream: BinaryIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stdout.buffer
+        self._encoder = msgspec.json.Encoder()
+        self._closed = False
+
+    def __call__(self, item: msgspec.Struct) -> None:
+        if self._closed:
+            return
+        try:
+            self.stream.write(self._encoder.encode(item) + b"\n")
+            self.stream.flush()
+        except BrokenPipeError:
+            self._closed = True
+            if self.stream is sys.stdout.buffer:  # no second BrokenPipeError at exit
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+class Output:
+    def __init__(self, output_format: str) -> None:
+        self.format = output_format
+        self.lines = JsonLines()
+
+    def attach(self, session: Session) -> None:
+        """For stream-json: every event of the session from here on, and the init event."""
+        if self.format != "stream-json":
+            return
+        session.events.sinks.append(self.lines)
+        if session.started is not None:
+            self.lines(session.started)
+
+    def finish(self, final: RunFinished) -> ExitCode:
+        """Print the end of the run (stream-json has already written its ``result`` line),
+        say on stderr why it failed if it did, and return the exit code."""
+        result = final.result
+        if self.format == "json":
+            self.lines(final)
+        elif self.format == "text" and result.summary:
+            click.echo(result.summary)
+        if result.status != "ok":
+            click.echo(f"isoagent: {result.status}: {result.error}", err=True)
+        return exit_code_for(result.status)

@@ -1,0 +1,159 @@
+"""``isoagent agents`` and user agent files in real runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli_env
+from tests.support.cli import run_cli
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+
+REVIEWER = """\
+---
+name: reviewer
+description: Reviews code without changing it.
+tools: Read, Grep, WebSearch
+maxTurns: 5
+---
+You are REVIEWER-7, a careful code reviewer.
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    (path / ".claude" / "agents").mkdir(parents=True)
+    return path
+
+
+def plain_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ISOAGENT_"))}
+    return {**env, "HOME": str(home)}
+
+
+def test_agents_lists_builtins_and_files_with_tools_and_source(
+    tmp_path: Path, home: Path, workspace: Path
+) -> None:
+    (workspace / ".claude" / "agents" / "reviewer.md").write_text(REVIEWER)
+    extra = tmp_path / "more"
+    extra.mkdir()
+    (extra / "writer.md").write_text(
+        "---\nname: writer\ndescription: Writes docs.\ntools: [Write, Edit]\n"
+        "model: claude-haiku-4-5\n---\nYou write docs.\n"
+    )
+    (home / ".claude" / "agents").mkdir(parents=True)
+    (home / ".claude" / "agents" / "Explore.md").write_text(
+        "---\nname: Explore\ndescription: My own explorer.\ntools: Glob\n---\nExplore.\n"
+    )
+    done = run_cli(["agents", "--agents-dir", str(extra)], plain_env(home), cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "general-purpose  (built-in)\n" in out
+    assert "  tools: bash, read_file, write_file, edit_file, glob, grep\n" in out
+    assert "Explore  (~/.claude/agents/Explore.md)\n  My own explorer.\n  tools: glob\n" in out
+    assert "reviewer  (.claude/agents/reviewer.md)\n" in out
+    assert "  tools: read_file, grep\n  max turns: 5\n" in out
+    assert f"writer  ({extra / 'writer.md'})\n" in out
+    assert "  tools: write_file, edit_file\n  model: claude-haiku-4-5\n" in out
+    assert "reviewer.md: tool 'WebSearch' is not available in isoagent; dropped" in done.stderr
+
+
+def test_malformed_file_is_named_with_its_line_and_the_others_still_load(
+    home: Path, workspace: Path
+) -> None:
+    agents_dir = workspace / ".claude" / "agents"
+    (agents_dir / "reviewer.md").write_text(REVIEWER)
+    (agents_dir / "broken.md").write_text("---\nname: broken\ndescription: [unclosed\n---\nx\n")
+    done = run_cli(["agents"], plain_env(home), cwd=workspace)
+    assert done.returncode == 1
+    assert "reviewer  (.claude/agents/reviewer.md)" in done.stdout
+    assert "Plan  (built-in)" in done.stdout
+    assert "broken" not in done.stdout
+    lines = [line for line in done.stderr.splitlines() if "broken.md" in line]
+    assert len(lines) == 1 and lines[0].startswith("isoagent: agent file skipped: ")
+    assert f"{agents_dir / 'broken.md'}:3: invalid YAML" in lines[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_agents_json_is_the_catalog(home: Path, workspace: Path) -> None:
+    (workspace / ".claude" / "agents" / "reviewer.md").write_text(REVIEWER)
+    done = run_cli(["agents", "--json"], plain_env(home), cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    catalog = json.loads(done.stdout)
+    assert list(catalog["agents"]) == ["Explore", "Plan", "general-purpose", "reviewer"]
+    reviewer = catalog["agents"]["reviewer"]
+    assert reviewer["tools"] == ["read_file", "grep"]
+    assert reviewer["source"] == str(workspace / ".claude" / "agents" / "reviewer.md")
+    assert len(catalog["warnings"]) == 1 and catalog["errors"] == []
+
+
+def test_agents_does_not_import_the_sdk(home: Path, workspace: Path) -> None:
+    probe = (
+        "import sys\n"
+        "from parent.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('anthropic' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "agents"],
+        env=plain_env(home),
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert "Explore  (built-in)" in done.stdout
+    assert done.stderr.strip().splitlines()[-1] == "False"
+
+
+def test_user_agent_file_child_is_offered_only_its_tools(
+    api_server: MessagesServer, home: Path, workspace: Path
+) -> None:
+    (workspace / ".claude" / "agents" / "reviewer.md").write_text(REVIEWER)
+    (workspace / "code.py").write_text("print('hi')\n")
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply("grep", {"pattern": "print"})
+        return text_reply("reviewed")
+
+    api_server.handler = handler
+    done = run_cli(
+        ["task", "--agent", "reviewer", "review code.py", "-C", str(workspace)],
+        cli_env(api_server, HOME=str(home)),
+        cwd=workspace,
+        input="",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "reviewed\n"
+    assert [r.tool_names for r in api_server.requests] == [["read_file", "grep"]] * 2
+    assert api_server.requests[0].system == "You are REVIEWER-7, a careful code reviewer."
+    assert "code.py" in api_server.requests[1].tool_results[0]["content"]
+
+
+def test_batch_lines_can_name_a_user_agent(
+    api_server: MessagesServer, home: Path, workspace: Path
+) -> None:
+    (workspace / ".claude" / "agents" / "reviewer.md").write_text(REVIEWER)
+    api_server.handler = lambda req: text_reply(",".join(req.tool_names))
+    (workspace / "tasks.jsonl").write_text(
+        '{"id": "r", "prompt": "review", "agent": "reviewer"}\n{"id": "g", "prompt": "do"}\n'
+    )
+    done = run_cli(["batch", "tasks.jsonl"], cli_env(api_server, HOME=str(home)), cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    summaries = {r["id"]: r["summary"] for r in map(json.loads, done.stdout.splitlines())}
+    assert summaries == {
+        "r": "read_file,grep",
+        "g": "bash,read_file,write_file,edit_file,glob,grep",
+    }

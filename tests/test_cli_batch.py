@@ -1,0 +1,301 @@
+"""``isoagent batch``: one child per input line, -j at once, resumable output, bad lines."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from parent.batch_display import BatchDisplay
+from parent.events import TaskRecord
+from tests.conftest import cli_env
+from tests.support.cli import ISOAGENT, read_jsonl, run_cli, start_cli
+from tests.support.messages_server import (
+    MessagesServer,
+    Reply,
+    Request,
+    error_reply,
+    text_reply,
+    unused_url,
+)
+
+
+def answer(delay: float = 0.0):
+    """Each child answers at once with a summary naming its prompt."""
+    return lambda req: text_reply(f"did: {req.first_user_text}", delay=delay)
+
+
+def tasks_file(path: Path, lines: list[Any]) -> Path:
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path
+
+
+def env_for(server: MessagesServer, tmp_path: Path, **extra: str) -> dict[str, str]:
+    return cli_env(server, HOME=str(tmp_path / "home"), **extra)
+
+
+def shell(pipeline: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    script = f'isoagent() {{ {shlex.join(ISOAGENT)} "$@"; }}\nset -o pipefail\n{pipeline}'
+    return subprocess.run(
+        ["bash", "-c", script],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_batch_of_20_with_j4_has_20_lines_and_at_most_4_children_in_flight(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = answer(delay=0.3)
+    ids = [f"t{n:02d}" for n in range(1, 21)]
+    tasks_file(tmp_path / "tasks.jsonl", [{"id": i, "prompt": f"task {i}"} for i in ids])
+    done = shell(
+        f"cat tasks.jsonl | isoagent batch - -j 4 -C {shlex.quote(str(workspace))} | cat > out",
+        env_for(api_server, tmp_path),
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    records = read_jsonl(tmp_path / "out")
+    assert len(records) == 20
+    assert sorted(r["id"] for r in records) == ids
+    assert all(r["status"] == "ok" and r["summary"] == f"did: task {r['id']}" for r in records)
+    assert all((tmp_path / r["transcript"]).is_file() for r in records)  # relative to the cwd
+    assert 2 <= api_server.max_in_flight_where(lambda r: not r.is_parent) <= 4
+    assert not any(r.is_parent for r in api_server.requests)
+    assert "batch: 20/20 done, 0 failed" in done.stderr
+
+
+def test_bad_lines_get_an_error_line_each_and_do_not_stop_the_others(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = answer()
+    lines = [
+        {"id": "a", "prompt": "first"},
+        "{not json",
+        {"id": "b"},
+        "",
+        "plain text prompt",
+        {"id": "c", "prompt": "x", "agent": "NoSuchAgent"},
+        {"id": "a", "prompt": "same id again"},
+        {"id": 7, "prompt": 12},
+        {"prompt": "read only please", "agent": "Explore"},
+    ]
+    tasks_file(tmp_path / "tasks.jsonl", lines)
+    done = run_cli(
+        ["batch", "tasks.jsonl", "-o", "out.jsonl", "-C", str(workspace)],
+        env_for(api_server, tmp_path),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 6, done.stderr
+    records = {(r["id"], r["line"]): r for r in read_jsonl(tmp_path / "out.jsonl")}
+    assert {key: r["status"] for key, r in records.items()} == {
+        ("a", 1): "ok",
+        (2, 2): "invalid",
+        ("b", 3): "invalid",
+        (5, 5): "ok",
+        ("c", 6): "invalid",
+        ("a", 7): "invalid",
+        (7, 8): "invalid",
+        (9, 9): "ok",
+    }
+    assert records[2, 2]["error"].startswith("line 2: invalid JSON")
+    assert "missing required field `prompt`" in records["b", 3]["error"]
+    assert "unknown agent 'NoSuchAgent'" in records["c", 6]["error"]
+    assert "duplicate id 'a' (first on line 1)" in records["a", 7]["error"]
+    assert "$.prompt" in records[7, 8]["error"]
+    assert records[5, 5]["summary"] == "did: plain text prompt"
+    assert records[9, 9]["agent"] == "Explore"
+    assert "task c invalid: line 6: unknown agent" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_sigint_half_way_then_resume_gives_every_id_exactly_once(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = answer(delay=0.4)
+    ids = [f"job-{n}" for n in range(12)]
+    tasks_file(tmp_path / "tasks.jsonl", [{"id": i, "prompt": i} for i in ids])
+    out = tmp_path / "out.jsonl"
+    args = ["batch", "tasks.jsonl", "-j", "3", "-o", str(out), "-C", str(workspace)]
+    env = env_for(api_server, tmp_path)
+
+    cli = start_cli(args, env, cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not (out.exists() and len(out.read_text().splitlines()) >= 4):
+        assert cli.poll() is None and time.monotonic() < deadline, "batch did not get going"
+        time.sleep(0.05)
+    cli.send_signal(signal.SIGINT)
+    _, stderr = cli.communicate(timeout=60)
+    assert cli.returncode == 130, stderr
+    assert "run it again with the same -o to resume" in stderr
+    first = read_jsonl(out)
+    assert 4 <= len(first) < 12
+    assert all(r["status"] == "ok" for r in first)  # an interrupted task is not recorded
+    first_ids = {r["id"] for r in first}
+
+    api_server.requests.clear()
+    done = run_cli(args, env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"skipping {len(first)} tasks already done" in done.stderr
+    assert not first_ids & {r.first_user_text for r in api_server.requests}
+    final = read_jsonl(out)
+    assert sorted(r["id"] for r in final) == sorted(ids)
+    assert all(r["status"] == "ok" for r in final)
+
+
+def test_resume_retries_failed_tasks_reports_bad_lines_once_and_drops_a_cut_line(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    def flaky(req: Request) -> Reply:
+        if req.first_user_text == "fails":
+            return error_reply(400, "invalid_request_error", "not today")
+        return text_reply("fine")
+
+    api_server.handler = flaky
+    tasks_file(tmp_path / "tasks.jsonl", ["works", "fails", "{oops"])
+    args = ["batch", "tasks.jsonl", "-o", "out.jsonl", "-C", str(workspace)]
+    env = env_for(api_server, tmp_path)
+    assert run_cli(args, env, cwd=tmp_path).returncode == 6
+    out = tmp_path / "out.jsonl"
+    assert sorted((r["id"], r["status"]) for r in read_jsonl(out)) == [
+        (1, "ok"),
+        (2, "error"),
+        (3, "invalid"),
+    ]
+    with out.open("a") as file:  # a line cut short when a batch was killed mid-write
+        file.write('{"id": 99, "status": "o')
+
+    api_server.handler = answer()
+    api_server.requests.clear()
+    done = run_cli(args, env, cwd=tmp_path)
+    assert done.returncode == 6, done.stderr  # the bad line is still bad
+    assert [r.first_user_text for r in api_server.requests] == ["fails"]
+    records = read_jsonl(out)
+    assert [(r["id"], r["status"]) for r in records] == [
+        *[(r["id"], r["status"]) for r in records[:3]],
+        (2, "ok"),
+    ]
+    assert sum(r["status"] == "invalid" for r in records) == 1
+
+
+def test_summaries_through_jq(api_server: MessagesServer, tmp_path: Path, workspace: Path) -> None:
+    if shutil.which("jq") is None:
+        pytest.skip("jq is not installed")
+    api_server.handler = answer()
+    tasks_file(tmp_path / "tasks.jsonl", ["alpha", "beta", "gamma"])
+    done = shell(
+        f"cat tasks.jsonl | isoagent batch - -j 2 -C {shlex.quote(str(workspace))} "
+        "| jq -r .summary | sort",
+        env_for(api_server, tmp_path),
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "did: alpha\ndid: beta\ndid: gamma\n"
+
+
+def test_batch_record_then_replay_without_a_server(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = answer()
+    tasks_file(tmp_path / "tasks.jsonl", ["one", "two", "three"])
+    base = ["batch", "tasks.jsonl", "-j", "2", "-C", str(workspace)]
+    recorded = run_cli(
+        [*base, "--record", "calls.jsonl"], env_for(api_server, tmp_path), cwd=tmp_path
+    )
+    assert recorded.returncode == 0, recorded.stderr
+
+    offline = {**env_for(api_server, tmp_path), "ANTHROPIC_BASE_URL": unused_url()}
+    replayed = run_cli([*base, "--replay", "calls.jsonl"], offline, cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stderr
+
+    def summaries(stdout: str) -> dict[Any, str]:
+        return {r["id"]: r["summary"] for r in map(json.loads, stdout.splitlines())}
+
+    assert (
+        summaries(replayed.stdout)
+        == summaries(recorded.stdout)
+        == {
+            1: "did: one",
+            2: "did: two",
+            3: "did: three",
+        }
+    )
+    assert len(api_server.requests) == 3
+
+
+def test_progress_line_on_a_terminal_replaces_the_child_lines(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = answer()
+    tasks_file(tmp_path / "tasks.jsonl", ["one", "two", "{bad"])
+    master, slave = os.openpty()
+    try:
+        done = subprocess.run(
+            [*ISOAGENT, "batch", "tasks.jsonl", "-C", str(workspace)],
+            env=env_for(api_server, tmp_path),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            timeout=60,
+        )
+        os.close(slave)
+        screen = b""
+        while chunk := _read(master):
+            screen += chunk
+    finally:
+        os.close(master)
+    text = screen.decode()
+    assert done.returncode == 6
+    assert "\r\x1b[Kbatch: 3/3 done, 1 failed" in text
+    assert "task 3 invalid: line 3: invalid JSON" in text
+    assert "[general-purpose]" not in text
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: the terminal's other end is closed
+        return b""
+
+
+def test_batch_display_counts() -> None:
+    stream = io.StringIO()
+    display = BatchDisplay(3, stream, live=True)
+    display.task_started()
+    display.task_started()
+    display.task_finished(TaskRecord("a", "ok", 1, tokens=_usage(12_000)))
+    display.task_finished(TaskRecord("b", "crashed", 2, error="child exited"))
+    assert display.status().startswith("batch: 2/3 done, 0 running, 1 failed, ")
+    assert display.status().endswith(", 12.0k tokens")
+    assert "  task b crashed: child exited\n" in stream.getvalue()
+    display.close("; interrupted")
+    assert stream.getvalue().endswith(
+        "batch: 2/3 done, 1 failed, 0.0s, 12.0k tokens; interrupted\n"
+    )
+
+
+def _usage(total: int):
+    from protocol import Usage
+
+    return Usage(total, 0)
