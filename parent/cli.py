@@ -8,6 +8,7 @@ import click
 
 from parent.commands.agents import agents
 from parent.commands.batch import batch
+from parent.commands.demo import demo
 from parent.commands.run import run
 from parent.commands.task import task
 from parent.exit_codes import EXIT_CODES_HELP, ExitCode
@@ -23,6 +24,7 @@ cli.add_command(run)
 cli.add_command(task)
 cli.add_command(batch)
 cli.add_command(agents)
+cli.add_command(demo)
 
 
 def main() -> None:
