@@ -3,6 +3,10 @@
 A reader thread owns stdin. Model replies go to a queue the agent loop waits
 on; ``Cancel`` sets the cancel flag and ends running commands; EOF means the
 parent is gone, so the child ends its commands and exits at once (no orphans).
+
+Every process of a child carries ``ISOAGENT_CHILD_TAG`` in its environment (the
+parent sets it), so one that left its process group and session with ``setsid``
+is still found and ended, by the child and by the parent.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import queue
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from child.tools.base import ToolContext
 from protocol import (
@@ -26,6 +31,7 @@ from protocol import (
 )
 
 EXIT_PARENT_GONE = 3
+TAG_VARIABLE = "ISOAGENT_CHILD_TAG"
 
 
 class ParentChannel:
@@ -67,7 +73,28 @@ class ParentChannel:
 
 
 def end_commands(ctx: ToolContext) -> None:
-    """SIGKILL every running command's process group."""
+    """SIGKILL every running command's process group and every other process of this child."""
     for pgid in list(ctx.process_groups):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
+    if tag := os.environ.get(TAG_VARIABLE):
+        for pid in tagged_processes(tag):
+            if pid != os.getpid():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def tagged_processes(tag: str) -> list[int]:
+    """Pids whose environment holds ``ISOAGENT_CHILD_TAG=tag`` (Linux /proc; empty elsewhere)."""
+    entry_bytes = f"{TAG_VARIABLE}={tag}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir() if Path("/proc/self/environ").exists() else ():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:  # gone, or another user's
+            continue
+        if entry_bytes in environ.split(b"\0"):
+            pids.append(int(entry.name))
+    return pids

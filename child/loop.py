@@ -141,7 +141,7 @@ class Agent:
                 raise ModelFailed(f"model call failed: {reply.error.message}", status)
             self.turns += 1
             self.usage = self.usage + reply.usage
-            content = reply.content or [TextBlock("")]
+            content = reply.content or [TextBlock("(empty response)")]  # the API rejects empty text
             self.messages.append(Message("assistant", content))
             uses = [b for b in content if isinstance(b, ToolUseBlock)]
             self._progress("turn")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import deque
+from io import FileIO
 from pathlib import Path
 
 from protocol import ChildFrame, FrameError, decode_frame, encode_frame
@@ -28,6 +30,31 @@ async def read_frame(stream: asyncio.StreamReader) -> ChildFrame | None:
     return decode_frame(body, ChildFrame)  # type: ignore[return-value]
 
 
+async def next_frame(process: asyncio.subprocess.Process, grace: float = 1.0) -> ChildFrame | None:
+    """The child's next frame; ``None`` at EOF, or once the child has exited and sent
+    nothing more within ``grace`` seconds (a grandchild may hold its stdout open forever)."""
+    assert process.stdout is not None
+    read = asyncio.ensure_future(read_frame(process.stdout))
+    exited = asyncio.ensure_future(_exit(process))
+    try:
+        done, _ = await asyncio.wait({read, exited}, return_when=asyncio.FIRST_COMPLETED)
+        if read in done:
+            return read.result()
+        try:
+            return await asyncio.wait_for(read, grace)
+        except TimeoutError:
+            return None
+    finally:
+        read.cancel()
+        exited.cancel()
+
+
+async def _exit(process: asyncio.subprocess.Process, poll: float = 0.1) -> None:
+    """Returns once the child has exited (``process.wait()`` also waits for its pipes)."""
+    while process.returncode is None:
+        await asyncio.sleep(poll)
+
+
 async def write_frame(stream: asyncio.StreamWriter, frame: object) -> bool:
     """Send a frame; ``False`` when the child has closed its end (it is gone)."""
     try:
@@ -48,14 +75,36 @@ class StderrLog:
         self._keep = keep_bytes
 
     async def drain(self, stream: asyncio.StreamReader) -> None:
-        with self.path.open("wb") as log:
+        """Copy to EOF; a log that cannot be written (disk full) is reported once and the
+        stream is still read to its end, so the child never blocks on a full pipe."""
+        log: FileIO | None = None
+        try:
+            log = self.path.open("wb", buffering=0)
+        except OSError as exc:
+            self._report(exc)
+        try:
             while chunk := await stream.read(1 << 16):
-                log.write(chunk)
-                log.flush()
+                if log is not None:
+                    try:
+                        view = memoryview(chunk)
+                        while view:
+                            view = view[log.write(view) :]
+                    except OSError as exc:
+                        self._report(exc)
+                        log.close()
+                        log = None
                 self._tail.append(chunk)
                 self._tail_size += len(chunk)
                 while self._tail_size - len(self._tail[0]) >= self._keep:
                     self._tail_size -= len(self._tail.popleft())
+        finally:
+            if log is not None:
+                log.close()
+
+    def _report(self, exc: OSError) -> None:
+        print(
+            f"isoagent: cannot write child log {self.path}: {exc.strerror or exc}", file=sys.stderr
+        )
 
     def last_lines(self, count: int = 8) -> list[str]:
         text = b"".join(self._tail)[-self._keep :].decode("utf-8", "replace")

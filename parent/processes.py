@@ -2,7 +2,8 @@
 
 A child runs in its own session (``start_new_session``); its bash commands run
 in process groups of their own inside that session. Ending a child therefore
-signals its process group and then every process left in its session.
+signals its process group, then every process left in its session, then every
+process carrying its tag (one that left the session with ``setsid``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import contextlib
 import os
 import signal
 from pathlib import Path
+
+from child.channel import tagged_processes
 
 
 def session_members(sid: int) -> list[int]:
@@ -31,23 +34,26 @@ def session_members(sid: int) -> list[int]:
     return pids
 
 
-def signal_session(sid: int, sig: signal.Signals) -> None:
-    """Send ``sig`` to the process group ``sid`` and to every process of session ``sid``."""
+def signal_session(sid: int, sig: signal.Signals, tag: str = "") -> None:
+    """Send ``sig`` to the process group ``sid``, every process of session ``sid`` and
+    every process tagged ``tag``."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(sid, sig)
-    for pid in session_members(sid):
+    for pid in session_members(sid) + (tagged_processes(tag) if tag else []):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
 
 
-async def end_session(process: asyncio.subprocess.Process, grace: float = 2.0) -> None:
+async def end_session(
+    process: asyncio.subprocess.Process, tag: str = "", grace: float = 2.0
+) -> None:
     """TERM the child's session, give it ``grace`` seconds, then KILL whatever is left."""
     sid = process.pid
     if process.returncode is None:
-        signal_session(sid, signal.SIGTERM)
+        signal_session(sid, signal.SIGTERM, tag)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(process.wait(), grace)
-    signal_session(sid, signal.SIGKILL)
+    signal_session(sid, signal.SIGKILL, tag)
     if process.returncode is None:
         await process.wait()
 

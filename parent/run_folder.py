@@ -7,6 +7,7 @@ import secrets
 import sys
 import time
 from dataclasses import dataclass
+from io import FileIO
 from pathlib import Path
 
 import msgspec
@@ -41,17 +42,22 @@ class RunFolder:
 class TranscriptWriter:
     """Appends events as JSONL lines, flushed one by one so a crash loses nothing written.
 
-    A write that fails (disk full) is reported once on stderr; the run goes on.
+    A file that cannot be created or written (disk full) is reported once on stderr;
+    the run goes on.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file = path.open("ab", buffering=0)
-        self._end = self._file.tell()  # end of the last complete line
-        self._failed = False
+        self._file: FileIO | None = None
+        self._end = 0  # end of the last complete line
+        try:
+            self._file = path.open("ab", buffering=0)
+            self._end = self._file.tell()
+        except OSError as exc:
+            self._fail(exc)
 
     def __call__(self, event: Event) -> None:
-        if self._failed:
+        if self._file is None:
             return
         line = _encoder.encode(event) + b"\n"
         try:
@@ -60,11 +66,18 @@ class TranscriptWriter:
                 view = view[self._file.write(view) :]
             self._end += len(line)
         except OSError as exc:
-            self._failed = True
-            print(f"isoagent: cannot write transcript {self.path}: {exc}", file=sys.stderr)
             with contextlib.suppress(OSError):  # keep valid JSONL: drop the partial line
                 self._file.truncate(self._end)
+            self._fail(exc)
+
+    def _fail(self, exc: OSError) -> None:
+        print(
+            f"isoagent: cannot write transcript {self.path}: {exc.strerror or exc}", file=sys.stderr
+        )
+        self.close()
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._file.close()
+        if self._file is not None:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            self._file = None

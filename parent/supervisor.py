@@ -22,7 +22,8 @@ from pathlib import Path
 import msgspec
 
 import child
-from parent.child_stream import StderrLog, read_frame, write_frame
+from child.channel import TAG_VARIABLE
+from parent.child_stream import StderrLog, next_frame, write_frame
 from parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
 from parent.gateway import Gateway
 from parent.processes import describe_exit, end_session
@@ -56,6 +57,7 @@ def child_environment(tmpdir: str, environ: dict[str, str] | None = None) -> dic
     environ = dict(os.environ if environ is None else environ)
     env = {k: v for k, v in environ.items() if k in ENV_ALLOW or k.startswith("LC_")}
     env["TMPDIR"] = tmpdir
+    env[TAG_VARIABLE] = tmpdir  # unique while the child lives; finds what it started
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env[DEPTH_VARIABLE] = str(int(environ.get(DEPTH_VARIABLE, "0") or 0) + 1)
     return env
@@ -163,9 +165,11 @@ class _ChildRun:
             raise
         finally:
             if process is not None:
-                await asyncio.shield(end_session(process))
+                await asyncio.shield(end_session(process, tmpdir))
             if drain is not None:
                 await _finish(drain)
+            if process is not None:  # a grandchild may still hold the pipes: close them now,
+                process._transport.close()  # not at exit, when the loop is gone (a traceback)
             if result is not None:
                 self._finish(result, process)
             self.transcript.close()
@@ -228,7 +232,7 @@ class _ChildRun:
         assert process.stdout is not None and process.stdin is not None
         try:
             async with asyncio.timeout(HELLO_TIMEOUT):
-                hello = await read_frame(process.stdout)
+                hello = await next_frame(process)
         except TimeoutError:
             raise ChildFailed(f"sent no Hello within {HELLO_TIMEOUT:g} s") from None
         if hello is None:
@@ -245,7 +249,7 @@ class _ChildRun:
             raise ChildFailed("closed its input before taking its Task")
         recorder = ConversationRecorder(self.emit, self.id)
         while True:
-            frame = await read_frame(process.stdout)
+            frame = await next_frame(process)
             if frame is None:
                 raise ChildFailed("exited before sending its Result")
             if isinstance(frame, ModelCall):

@@ -1,0 +1,79 @@
+"""Children that break the rules on purpose, started in place of ``python -m child``.
+
+``python -m tests.support.faulty_children BEHAVIOUR DIR`` (through
+``ISOAGENT_CHILD_COMMAND``; the supervisor starts children with the repo root as
+cwd, so ``tests`` and ``protocol`` import). The child writes its pid to
+``DIR/child.pid`` and the pids of processes it starts to ``DIR/<name>.pid``.
+
+Behaviours:
+
+- ``truncated``: Hello, takes its Task, writes the first half of a frame, exits 0.
+- ``wrong-version``: Hello with a protocol version the parent does not speak, then waits.
+- ``hang``: Hello, takes its Task, starts ``sleep 300`` in a process group of its
+  own and another in a session of its own (setsid), then sleeps forever.
+- ``hide``: Hello, takes its Task, starts ``sleep 300`` in a session of its own with
+  an empty environment (no tag: nothing can find it) holding the child's pipes, exits 0.
+- ``noisy``: writes 256 KiB to stderr, then becomes the real child (``exec``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from protocol import (
+    PROTOCOL_VERSION,
+    FrameReader,
+    FrameWriter,
+    Hello,
+    ParentFrame,
+    Progress,
+    encode_frame,
+)
+
+WRONG_VERSION = PROTOCOL_VERSION + 41
+NOISE_BYTES = 256 * 1024
+
+
+def note(folder: Path, name: str, pid: int) -> None:
+    """Write ``DIR/<name>.pid`` atomically, so a test never reads it half written."""
+    part = folder / f"{name}.pid.part"
+    part.write_text(str(pid))
+    part.rename(folder / f"{name}.pid")
+
+
+def main(behaviour: str, folder: Path) -> int:
+    note(folder, "child", os.getpid())
+    if behaviour == "noisy":
+        os.write(2, b"n" * NOISE_BYTES)
+        os.execv(sys.executable, [sys.executable, "-E", "-s", "-m", "child"])
+    writer = FrameWriter(1)
+    if behaviour == "wrong-version":
+        writer.write(Hello(WRONG_VERSION, os.getpid()))
+        time.sleep(300)
+        return 0
+    writer.write(Hello(PROTOCOL_VERSION, os.getpid()))
+    FrameReader(0, ParentFrame).read()  # the Task
+    if behaviour == "truncated":
+        frame = encode_frame(Progress("turn", turns=1, tool_calls=0, elapsed=0.1))
+        os.write(1, frame[: len(frame) // 2])
+        return 0
+    if behaviour == "hang":
+        grouped = subprocess.Popen(["sleep", "300"], process_group=0)
+        escaped = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        note(folder, "grouped", grouped.pid)
+        note(folder, "escaped", escaped.pid)
+        time.sleep(300)
+        return 0
+    if behaviour == "hide":
+        hidden = subprocess.Popen(["sleep", "300"], start_new_session=True, env={})
+        note(folder, "hidden", hidden.pid)
+        return 0
+    raise SystemExit(f"unknown behaviour {behaviour!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], Path(sys.argv[2])))
