@@ -1,0 +1,135 @@
+"""``python -m bench``: measure every row, print one Markdown table, write it as JSON.
+
+Run from the repository root. ``--quick`` uses tiny sizes (the smoke test runs
+it); ``--only ROW`` reruns some rows (a noisy one, say).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench import cli_start, flows, imports, spawn, wire
+from bench.flows import BatchSize
+from bench.stats import Line, markdown
+
+ROWS = ("child-start", "memory", "delegation", "batch", "protocol", "cli-start")
+DEFAULT_JSON = Path(__file__).parent / "results.json"
+
+
+@dataclass
+class Sizes:
+    start_runs: int
+    naive_runs: int
+    memory_runs: int
+    delegation_rounds: int
+    latency: float
+    batches: list[BatchSize]
+    target_jobs: int  # the batch row's target is for this -j
+    codec_repeats: int
+    codec_seconds: float
+    pipe_bytes: int
+    pipe_repeats: int
+    cli_runs: int
+    import_runs: int
+
+
+FULL = Sizes(
+    start_runs=30,
+    naive_runs=10,
+    memory_runs=5,
+    delegation_rounds=20,
+    latency=0.25,
+    batches=[BatchSize(64, 1, 1), BatchSize(64, 4, 1), BatchSize(64, 16, 3), BatchSize(64, 64, 3)],
+    target_jobs=16,
+    codec_repeats=5,
+    codec_seconds=0.3,
+    pipe_bytes=50_000_000,
+    pipe_repeats=5,
+    cli_runs=10,
+    import_runs=5,
+)
+QUICK = Sizes(
+    start_runs=2,
+    naive_runs=1,
+    memory_runs=1,
+    delegation_rounds=1,
+    latency=0.02,
+    batches=[BatchSize(4, 1, 1), BatchSize(4, 4, 1)],
+    target_jobs=4,
+    codec_repeats=1,
+    codec_seconds=0.02,
+    pipe_bytes=1_000_000,
+    pipe_repeats=1,
+    cli_runs=1,
+    import_runs=1,
+)
+
+
+def measure(sizes: Sizes, rows: list[str]) -> tuple[list[Line], list[str]]:
+    skipped: list[str] = []
+    steps: dict[str, Callable[[], list[Line]]] = {
+        "child-start": lambda: spawn.child_start(sizes.start_runs, sizes.naive_runs),
+        "delegation": lambda: flows.delegation(sizes.delegation_rounds),
+        "batch": lambda: flows.batch(sizes.batches, sizes.latency, sizes.target_jobs),
+        "memory": lambda: spawn.memory(sizes.memory_runs),
+        "protocol": lambda: (
+            wire.codec(30, sizes.codec_repeats, sizes.codec_seconds)
+            + wire.pipe(sizes.pipe_bytes, sizes.pipe_repeats)
+        ),
+        "cli-start": lambda: cli_start.cli_start(sizes.cli_runs, skipped),
+    }
+    lines: list[Line] = []
+    for row in rows:
+        print(f"bench: {row} ...", file=sys.stderr, flush=True)
+        lines += steps[row]()
+    return lines, skipped
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write JSON")
+    parser.add_argument("--only", action="append", choices=ROWS, help="run only this row")
+    args = parser.parse_args()
+    sizes = QUICK if args.quick else FULL
+    rows = [row for row in ROWS if not args.only or row in args.only]
+    started = time.monotonic()
+    load_before = os.getloadavg()
+    lines, skipped = measure(sizes, rows)
+    print("bench: child imports ...", file=sys.stderr, flush=True)
+    costs = imports.beyond_floor(sizes.import_runs)
+    seconds = time.monotonic() - started
+    load_after = os.getloadavg()
+    command = "python -m bench" + "".join(f" {a}" for a in sys.argv[1:])
+    context = (
+        f"`{command}` on {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}; {seconds:.0f} s; load average "
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after."
+    )
+    print(f"{markdown(lines, skipped)}\n\n{context}\n\n{imports.markdown(costs)}")
+    report = {
+        "command": command,
+        "quick": args.quick,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "seconds": seconds,
+        "load_average": {"before": load_before, "after": load_after},
+        "lines": [line.as_json() for line in lines],
+        "skipped": skipped,
+        "child_imports": [asdict(cost) for cost in costs],
+    }
+    args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+    print(f"bench: wrote {args.json}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

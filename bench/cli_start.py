@@ -1,0 +1,72 @@
+"""CLI start: ``isoagent --help`` and ``isoagent agents`` against ``python -c pass``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.stats import Line, Stat, reference
+from parent.supervisor import PACKAGE_ROOT
+
+# The console script, run by this interpreter directly: a pyenv shim on PATH would add its own
+# start-up time to every run.
+SCRIPT = Path(sys.executable).parent / "isoagent"
+
+
+def _seconds(argv: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, cwd=PACKAGE_ROOT, capture_output=True, check=True, timeout=60)
+    return time.perf_counter() - started
+
+
+def _imports(argv: list[str]) -> set[str]:
+    """Top-level packages a command imports, from ``-X importtime``."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv],
+        cwd=PACKAGE_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return {
+        line.rsplit("|", 1)[1].strip().split(".")[0]
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+
+
+def cli_start(runs: int, skipped: list[str]) -> list[Line]:
+    """The commands' lines; a command that cannot run is added to ``skipped`` instead."""
+    if not SCRIPT.exists():
+        skipped.append(f"CLI start: no console script at {SCRIPT} (pip install -e .)")
+        return []
+    commands = {"--help": [str(SCRIPT), "--help"], "agents": [str(SCRIPT), "agents"]}
+    probe = subprocess.run([sys.executable, *commands["agents"]], capture_output=True)
+    if probe.returncode != 0:
+        del commands["agents"]
+        skipped.append("CLI start: `isoagent agents` does not run yet (exit code "
+                       f"{probe.returncode})")  # fmt: skip
+    samples: dict[str, list[float]] = {name: [] for name in (*commands, "pass")}
+    for _ in range(runs):
+        for name, argv in commands.items():
+            samples[name].append(_seconds([sys.executable, *argv]) * 1000)
+        samples["pass"].append(_seconds([sys.executable, "-c", "pass"]) * 1000)
+    bare = Stat(samples.pop("pass"), "ms")
+    lines = []
+    for name, argv in commands.items():
+        took = Stat(samples[name], "ms")
+        heavy = sorted({"anthropic", "httpx", "pydantic"} & _imports(argv))
+        lines.append(
+            Line(
+                "CLI start",
+                f"`isoagent {name}`",
+                took,
+                f"+{took.median - bare.median:.0f} ms over `python -c pass`",
+                "≤ 200 ms",
+                took.median <= 200 and not heavy,
+                notes=[f"Imports {', '.join(heavy) or 'no anthropic, httpx or pydantic'}."],
+            )
+        )
+    return [*lines, reference("CLI start", "`python -c pass`", bare)]
