@@ -17,8 +17,8 @@ import queue
 import signal
 import sys
 import threading
-from pathlib import Path
 
+from child.proc import TAG_VARIABLE, find_processes
 from child.tools.base import ToolContext
 from protocol import (
     Cancel,
@@ -31,7 +31,6 @@ from protocol import (
 )
 
 EXIT_PARENT_GONE = 3
-TAG_VARIABLE = "ISOAGENT_CHILD_TAG"
 
 
 class ParentChannel:
@@ -78,23 +77,7 @@ def end_commands(ctx: ToolContext) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)
     if tag := os.environ.get(TAG_VARIABLE):
-        for pid in tagged_processes(tag):
+        for pid in find_processes(tag=tag):
             if pid != os.getpid():
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-
-
-def tagged_processes(tag: str) -> list[int]:
-    """Pids whose environment holds ``ISOAGENT_CHILD_TAG=tag`` (Linux /proc; empty elsewhere)."""
-    entry_bytes = f"{TAG_VARIABLE}={tag}".encode()
-    pids = []
-    for entry in Path("/proc").iterdir() if Path("/proc/self/environ").exists() else ():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:  # gone, or another user's
-            continue
-        if entry_bytes in environ.split(b"\0"):
-            pids.append(int(entry.name))
-    return pids

@@ -35,24 +35,15 @@ async def next_frame(process: asyncio.subprocess.Process, grace: float = 1.0) ->
     nothing more within ``grace`` seconds (a grandchild may hold its stdout open forever)."""
     assert process.stdout is not None
     read = asyncio.ensure_future(read_frame(process.stdout))
-    exited = asyncio.ensure_future(_exit(process))
     try:
-        done, _ = await asyncio.wait({read, exited}, return_when=asyncio.FIRST_COMPLETED)
-        if read in done:
-            return read.result()
-        try:
-            return await asyncio.wait_for(read, grace)
-        except TimeoutError:
-            return None
+        while not read.done():
+            if process.returncode is not None:
+                done, _ = await asyncio.wait({read}, timeout=grace)
+                return read.result() if done else None
+            await asyncio.wait({read}, timeout=0.1)
+        return read.result()
     finally:
         read.cancel()
-        exited.cancel()
-
-
-async def _exit(process: asyncio.subprocess.Process, poll: float = 0.1) -> None:
-    """Returns once the child has exited (``process.wait()`` also waits for its pipes)."""
-    while process.returncode is None:
-        await asyncio.sleep(poll)
 
 
 async def write_frame(stream: asyncio.StreamWriter, frame: object) -> bool:

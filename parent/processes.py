@@ -12,50 +12,41 @@ import asyncio
 import contextlib
 import os
 import signal
-from pathlib import Path
 
-from child.channel import tagged_processes
-
-
-def session_members(sid: int) -> list[int]:
-    """Pids whose session id is ``sid`` (Linux /proc; empty elsewhere)."""
-    pids = []
-    for entry in Path("/proc").iterdir() if Path("/proc/self/stat").exists() else ():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # fields after the command name, which is in parentheses and may hold spaces
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 3 and int(fields[3]) == sid:
-            pids.append(int(entry.name))
-    return pids
+from child.proc import find_processes
 
 
 def signal_session(sid: int, sig: signal.Signals, tag: str = "") -> None:
-    """Send ``sig`` to the process group ``sid``, every process of session ``sid`` and
-    every process tagged ``tag``."""
+    """Send ``sig`` to process group ``sid``, every process of session ``sid`` and every
+    process tagged ``tag`` (one that left the session with setsid)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(sid, sig)
-    for pid in session_members(sid) + (tagged_processes(tag) if tag else []):
+    for pid in find_processes(session=sid, tag=tag):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
 
 
-async def end_session(
-    process: asyncio.subprocess.Process, tag: str = "", grace: float = 2.0
-) -> None:
-    """TERM the child's session, give it ``grace`` seconds, then KILL whatever is left."""
-    sid = process.pid
+async def exited(process: asyncio.subprocess.Process, seconds: float, poll: float = 0.02) -> bool:
+    """Whether the process exits within ``seconds``.
+
+    ``process.wait()`` would also wait for its pipes, which a grandchild may hold forever.
+    """
+    deadline = asyncio.get_running_loop().time() + seconds
+    while process.returncode is None and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(poll)
+    return process.returncode is not None
+
+
+async def end_session(process: asyncio.subprocess.Process, tag: str, grace: float = 2.0) -> None:
+    """TERM the child's session, give it ``grace`` seconds, then KILL whatever is left.
+
+    The /proc scans run in a thread: they take milliseconds the event loop should not lose.
+    """
     if process.returncode is None:
-        signal_session(sid, signal.SIGTERM, tag)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(process.wait(), grace)
-    signal_session(sid, signal.SIGKILL, tag)
-    if process.returncode is None:
-        await process.wait()
+        await asyncio.to_thread(signal_session, process.pid, signal.SIGTERM, tag)
+        await exited(process, grace)
+    await asyncio.to_thread(signal_session, process.pid, signal.SIGKILL, tag)
+    await exited(process, grace)
 
 
 def describe_exit(code: int | None) -> str:

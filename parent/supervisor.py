@@ -22,25 +22,29 @@ from pathlib import Path
 import msgspec
 
 import child
-from child.channel import TAG_VARIABLE
+from child.proc import TAG_VARIABLE
 from parent.child_stream import StderrLog, next_frame, write_frame
 from parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
 from parent.gateway import Gateway
-from parent.processes import describe_exit, end_session
+from parent.processes import describe_exit, end_session, exited
 from parent.recorder import ConversationRecorder
 from parent.run_folder import RunFolder, TranscriptWriter
 from parent.sandbox_policy import SandboxChoice, SandboxRefused, sandbox_mode
 from protocol import (
     PROTOCOL_VERSION,
     AgentSpec,
+    Cancel,
     FrameError,
     Hello,
     Limits,
     ModelCall,
+    ModelError,
+    ModelReply,
     Progress,
     Result,
     Status,
     Task,
+    TextBlock,
     Usage,
 )
 
@@ -48,6 +52,7 @@ PACKAGE_ROOT = Path(child.__file__).resolve().parent.parent
 DEPTH_VARIABLE = "ISOAGENT_DEPTH"
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ")
 HELLO_TIMEOUT = 30.0
+CANCEL_GRACE = 2.0  # seconds a cancelled child has to send its Result
 # -E -s: no PYTHON* variables, no user site; cwd=PACKAGE_ROOT puts this isoagent first on sys.path
 CHILD_COMMAND = [sys.executable, "-E", "-s", "-m", "child"]
 
@@ -129,6 +134,10 @@ class _ChildRun:
         self.transcript_label = sup.run_folder.display(self.transcript_path)
         self.pid = 0
         self.last_progress: Progress | None = None
+        self.recorder = ConversationRecorder(self.emit, self.id)
+        self.usage = Usage()
+        self.last_text = ""  # the child's latest words: its summary so far, if it fails
+        self.cancelled = False
         self.started = asyncio.get_running_loop().time()
         self._finished: ChildFinished | None = None
 
@@ -218,15 +227,33 @@ class _ChildRun:
     async def _outcome(self, process: asyncio.subprocess.Process, task: Task) -> Result:
         """The child's Result, or one that says how the child failed."""
         try:
-            async with asyncio.timeout(self.sup.timeout):
-                return await self._converse(process, task)
-        except TimeoutError:
-            return self._failure("timeout", f"timed out after {self.sup.timeout:g} s")
+            try:
+                async with asyncio.timeout(self.sup.timeout):
+                    result = await self._converse(process, task)
+            except TimeoutError:
+                result = await self._cancel(process, f"timed out after {self.sup.timeout:g} s")
+            await exited(process, 1.0)  # after its Result a child exits by itself
+            return result
         except FrameError as exc:
             return self._failure("crashed", f"sent a corrupt frame: {exc}")
         except ChildFailed as exc:
-            await _wait_briefly(process)
+            await exited(process, 1.0)
             return self._failure(exc.status, str(exc), process.returncode)
+
+    async def _cancel(self, process: asyncio.subprocess.Process, why: str) -> Result:
+        """Ask the child to stop (Cancel) and take the Result it sends within a moment."""
+        assert process.stdin is not None
+        failure = self._failure("timeout", why)
+        self.cancelled = True
+        if not await write_frame(process.stdin, Cancel(why)):
+            return failure
+        with contextlib.suppress(TimeoutError, FrameError, ChildFailed):
+            async with asyncio.timeout(CANCEL_GRACE):
+                while True:
+                    frame = await self._answer(process)
+                    if isinstance(frame, Result):
+                        return msgspec.structs.replace(frame, status="timeout", error=failure.error)
+        return failure
 
     async def _converse(self, process: asyncio.subprocess.Process, task: Task) -> Result:
         assert process.stdout is not None and process.stdin is not None
@@ -247,25 +274,34 @@ class _ChildRun:
             )
         if not await write_frame(process.stdin, task):
             raise ChildFailed("closed its input before taking its Task")
-        recorder = ConversationRecorder(self.emit, self.id)
         while True:
-            frame = await next_frame(process)
-            if frame is None:
-                raise ChildFailed("exited before sending its Result")
-            if isinstance(frame, ModelCall):
-                recorder.before(frame)
-                reply = await self.sup.gateway.call(frame)
-                recorder.after(frame, reply)
-                await write_frame(process.stdin, reply)
-            elif isinstance(frame, Progress):
-                self.last_progress = frame
-                self.sup.sink(
-                    ChildProgress(self.id, self.agent.name, self.request.description, frame)
-                )
-            elif isinstance(frame, Result):
+            frame = await self._answer(process)
+            if isinstance(frame, Result):
                 return frame
+
+    async def _answer(self, process: asyncio.subprocess.Process) -> ModelCall | Progress | Result:
+        """Read the next frame and act on it: answer a model call, forward progress."""
+        assert process.stdin is not None
+        frame = await next_frame(process)
+        if frame is None:
+            raise ChildFailed("exited before sending its Result")
+        if isinstance(frame, ModelCall):
+            self.recorder.before(frame)
+            if self.cancelled:  # it asked before it saw the Cancel: no more tokens for it
+                reply = ModelReply(frame.turn, error=ModelError("cancelled", "cancelled"))
             else:
-                raise ChildFailed(f"sent an unexpected {type(frame).__name__} frame")
+                reply = await self.sup.gateway.call(frame)
+            self.recorder.after(frame, reply)
+            self.usage = self.usage + reply.usage
+            text = "\n".join(b.text for b in reply.content if isinstance(b, TextBlock)).strip()
+            self.last_text = text or self.last_text
+            await write_frame(process.stdin, reply)
+        elif isinstance(frame, Progress):
+            self.last_progress = frame
+            self.sup.sink(ChildProgress(self.id, self.agent.name, self.request.description, frame))
+        elif not isinstance(frame, Result):
+            raise ChildFailed(f"sent an unexpected {type(frame).__name__} frame")
+        return frame
 
     def _failure(self, status: Status, message: str, code: int | None = None) -> Result:
         progress = self.last_progress
@@ -273,11 +309,11 @@ class _ChildRun:
         if code is not None:
             detail += f" ({describe_exit(code)})"
         return Result(
-            summary="",
+            summary=self.last_text,
             status=status,
             turns=progress.turns if progress else 0,
             tool_calls=progress.tool_calls if progress else 0,
-            usage=Usage(),
+            usage=self.usage,
             duration=round(asyncio.get_running_loop().time() - self.started, 3),
             error=detail,
         )
@@ -300,11 +336,6 @@ class _ChildRun:
         self.sup.finished.append(finished)
         self._finished = finished
         self.emit(finished)
-
-
-async def _wait_briefly(process: asyncio.subprocess.Process, seconds: float = 1.0) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(process.wait(), seconds)
 
 
 async def _finish(drain: asyncio.Task[None], seconds: float = 1.0) -> None:

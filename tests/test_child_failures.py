@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -81,8 +82,21 @@ def test_child_at_its_turn_limit_returns_what_it_has(
     assert "still looking" in done.stdout
 
 
-def test_child_timeout_ends_it_and_says_so(api_server: MessagesServer, tmp_path: Path) -> None:
-    api_server.handler = parent_reports_task_result([tool_reply("bash", {"command": "sleep 60"})])
+def test_child_timeout_ends_it_and_keeps_what_it_had_said(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = parent_reports_task_result(
+        [tool_reply("bash", {"command": "sleep 60"}, text="found half of it")]
+    )
     done = run_cli(["run", "go", "--timeout", "2"], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "timeout" in done.stdout and "timed out after 2 s" in done.stdout
+    assert "found half of it" in done.stdout  # the child's Result after Cancel
+
+
+def test_child_that_finishes_exits_by_itself(api_server: MessagesServer, tmp_path: Path) -> None:
+    api_server.handler = parent_reports_task_result([text_reply("all good")])
+    done = run_cli(["run", "go", "--output-format", "json"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (child,) = json.loads(done.stdout)["children"]
+    assert child["exit_code"] == 0 and child["result"]["status"] == "ok"
