@@ -8,16 +8,18 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from parent.exit_codes import ExitCode
-from protocol import AgentSpec, Limits
+from protocol import Limits
 
 if TYPE_CHECKING:
+    from parent.agent_files import AgentCatalog
+    from parent.events import Sink
     from parent.gateway import ModelSource
     from parent.session import Session, Settings
 
@@ -152,7 +154,7 @@ def _apply(options: list[Callable[..., Any]], fn: Callable[..., Any]) -> Callabl
     return fn
 
 
-def load_catalog(workdir: Path, agents_dirs: tuple[Path, ...]) -> dict[str, AgentSpec]:
+def load_catalog(workdir: Path, agents_dirs: tuple[Path, ...]) -> AgentCatalog:
     """Built-in and file-defined agent types; file problems are reported, never fatal."""
     from parent.agent_files import load_agents
 
@@ -161,7 +163,7 @@ def load_catalog(workdir: Path, agents_dirs: tuple[Path, ...]) -> dict[str, Agen
         click.echo(f"isoagent: warning: {warning}", err=True)
     for error in catalog.errors:
         click.echo(f"isoagent: agent file skipped: {error.describe()}", err=True)
-    return catalog.agents
+    return catalog
 
 
 def build_settings(options: dict[str, Any]) -> Settings:
@@ -184,7 +186,7 @@ def build_settings(options: dict[str, Any]) -> Settings:
         max_tokens_total=options["max_tokens_total"],
         sandbox=options["sandbox"],
         allow_unsandboxed=options["allow_unsandboxed"],
-        agents=load_catalog(options["workdir"], options["agents_dirs"]),
+        agents=load_catalog(options["workdir"], options["agents_dirs"]).agents,
         child_command=shlex.split(os.environ.get("ISOAGENT_CHILD_COMMAND", "")) or None,
     )
 
@@ -210,8 +212,16 @@ def model_source(options: dict[str, Any]) -> ModelSource:
     return source
 
 
-def run_session(options: dict[str, Any], settings: Settings, body: SessionBody) -> int:
-    """Open a session with the progress display and run ``body`` under signal handling."""
+def run_session(
+    options: dict[str, Any],
+    settings: Settings,
+    body: SessionBody,
+    *,
+    sinks: Sequence[Sink] = (),
+    progress: bool = True,
+) -> int:
+    """Open a session with ``sinks`` (and the progress display) and run ``body`` in it,
+    under signal handling."""
     from parent.display import ProgressDisplay
     from parent.sandbox_policy import unsandboxed_warning
     from parent.supervisor import DEPTH_VARIABLE
@@ -221,17 +231,22 @@ def run_session(options: dict[str, Any], settings: Settings, body: SessionBody) 
     source = model_source(options)
     if warning := unsandboxed_warning(settings.sandbox):
         click.echo(f"isoagent: {warning}", err=True)
-    display = ProgressDisplay(verbose=options["verbose"])
-    return run_with_signals(functools.partial(_session_main, settings, source, display, body))
+    if progress:
+        sinks = [*sinks, ProgressDisplay(verbose=options["verbose"])]
+    return run_with_signals(functools.partial(session_main, settings, source, sinks, body))
 
 
-async def _session_main(
-    settings: Settings, source: ModelSource, display: Callable[..., None], body: SessionBody
+async def session_main(
+    settings: Settings, source: ModelSource, sinks: Sequence[Sink], body: SessionBody
 ) -> int:
+    """Open a session, attach ``sinks`` before its first event, and run ``body`` in it."""
     from parent.session import Session
 
-    session = Session(settings, source)
-    session.events.sinks.append(display)
+    try:
+        session = Session(settings, source)
+    except OSError as exc:
+        fail(f"cannot create the run folder in {settings.runs_dir}: {exc.strerror or exc}")
+    session.events.sinks.extend(sinks)
     session.start()
     try:
         return await body(session)

@@ -20,7 +20,7 @@ from parent.events import RunFinished
 from parent.exit_codes import ExitCode, exit_code_for
 
 if TYPE_CHECKING:
-    from parent.session import Session
+    from parent.events import Sink
 
 
 class JsonLines:
@@ -51,13 +51,9 @@ class Output:
         self.format = output_format
         self.lines = JsonLines()
 
-    def attach(self, session: Session) -> None:
-        """For stream-json: every event of the session from here on, and the init event."""
-        if self.format != "stream-json":
-            return
-        session.events.sinks.append(self.lines)
-        if session.started is not None:
-            self.lines(session.started)
+    def sinks(self) -> list[Sink]:
+        """For stream-json: every event of the session, as it happens."""
+        return [self.lines] if self.format == "stream-json" else []
 
     def finish(self, final: RunFinished) -> ExitCode:
         """Print the end of the run (stream-json has already written its ``result`` line),

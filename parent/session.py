@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import TypeVar
 from child.agents import BASE_TOOLS
 from child.channel import end_commands
 from child.loop import Agent
+from child.proc import TAG_VARIABLE
 from child.tools import make_tools
 from child.tools.base import ToolContext
 from parent.events import Broadcast, ChildFinished, ChildStarted, Event, RunFinished, RunStarted
@@ -60,8 +62,9 @@ class Session:
     def __init__(self, settings: Settings, source: ModelSource) -> None:
         self.settings = settings
         self.run = RunFolder.create(settings.runs_dir)
+        # what the parent's own bash starts carries the run's tag, so it can be ended too
+        os.environ[TAG_VARIABLE] = f"run-{self.run.run_id}"
         self.events = Broadcast()
-        self.started: RunStarted | None = None  # the init event, for a sink attached late
         self.log = TranscriptWriter(self.run.path / "run.jsonl")
         self.events.sinks.append(self._log_run_event)
         self.gateway = Gateway(
@@ -91,14 +94,15 @@ class Session:
             self.log(event)
 
     def start(self) -> None:
-        self.started = RunStarted(
-            run_id=self.run.run_id,
-            run_dir=self.run.display(self.run.path),
-            model=self.settings.model,
-            workdir=str(self.settings.workdir),
-            agents=list(self.settings.agents),
+        self.events(
+            RunStarted(
+                run_id=self.run.run_id,
+                run_dir=self.run.display(self.run.path),
+                model=self.settings.model,
+                workdir=str(self.settings.workdir),
+                agents=list(self.settings.agents),
+            )
         )
-        self.events(self.started)
 
     def finish(self, result: Result) -> RunFinished:
         final = RunFinished(
@@ -138,8 +142,9 @@ class Session:
             return await run_in_thread(agent.run, prompt)
         except asyncio.CancelledError:
             ctx.cancelled.set()
-            end_commands(ctx)
             raise
+        finally:
+            end_commands(ctx)  # and whatever the parent's own commands left running
 
 
 class _GatewayBridge:

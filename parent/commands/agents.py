@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 import msgspec
 
+from parent.cli_support import load_catalog
 from parent.exit_codes import ExitCode
 
 
@@ -33,9 +34,7 @@ def agents(workdir: Path, agents_dirs: tuple[Path, ...], as_json: bool) -> None:
     A later source replaces an agent of the same name. Problems in agent files are
     listed on stderr; the exit code is 1 if a file could not be loaded.
     """
-    from parent.agent_files import load_agents
-
-    catalog = load_agents(workdir, extra_dirs=agents_dirs)
+    catalog = load_catalog(workdir, agents_dirs)
     if as_json:
         sys.stdout.buffer.write(msgspec.json.encode(catalog) + b"\n")
     else:
@@ -47,10 +46,6 @@ def agents(workdir: Path, agents_dirs: tuple[Path, ...], as_json: bool) -> None:
             extras += [f"max turns: {spec.max_turns}"] if spec.max_turns else []
             if extras:
                 click.echo(f"  {', '.join(extras)}")
-    for warning in catalog.warnings:
-        click.echo(f"isoagent: warning: {warning}", err=True)
-    for error in catalog.errors:
-        click.echo(f"isoagent: agent file skipped: {error.describe()}", err=True)
     sys.exit(ExitCode.ERROR if catalog.errors else ExitCode.OK)
 
 

@@ -94,7 +94,8 @@ def batch(
     except OSError as exc:
         fail(f"cannot write {output_path}: {exc.strerror or exc}")
     runner = _BatchRun(pending, invalid, reported, sink, resumable=output_path is not None)
-    sys.exit(run_session(options, settings, runner.run))
+    # on a terminal the batch line replaces the per-child progress lines
+    sys.exit(run_session(options, settings, runner.run, progress=not runner.display.live))
 
 
 class _BatchRun:
@@ -116,8 +117,6 @@ class _BatchRun:
         self.display = BatchDisplay(len(pending) + len(invalid), live=sys.stderr.isatty())
 
     async def run(self, session: Session) -> int:
-        if self.display.live:
-            _drop_child_lines(session)
         for record in self.invalid:  # each bad line once in the output, on stderr every time
             if (record.id, record.error) not in self.reported:
                 self.write(record)
@@ -216,11 +215,3 @@ def read_previous(path: Path) -> tuple[set[TaskId], set[tuple[TaskId, str]]]:
         elif record.status == "invalid":
             reported.add((record.id, record.error))
     return done, reported
-
-
-def _drop_child_lines(session: Session) -> None:
-    """On a terminal the batch line replaces the per-child progress lines."""
-    from parent.display import ProgressDisplay
-
-    sinks = session.events.sinks
-    sinks[:] = [sink for sink in sinks if not isinstance(sink, ProgressDisplay)]

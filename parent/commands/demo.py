@@ -115,7 +115,7 @@ async def run_examples(
     """Run each example as a ``run`` in ``root/project``, adding its outcome to ``outcomes``
     as it ends (an interrupt keeps those); stop after one that fails."""
     from child.agents import BUILTIN_AGENTS
-    from parent.cli_support import _session_main
+    from parent.cli_support import session_main
     from parent.session import Settings
 
     settings = Settings(
@@ -137,7 +137,7 @@ async def run_examples(
             outcomes.append(Outcome(prompt, result, session.run.path, finished.children, tally))
             return exit_code_for(result.status)
 
-        await _session_main(settings, source, display, body)
+        await session_main(settings, source, [display], body)
         outcome = outcomes[-1]
         if outcome.result.summary:
             echo(outcome.result.summary)

@@ -35,8 +35,7 @@ def run(prompt: str, output_format: str, **options: Any) -> None:
     output = Output(output_format)
 
     async def body(session: Session) -> int:
-        output.attach(session)
         result = await session.run_parent(prompt)
         return output.finish(session.finish(result))
 
-    sys.exit(run_session(options, build_settings(options), body))
+    sys.exit(run_session(options, build_settings(options), body, sinks=output.sinks()))

@@ -58,11 +58,10 @@ def task(prompt: str, agent_name: str, output_format: str, **options: Any) -> No
     request = ChildRequest(describe(text), text, agent)
 
     async def body(session: Session) -> int:
-        output.attach(session)
         finished = await session.supervisor.run(request)
         return output.finish(session.finish(finished.result))
 
-    sys.exit(run_session(options, settings, body))
+    sys.exit(run_session(options, settings, body, sinks=output.sinks()))
 
 
 def pick_agent(agents: Mapping[str, AgentSpec], name: str) -> AgentSpec:
