@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from child.tools.base import Tool, ToolOutput
@@ -166,6 +165,8 @@ class Agent:
     def _run_batch(self, uses: list[ToolUseBlock]) -> list[ToolResultBlock]:
         if len(uses) <= 1:
             return [self._run_one(use) for use in uses]
+        from concurrent.futures import ThreadPoolExecutor  # only the parent runs tools in parallel
+
         with ThreadPoolExecutor(min(self.max_parallel, len(uses))) as pool:
             return list(pool.map(self._run_one, uses))
 
