@@ -31,11 +31,11 @@ class ProgressDisplay:
             if self.verbose and p.event == "tool_start":
                 self._print(f"{head}: {p.tool} {p.detail}".rstrip())
             if self.live:
-                self.active[event.child] = f"{head} ... {p.tool_calls} tools, {p.elapsed:.1f}s"
+                self.active[event.child] = f"{head} ... {p.tool_calls} tools, {seconds(p.elapsed)}"
                 self._redraw()
         elif isinstance(event, ChildFinished):
             r = event.result
-            facts = f"{r.tool_calls} tools, {r.duration:.1f}s"
+            facts = f"{r.tool_calls} tools, {seconds(r.duration)}"
             if r.status == "ok":
                 line = f"  [{event.agent}] {event.description} - done ({facts})"
             else:
@@ -71,3 +71,8 @@ class ProgressDisplay:
             self.stream.write(line + "\n")
         self._drawn = len(self.active)
         self.stream.flush()
+
+
+def seconds(value: float) -> str:
+    """3.2s, or 45ms below a tenth of a second (where 0.0s would say nothing)."""
+    return f"{value:.1f}s" if value >= 0.1 else f"{value * 1000:.0f}ms"
