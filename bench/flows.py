@@ -24,11 +24,12 @@ from bench.cli_start import SCRIPT
 from bench.driver import WARMUP
 from bench.spawn import vm_hwm_mb
 from bench.stats import Line, Stat, reference
-from parent.supervisor import PACKAGE_ROOT
+from parent.supervisor import FORK_SERVER_VARIABLE, PACKAGE_ROOT
 from tests.conftest import cli_env
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 
 DRIVER_TIMEOUT = 300
+PLAIN = {FORK_SERVER_VARIABLE: "0"}  # start every child with fork and exec: the comparison
 
 
 def two_turns(latency: float) -> Callable[[Request], Reply]:
@@ -44,11 +45,11 @@ def two_turns(latency: float) -> Callable[[Request], Reply]:
     return answer
 
 
-def _drive(server: MessagesServer, rounds: int) -> dict[str, Any]:
+def _drive(server: MessagesServer, rounds: int, plain: bool = False) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, "-m", "bench.driver", str(rounds)],
         cwd=PACKAGE_ROOT,
-        env=cli_env(server),
+        env=cli_env(server, **(PLAIN if plain else {})),
         capture_output=True,
         text=True,
         timeout=DRIVER_TIMEOUT,
@@ -65,8 +66,10 @@ def _phases(runs: list[dict[str, float]]) -> str:
 def delegation(rounds: int) -> list[Line]:
     with MessagesServer(two_turns(0.0)) as server:
         out = _drive(server, rounds)
+        plain_out = _drive(server, rounds, plain=True)
     child = Stat([sum(r.values()) for r in out["child"]], "ms")
     in_process = Stat([sum(r.values()) for r in out["in_process"]], "ms")
+    plain = Stat([sum(r.values()) for r in plain_out["child"]], "ms")
     extra = child.median - in_process.median
     return [
         Line(
@@ -88,6 +91,13 @@ def delegation(rounds: int) -> list[Line]:
             "in-process: `child.loop.Agent` with a fresh message list, same gateway and server",
             in_process,
         ),
+        reference(
+            "delegation",
+            "the same round trip with plain spawning (`ISOAGENT_FORK_SERVER=0`)",
+            plain,
+            f"{plain.median - in_process.median:+.0f} ms over in-process; median phases: "
+            f"{_phases(plain_out['child'])}",
+        ),
     ]
 
 
@@ -96,6 +106,7 @@ class BatchSize:
     tasks: int
     jobs: int
     repeats: int
+    plain: bool = False  # children started with fork and exec, not by the fork server
 
     def ideal(self, latency: float) -> float:
         return math.ceil(self.tasks / self.jobs) * 2 * latency
@@ -135,8 +146,9 @@ def _run_batch(latency: float, size: BatchSize) -> BatchRun:
         argv += ["-o", "out.jsonl", "-C", str(work)]
         with (work / "stderr.log").open("wb") as stderr:
             started = time.perf_counter()
+            env = cli_env(server, **(PLAIN if size.plain else {}))
             process = subprocess.Popen(
-                argv, cwd=work, env=cli_env(server), stdout=subprocess.DEVNULL, stderr=stderr
+                argv, cwd=work, env=env, stdout=subprocess.DEVNULL, stderr=stderr
             )
         hwm = cpu = cpu_at_start = 0.0
         run_log: Path | None = None
@@ -188,16 +200,18 @@ def batch(sizes: list[BatchSize], latency: float, target_jobs: int) -> list[Line
     peaks: dict[int, list[BatchRun]] = {}
     for size in sizes:
         runs = [_run_batch(latency, size) for _ in range(size.repeats)]
-        peaks[size.jobs] = runs
+        if not size.plain:
+            peaks[size.jobs] = runs
         took = Stat([r.seconds for r in runs], "s")
         ideal = size.ideal(latency)
-        is_target = size.jobs == target_jobs
+        is_target = size.jobs == target_jobs and not size.plain
         wall = statistics.median(r.wall for r in runs)
+        how = ", plain spawning (`ISOAGENT_FORK_SERVER=0`)" if size.plain else ""
         lines.append(
             Line(
                 "batch",
                 f"`isoagent batch`, {size.tasks} tasks, `-j {size.jobs}`, "
-                f"{latency * 1000:.0f} ms per model call",
+                f"{latency * 1000:.0f} ms per model call{how}",
                 took,
                 f"{took.median / ideal:.2f}x ideal ({ideal:g} s)",
                 "≤ 1.10x ideal" if is_target else "",

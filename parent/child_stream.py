@@ -8,6 +8,7 @@ from collections import deque
 from io import FileIO
 from pathlib import Path
 
+from parent.child_process import ChildProcess
 from protocol import ChildFrame, FrameError, decode_frame, encode_frame
 from protocol.framing import HEADER, check_length
 
@@ -30,14 +31,13 @@ async def read_frame(stream: asyncio.StreamReader) -> ChildFrame | None:
     return decode_frame(body, ChildFrame)  # type: ignore[return-value]
 
 
-async def next_frame(process: asyncio.subprocess.Process, grace: float = 1.0) -> ChildFrame | None:
+async def next_frame(process: ChildProcess, grace: float = 1.0) -> ChildFrame | None:
     """The child's next frame; ``None`` at EOF, or once the child has exited and sent
     nothing more within ``grace`` seconds (a grandchild may hold its stdout open forever)."""
-    assert process.stdout is not None
     read = asyncio.ensure_future(read_frame(process.stdout))
     try:
         while not read.done():
-            if process.returncode is not None:
+            if process.has_exited:
                 done, _ = await asyncio.wait({read}, timeout=grace)
                 return read.result() if done else None
             await asyncio.wait({read}, timeout=0.1)

@@ -14,6 +14,7 @@ import os
 import signal
 
 from child.proc import find_processes
+from parent.child_process import ChildProcess
 
 
 def signal_session(sid: int, sig: signal.Signals, tag: str = "") -> None:
@@ -26,27 +27,16 @@ def signal_session(sid: int, sig: signal.Signals, tag: str = "") -> None:
             os.kill(pid, sig)
 
 
-async def exited(process: asyncio.subprocess.Process, seconds: float, poll: float = 0.02) -> bool:
-    """Whether the process exits within ``seconds``.
-
-    ``process.wait()`` would also wait for its pipes, which a grandchild may hold forever.
-    """
-    deadline = asyncio.get_running_loop().time() + seconds
-    while process.returncode is None and asyncio.get_running_loop().time() < deadline:
-        await asyncio.sleep(poll)
-    return process.returncode is not None
-
-
-async def end_session(process: asyncio.subprocess.Process, tag: str, grace: float = 2.0) -> None:
+async def end_session(process: ChildProcess, tag: str, grace: float = 2.0) -> None:
     """TERM the child's session, give it ``grace`` seconds, then KILL whatever is left.
 
     The /proc scans run in a thread: they take milliseconds the event loop should not lose.
     """
-    if process.returncode is None:
+    if not process.has_exited:
         await asyncio.to_thread(signal_session, process.pid, signal.SIGTERM, tag)
-        await exited(process, grace)
+        await process.wait_exit(grace)
     await asyncio.to_thread(signal_session, process.pid, signal.SIGKILL, tag)
-    await exited(process, grace)
+    await process.wait_exit(grace)
 
 
 def describe_exit(code: int | None) -> str:

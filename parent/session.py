@@ -24,7 +24,7 @@ from parent.gateway import Gateway, ModelSource
 from parent.recorder import ConversationRecorder
 from parent.run_folder import RunFolder, TranscriptWriter
 from parent.sandbox_policy import SandboxChoice
-from parent.supervisor import Supervisor
+from parent.supervisor import Supervisor, fork_server_for
 from parent.task_tool import TaskTool
 from protocol import AgentSpec, Limits, ModelCall, ModelReply, Result
 
@@ -72,6 +72,8 @@ class Session:
             max_concurrent=max(settings.max_parallel, 1) + 1,
             max_tokens_total=settings.max_tokens_total,
         )
+        # started on the first child; ended in finish, or when an interrupt ends the loop
+        self.fork_server = fork_server_for(settings.child_command)
         self.supervisor = Supervisor(
             gateway=self.gateway,
             run=self.run,
@@ -84,6 +86,7 @@ class Session:
             child_command=settings.child_command,
             sandbox=settings.sandbox,
             allow_unsandboxed=settings.allow_unsandboxed,
+            fork_server=self.fork_server,
         )
 
     def _log_run_event(self, event: Event) -> None:
@@ -112,6 +115,8 @@ class Session:
         )
         self.events(final)
         self.log.close()
+        if self.fork_server is not None:
+            self.fork_server.close()
         return final
 
     async def run_parent(self, prompt: str) -> Result:

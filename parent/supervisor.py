@@ -1,7 +1,8 @@
 """Starting, feeding and ending child processes.
 
-Each child is ``python -m child`` in a session of its own, with an
-environment built from an allow-list (no credentials). The supervisor answers
+Each child is ``python -m child`` (or forked, ready, by the session's fork
+server: ``parent.forkserver``) in a session of its own, with an environment
+built from an allow-list (no credentials). The supervisor answers
 its ``ModelCall`` frames through the gateway, records its conversation as a
 transcript, forwards its progress, and ends its whole session when it is
 done, times out, or the run is interrupted.
@@ -23,10 +24,12 @@ import msgspec
 
 import child
 from child.proc import TAG_VARIABLE
+from parent.child_process import ChildProcess, exec_child
 from parent.child_stream import StderrLog, next_frame, write_frame
 from parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
+from parent.forkserver import ForkServer, ForkServerUnavailable
 from parent.gateway import Gateway
-from parent.processes import describe_exit, end_session, exited
+from parent.processes import describe_exit, end_session
 from parent.recorder import ConversationRecorder
 from parent.run_folder import RunFolder, TranscriptWriter
 from parent.sandbox_policy import SandboxChoice, SandboxRefused, sandbox_mode
@@ -55,17 +58,33 @@ HELLO_TIMEOUT = 30.0
 CANCEL_GRACE = 2.0  # seconds a cancelled child has to send its Result
 # -E -s: no PYTHON* variables, no user site; cwd=PACKAGE_ROOT puts this isoagent first on sys.path
 CHILD_COMMAND = [sys.executable, "-E", "-s", "-m", "child"]
+FORK_SERVER_COMMAND = [*CHILD_COMMAND[:-1], "child.forkserver"]
+FORK_SERVER_VARIABLE = "ISOAGENT_FORK_SERVER"  # 0: start every child with fork and exec
+
+
+def allowed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The allow-listed part of an environment: never a key or a token."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in environ.items() if k in ENV_ALLOW or k.startswith("LC_")}
 
 
 def child_environment(tmpdir: str, environ: dict[str, str] | None = None) -> dict[str, str]:
     """The child's whole environment: an allow-list, never a key or a token."""
     environ = dict(os.environ if environ is None else environ)
-    env = {k: v for k, v in environ.items() if k in ENV_ALLOW or k.startswith("LC_")}
+    env = allowed_environment(environ)
     env["TMPDIR"] = tmpdir
     env[TAG_VARIABLE] = tmpdir  # unique while the child lives; finds what it started
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env[DEPTH_VARIABLE] = str(int(environ.get(DEPTH_VARIABLE, "0") or 0) + 1)
     return env
+
+
+def fork_server_for(child_command: list[str] | None) -> ForkServer | None:
+    """A session's fork server (not started yet), or None: children from
+    ISOAGENT_CHILD_COMMAND, or ISOAGENT_FORK_SERVER=0, are started with fork and exec."""
+    if child_command or os.environ.get(FORK_SERVER_VARIABLE, "1").strip() == "0":
+        return None
+    return ForkServer(FORK_SERVER_COMMAND, cwd=PACKAGE_ROOT, env=allowed_environment())
 
 
 class ChildFailed(Exception):
@@ -98,7 +117,9 @@ class Supervisor:
         child_command: list[str] | None = None,
         sandbox: SandboxChoice = "auto",
         allow_unsandboxed: bool = False,
+        fork_server: ForkServer | None = None,
     ) -> None:
+        self.fork_server = fork_server
         self.sandbox = sandbox
         self.allow_unsandboxed = allow_unsandboxed
         self.gateway = gateway
@@ -147,13 +168,12 @@ class _ChildRun:
 
     async def run(self) -> ChildFinished:
         tmpdir = tempfile.mkdtemp(prefix=f"isoagent-{self.id}-")
-        process: asyncio.subprocess.Process | None = None
+        process: ChildProcess | None = None
         drain: asyncio.Task[None] | None = None
         result: Result | None = None
         try:
             task = self._task(tmpdir)
             process = await self._spawn(tmpdir)
-            assert process.stderr is not None
             drain = asyncio.create_task(self.stderr.drain(process.stderr))
             self.emit(
                 ChildStarted(
@@ -177,8 +197,8 @@ class _ChildRun:
                 await asyncio.shield(end_session(process, tmpdir))
             if drain is not None:
                 await _finish(drain)
-            if process is not None:  # a grandchild may still hold the pipes: close them now,
-                process._transport.close()  # not at exit, when the loop is gone (a traceback)
+            if process is not None:  # a grandchild may still hold the pipes
+                process.close_pipes()
             if result is not None:
                 self._finish(result, process)
             self.transcript.close()
@@ -206,25 +226,25 @@ class _ChildRun:
             limits=limits,
         )
 
-    async def _spawn(self, tmpdir: str) -> asyncio.subprocess.Process:
+    async def _spawn(self, tmpdir: str) -> ChildProcess:
+        env = child_environment(tmpdir)
         command = self.sup.child_command
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *command,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                cwd=PACKAGE_ROOT,
-                env=child_environment(tmpdir),
-                limit=1 << 24,
-            )
-        except OSError as exc:
-            raise ChildFailed(f"could not be started ({' '.join(command)}): {exc}") from None
+        process: ChildProcess | None = None
+        if self.sup.fork_server is not None:
+            with contextlib.suppress(ForkServerUnavailable):
+                try:
+                    process = await self.sup.fork_server.spawn(env, PACKAGE_ROOT)
+                except OSError as exc:
+                    raise ChildFailed(f"could not be forked: {exc}") from None
+        if process is None:
+            try:
+                process = await exec_child(command, cwd=PACKAGE_ROOT, env=env)
+            except OSError as exc:
+                raise ChildFailed(f"could not be started ({' '.join(command)}): {exc}") from None
         self.pid = process.pid
         return process
 
-    async def _outcome(self, process: asyncio.subprocess.Process, task: Task) -> Result:
+    async def _outcome(self, process: ChildProcess, task: Task) -> Result:
         """The child's Result, or one that says how the child failed."""
         try:
             try:
@@ -232,17 +252,16 @@ class _ChildRun:
                     result = await self._converse(process, task)
             except TimeoutError:
                 result = await self._cancel(process, f"timed out after {self.sup.timeout:g} s")
-            await exited(process, 1.0)  # after its Result a child exits by itself
+            await process.wait_exit(1.0)  # after its Result a child exits by itself
             return result
         except FrameError as exc:
             return self._failure("crashed", f"sent a corrupt frame: {exc}")
         except ChildFailed as exc:
-            await exited(process, 1.0)
+            await process.wait_exit(1.0)
             return self._failure(exc.status, str(exc), process.returncode)
 
-    async def _cancel(self, process: asyncio.subprocess.Process, why: str) -> Result:
+    async def _cancel(self, process: ChildProcess, why: str) -> Result:
         """Ask the child to stop (Cancel) and take the Result it sends within a moment."""
-        assert process.stdin is not None
         failure = self._failure("timeout", why)
         self.cancelled = True
         if not await write_frame(process.stdin, Cancel(why)):
@@ -255,8 +274,7 @@ class _ChildRun:
                         return msgspec.structs.replace(frame, status="timeout", error=failure.error)
         return failure
 
-    async def _converse(self, process: asyncio.subprocess.Process, task: Task) -> Result:
-        assert process.stdout is not None and process.stdin is not None
+    async def _converse(self, process: ChildProcess, task: Task) -> Result:
         try:
             async with asyncio.timeout(HELLO_TIMEOUT):
                 hello = await next_frame(process)
@@ -279,9 +297,8 @@ class _ChildRun:
             if isinstance(frame, Result):
                 return frame
 
-    async def _answer(self, process: asyncio.subprocess.Process) -> ModelCall | Progress | Result:
+    async def _answer(self, process: ChildProcess) -> ModelCall | Progress | Result:
         """Read the next frame and act on it: answer a model call, forward progress."""
-        assert process.stdin is not None
         frame = await next_frame(process)
         if frame is None:
             raise ChildFailed("exited before sending its Result")
@@ -318,7 +335,7 @@ class _ChildRun:
             error=detail,
         )
 
-    def _finish(self, result: Result, process: asyncio.subprocess.Process | None) -> None:
+    def _finish(self, result: Result, process: ChildProcess | None) -> None:
         lines = self.stderr.last_lines()
         if result.status == "crashed" and lines:
             result = msgspec.structs.replace(

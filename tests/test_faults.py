@@ -282,9 +282,10 @@ def test_background_process_of_a_command_neither_hangs_the_run_nor_survives(
 def test_parent_killed_with_sigkill_leaves_no_child_or_grandchild(
     api_server: MessagesServer, tmp_path: Path, mark: str
 ) -> None:
-    files = {name: tmp_path / f"{name}.pid" for name in ("child", "bg", "escaped", "fg")}
+    files = {name: tmp_path / f"{name}.pid" for name in ("child", "server", "bg", "escaped", "fg")}
     command = (
         f"echo $PPID > {files['child']}; "
+        f"ps -o ppid= -p $PPID > {files['server']}; "  # the fork server that forked the child
         f"sleep 300 > /dev/null & echo $! > {files['bg']}; "
         f"setsid sleep 300 & echo $! > {files['escaped']}; "
         f"echo $$ > {files['fg']}.part; mv {files['fg']}.part {files['fg']}; sleep 300"
@@ -293,12 +294,15 @@ def test_parent_killed_with_sigkill_leaves_no_child_or_grandchild(
     cli = start_cli(["run", "go"], fault_env(api_server, mark), cwd=tmp_path)
     try:
         fg = read_pid(files["fg"])
-        pids = [int(files[name].read_text()) for name in ("child", "bg", "escaped")] + [fg]
+        names = ("child", "server", "bg", "escaped")
+        pids = [int(files[name].read_text()) for name in names] + [fg]
         assert all(alive(p) for p in pids)
         assert child_pids(tmp_path) == [pids[0]]
+        assert b"child.forkserver" in Path(f"/proc/{pids[1]}/cmdline").read_bytes()
         os.kill(cli.pid, signal.SIGKILL)
         cli.wait(timeout=10)
-        # children see EOF on stdin and end their commands: about a second, under load
+        # children see EOF on stdin and end their commands: about a second, under load;
+        # the fork server sees EOF on its socket and exits
         assert_nothing_survives(mark, pids, within=3.0)
     finally:
         cli.kill()

@@ -69,7 +69,12 @@ def test_child_context_is_fresh_and_only_its_summary_reaches_the_parent(
 def test_child_runs_in_its_own_process_under_the_cli_without_credentials(
     api_server: MessagesServer, workspace: Path
 ) -> None:
-    probe = "echo child=$PPID; ps -o ppid= -p $PPID; env"
+    # the bash command's parent is the child; then the child's ancestors, up to pid 1
+    probe = (
+        "p=$PPID; while [ $p -gt 1 ]; do "
+        "echo ancestor=$p $(tr '\\0' ' ' < /proc/$p/cmdline); "
+        "p=$(ps -o ppid= -p $p | tr -d ' '); done; env"
+    )
     api_server.handler = delegate("general-purpose", [tool_reply("bash", {"command": probe})])
     env = cli_env(api_server, ANTHROPIC_AUTH_TOKEN="token-xyz")
     done = run_cli(["run", "probe"], env, cwd=workspace)
@@ -77,13 +82,21 @@ def test_child_runs_in_its_own_process_under_the_cli_without_credentials(
 
     output = next(r for r in api_server.requests if not r.is_parent and r.turn == 1)
     text = output.tool_results[0]["content"]
-    lines = text.splitlines()
-    child_pid = int(lines[0].removeprefix("child="))
-    child_parent = int(lines[1])
+    ancestry = [
+        line.removeprefix("ancestor=").partition(" ")[::2]
+        for line in text.splitlines()
+        if line.startswith("ancestor=")
+    ]
+    pids = [int(pid) for pid, _ in ancestry]
+    child_pid = pids[0]
     (run,) = run_dirs(workspace)
     started = next(e for e in read_jsonl(run / "run.jsonl") if e["type"] == "child_started")
     assert started["pid"] == child_pid
-    assert child_pid != child_parent != os.getpid()
+    # the chain reaches this test through the CLI (fork server children: through it too)
+    cli = pids.index(os.getpid()) - 1
+    assert cli >= 1, ancestry
+    assert "-m parent run probe" in ancestry[cli][1]
+    assert child_pid not in (pids[cli], os.getpid())
     assert "test-key" not in text and "token-xyz" not in text and "ANTHROPIC" not in text
     assert "ISOAGENT_DEPTH=1" in text
 

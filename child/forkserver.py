@@ -1,0 +1,146 @@
+"""``python -m child.forkserver FD``: a preloaded process that forks ready children.
+
+The parent starts it once per session with one end of a ``SOCK_SEQPACKET``
+socket pair as FD. It imports everything a child needs, freezes those objects
+out of the garbage collector (so children share their pages), and then, single
+threaded, serves ``Spawn`` requests: each carries the child's environment and
+working directory, and its stdin, stdout and stderr pipe ends as
+``SCM_RIGHTS`` descriptors. The forked child becomes a session leader on those
+pipes with exactly the given environment and runs ``child.main.main()``; it is
+its own process, as if started with ``python -m child``. The server reaps its
+children and reports each exit; it ends when the parent's end of the socket
+closes, and its children are unaffected by that (they end on stdin EOF).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import select
+import signal
+import socket
+import sys
+import traceback
+
+import msgspec
+
+import child.main
+import child.sandbox  # what a child imports when it confines itself
+from protocol.forkserver import (
+    MAX_MESSAGE,
+    Exited,
+    Spawn,
+    Spawned,
+    SpawnFailed,
+    decode_request,
+    encode,
+)
+
+PIPES = 3  # the child's stdin, stdout and stderr
+
+
+def serve(sock: socket.socket) -> None:
+    """Answer requests until the parent's end of ``sock`` closes."""
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # the wakeup fd is the notice
+    gc.collect()
+    gc.freeze()
+    while True:
+        ready, _, _ = select.select([sock, wake_read], [], [])
+        if wake_read in ready:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(wake_read, 512):
+                    pass
+            _reap(sock)
+        if sock in ready:
+            data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, PIPES)
+            if not data:
+                return  # the parent is gone
+            _spawn(sock, data, fds, flags)
+
+
+def _spawn(sock: socket.socket, data: bytes, fds: list[int], flags: int) -> None:
+    try:
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) != PIPES:
+            _send(sock, SpawnFailed(0, f"malformed request ({len(data)} bytes, {len(fds)} fds)"))
+            return
+        try:
+            request = decode_request(data)
+        except msgspec.DecodeError as exc:
+            _send(sock, SpawnFailed(0, f"malformed request: {exc}"))
+            return
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            _send(sock, SpawnFailed(request.request, f"fork: {exc.strerror or exc}"))
+            return
+        if pid == 0:
+            _run_child(request, fds)  # never returns
+        _send(sock, Spawned(request.request, pid))
+    finally:  # the parent must be the only holder of the other pipe ends, or EOF never comes
+        for fd in fds:
+            os.close(fd)
+
+
+def _run_child(request: Spawn, fds: list[int]) -> None:
+    """In the forked child: become ``python -m child`` on the given pipes, then exit."""
+    code = 1
+    try:
+        os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(PIPES, os.sysconf("SC_OPEN_MAX"))  # the server's socket above all
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.environ.clear()
+        os.environ.update(request.env)
+        os.chdir(request.cwd)
+        code = child.main.main()
+    except SystemExit as exc:
+        code = _exit_code(exc)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)  # never back into the server's loop, never the server's atexit
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None or isinstance(exc.code, int):
+        return exc.code or 0
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _reap(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send(sock, Exited(pid, os.waitstatus_to_exitcode(status)))
+
+
+def _send(sock: socket.socket, frame: Spawned | SpawnFailed | Exited) -> None:
+    sock.send(encode(frame))
+
+
+def main() -> None:
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    sock.setblocking(True)
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        serve(sock)
+
+
+if __name__ == "__main__":
+    main()

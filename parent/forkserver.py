@@ -1,0 +1,247 @@
+"""The parent's side of the fork server (``child/forkserver.py``).
+
+Started on a session's first child, it forks each later child from a process
+that has already imported everything a child needs: about a millisecond from
+request to ``Hello`` instead of an interpreter start. One request is
+outstanding at a time; a reader task takes the server's answers (``Spawned``,
+``SpawnFailed``) and every forked child's exit (``Exited``). If the server
+cannot start or dies, ``spawn`` raises ``ForkServerUnavailable`` from then on
+(after one warning line on stderr) and the caller starts children the plain way.
+
+The server is a plain ``subprocess.Popen``, not an asyncio subprocess: asyncio's
+child watcher logs a warning on stderr when a loop closes before its process
+has exited, which an interrupted CLI cannot rule out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from parent.child_process import ChildPipes, ChildProcess, attach
+from protocol.forkserver import (
+    MAX_MESSAGE,
+    Exited,
+    Spawn,
+    Spawned,
+    SpawnFailed,
+    decode_reply,
+    encode,
+)
+
+ANSWER_TIMEOUT = 10.0  # seconds for the server to answer a request before it counts as dead
+EXIT_GRACE = 1.0  # seconds the server has to exit after its socket closes, before SIGKILL
+
+ExitFuture = asyncio.Future[int | None]
+
+
+class ForkServerUnavailable(Exception):
+    """The fork server could not start or is gone: start children the plain way."""
+
+
+class ForkServer:
+    def __init__(self, argv: Sequence[str], *, cwd: Path, env: dict[str, str]) -> None:
+        self.argv = list(argv)  # the server's command; its socket's fd number is appended
+        self.cwd = cwd
+        self.env = env
+        self.pid = 0
+        self._process: subprocess.Popen[bytes] | None = None
+        self._sock: socket.socket | None = None
+        self._lock = asyncio.Lock()
+        self._ids = itertools.count(1)
+        self._request = 0
+        self._answer: asyncio.Future[tuple[int, ExitFuture]] | None = None
+        self._exits: dict[int, ExitFuture] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._broken = ""  # why it cannot be used any more
+        self._closing = False
+
+    async def spawn(self, env: dict[str, str], cwd: Path) -> ChildProcess:
+        """A child forked with exactly ``env``, in ``cwd``, in a session of its own.
+
+        ``ForkServerUnavailable`` when the server cannot serve; ``OSError`` when the
+        fork itself failed.
+        """
+        async with self._lock:
+            if self._broken:
+                raise ForkServerUnavailable(self._broken)
+            if self._sock is None:
+                self._start()
+            pipes = ChildPipes()
+            try:
+                pid, exit = await self._ask(Spawn(next(self._ids), env, str(cwd)), pipes)
+                return await attach(pid, pipes, exit)
+            finally:
+                pipes.close()  # whatever attach did not take
+
+    def close(self) -> None:
+        """End the server and reap it: it exits at once on EOF. Children it forked go on
+        to their own end (stdin EOF, or the supervisor ending their sessions)."""
+        self._closing = True
+        self._broken = self._broken or "closed"
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+        if self._process is not None:
+            try:
+                self._process.wait(EXIT_GRACE)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._process = subprocess.Popen(
+                [*self.argv, str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            ours.close()
+            raise self._fail(f"could not be started: {exc}") from None
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self._sock = ours
+        self.pid = self._process.pid
+        self._keep(self._read(ours))
+
+    async def _ask(self, request: Spawn, pipes: ChildPipes) -> tuple[int, ExitFuture]:
+        assert self._sock is not None
+        self._request = request.request
+        self._answer = asyncio.get_running_loop().create_future()
+        try:
+            try:
+                await self._send(self._sock, encode(request), pipes.child_ends)
+            except OSError as exc:
+                self._answer = None
+                raise self._fail(f"stopped taking requests ({exc})") from None
+            pipes.close_child_ends()  # the request carries them now
+            try:
+                async with asyncio.timeout(ANSWER_TIMEOUT):
+                    return await self._answer
+            except TimeoutError:
+                raise self._fail(f"did not answer within {ANSWER_TIMEOUT:g} s") from None
+        finally:
+            self._answer = None
+
+    @staticmethod
+    async def _send(sock: socket.socket, data: bytes, fds: list[int]) -> None:
+        while True:
+            try:
+                socket.send_fds(sock, [data], fds)
+                return
+            except BlockingIOError:
+                await _writable(sock)
+
+    async def _read(self, sock: socket.socket) -> None:
+        """Dispatch the server's messages until its socket ends; then clean up after it."""
+        loop = asyncio.get_running_loop()
+        why = "exited"
+        try:
+            while data := await loop.sock_recv(sock, MAX_MESSAGE):
+                self._dispatch(decode_reply(data))
+        except (OSError, msgspec.DecodeError) as exc:
+            why = f"failed ({exc})"
+        except asyncio.CancelledError:  # the loop is shutting down: the server must go too
+            self._closing = True
+            self._stop()
+            sock.close()
+            raise
+        if not self._closing:
+            self._fail(why)
+        self._stop()
+        sock.close()
+        for pid, exit in self._exits.items():  # no Exited will come for these
+            self._keep(_watch_gone(pid, exit))
+        self._exits.clear()
+
+    def _dispatch(self, message: Spawned | SpawnFailed | Exited) -> None:
+        if isinstance(message, Exited):
+            exit = self._exits.pop(message.pid, None)
+            if exit is not None and not exit.done():
+                exit.set_result(message.returncode)
+            return
+        answer = self._answer
+        if answer is None or answer.done() or message.request not in (0, self._request):
+            if isinstance(message, Spawned):  # the asker gave up: its child gets EOF and ends
+                self._exits[message.pid] = asyncio.get_running_loop().create_future()
+            return
+        if isinstance(message, SpawnFailed):
+            answer.set_exception(OSError(message.error))
+            return
+        exit = asyncio.get_running_loop().create_future()
+        self._exits[message.pid] = exit
+        answer.set_result((message.pid, exit))
+
+    def _fail(self, why: str) -> ForkServerUnavailable:
+        """Mark the server unusable, say so once, and wake a waiting request."""
+        if not self._broken:
+            self._broken = why
+            print(
+                f"isoagent: warning: fork server {why}; starting children directly",
+                file=sys.stderr,
+            )
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+        error = ForkServerUnavailable(self._broken)
+        if self._answer is not None and not self._answer.done():
+            self._answer.set_exception(error)
+        return error
+
+    def _keep(self, coroutine: object) -> None:
+        task = asyncio.ensure_future(coroutine)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+
+async def _writable(sock: socket.socket) -> None:
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+    loop.add_writer(sock, _settle, ready)
+    try:
+        await ready
+    finally:
+        loop.remove_writer(sock)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _watch_gone(pid: int, exit: ExitFuture, poll: float = 0.05) -> None:
+    """Settle ``exit`` (returncode unknown) once ``pid`` has ended."""
+    while _running(pid):
+        await asyncio.sleep(poll)
+    if not exit.done():
+        exit.set_result(None)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except ProcessLookupError:
+        return False
+    except (OSError, IndexError):
+        return True

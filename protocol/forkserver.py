@@ -1,0 +1,59 @@
+"""Frames between the parent and its fork server (``python -m child.forkserver FD``).
+
+They travel over a ``SOCK_SEQPACKET`` Unix socket pair: one frame is one
+message (no length prefix needed), and a ``Spawn`` carries the child's stdin,
+stdout and stderr pipe ends alongside it as ``SCM_RIGHTS`` file descriptors.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+MAX_MESSAGE = 1 << 20  # one Spawn (an environment and a path) is far below this
+
+
+class Spawn(msgspec.Struct, tag=True):
+    """Fork a child with this environment and working directory (its pipes ride along)."""
+
+    request: int  # echoed in the answer: an answer to a request given up on is ignored
+    env: dict[str, str]
+    cwd: str
+
+
+class Spawned(msgspec.Struct, tag=True):
+    request: int
+    pid: int
+
+
+class SpawnFailed(msgspec.Struct, tag=True):
+    """The fork itself failed (say, EAGAIN under a process limit), or the request was bad."""
+
+    request: int
+    error: str
+
+
+class Exited(msgspec.Struct, tag=True):
+    """A forked child ended; ``returncode`` as in subprocess (negative: killed by that signal)."""
+
+    pid: int
+    returncode: int
+
+
+ServerRequest = Spawn
+ServerReply = Spawned | SpawnFailed | Exited
+
+_encoder = msgspec.msgpack.Encoder()
+_request_decoder = msgspec.msgpack.Decoder(ServerRequest)
+_reply_decoder = msgspec.msgpack.Decoder(ServerReply)
+
+
+def encode(frame: msgspec.Struct) -> bytes:
+    return _encoder.encode(frame)
+
+
+def decode_request(data: bytes) -> Spawn:
+    return _request_decoder.decode(data)
+
+
+def decode_reply(data: bytes) -> Spawned | SpawnFailed | Exited:
+    return _reply_decoder.decode(data)

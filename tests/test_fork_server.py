@@ -1,0 +1,326 @@
+"""The fork server: children forked ready from a preloaded process, each still its own process
+with its own pipes, session and environment; and plain spawning when it is off or gone."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+from child.agents import BUILTIN_AGENTS
+from parent.child_process import ChildProcess
+from parent.child_stream import read_frame, write_frame
+from parent.forkserver import ForkServer
+from parent.supervisor import (
+    FORK_SERVER_COMMAND,
+    PACKAGE_ROOT,
+    allowed_environment,
+    child_environment,
+    fork_server_for,
+)
+from protocol import Hello, ModelCall, ModelReply, Result, Task, TextBlock, ToolUseBlock
+from tests.conftest import cli_env
+from tests.support.cli import read_jsonl, run_cli, run_dirs, start_cli
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+
+T = TypeVar("T")
+BASH_OWN = {"PWD", "SHLVL", "_", "OLDPWD"}  # what bash adds to the environment it was given
+
+
+def with_server(body: Callable[[ForkServer], Awaitable[T]], server: ForkServer | None = None) -> T:
+    """Run ``body`` with a fork server (the session's kind unless given), closed afterwards."""
+
+    async def main() -> T:
+        forks = server or fork_server_for(None)
+        assert forks is not None
+        try:
+            return await body(forks)
+        finally:
+            forks.close()
+
+    return asyncio.run(main())
+
+
+async def spawn(server: ForkServer, tmp: Path, cwd: Path = PACKAGE_ROOT) -> ChildProcess:
+    return await server.spawn(child_environment(str(tmp)), cwd)
+
+
+async def hello(process: ChildProcess) -> Hello:
+    frame = await asyncio.wait_for(read_frame(process.stdout), 30)
+    assert isinstance(frame, Hello), frame
+    return frame
+
+
+async def run_bash(process: ChildProcess, command: str, workdir: Path) -> str:
+    """Be the parent of one task: the model runs ``command`` with bash, then answers.
+    Returns the command's output as the child reported it."""
+    await hello(process)
+    agent = BUILTIN_AGENTS["general-purpose"]
+    await write_frame(process.stdin, Task("go", agent, "m", str(workdir), str(workdir)))
+    output = ""
+    while True:
+        frame = await asyncio.wait_for(read_frame(process.stdout), 30)
+        if isinstance(frame, ModelCall) and frame.turn == 0:
+            use = ToolUseBlock("toolu_1", "bash", {"command": command})
+            await write_frame(process.stdin, ModelReply(0, [use]))
+        elif isinstance(frame, ModelCall):
+            output = str(frame.messages[-1].content[0].content)  # type: ignore[union-attr]
+            await write_frame(process.stdin, ModelReply(frame.turn, [TextBlock("done")]))
+        elif isinstance(frame, Result):
+            assert frame.status == "ok", frame.error
+            return output
+        elif frame is None:
+            raise AssertionError("the child ended before its Result")
+
+
+def ppid(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+# --- the fork server itself --------------------------------------------------------
+
+
+def test_forked_children_are_distinct_processes_each_leading_its_own_session(
+    tmp_path: Path,
+) -> None:
+    async def body(server: ForkServer) -> None:
+        children = [await spawn(server, tmp_path) for _ in range(3)]
+        hellos = await asyncio.gather(*(hello(child) for child in children))
+        pids = [child.pid for child in children]
+        assert len(set(pids)) == 3 and os.getpid() not in pids and server.pid not in pids
+        assert [h.pid for h in hellos] == pids  # each speaks on its own pipes
+        for pid in pids:
+            assert os.getsid(pid) == pid  # a session (and process group) of its own
+            assert ppid(pid) == server.pid
+        for child in children:
+            child.stdin.close()  # EOF instead of a Task: the child says so and exits 2
+        assert all([await child.wait_exit(10) for child in children])
+        assert [child.returncode for child in children] == [2, 2, 2]
+        assert b"expected a Task frame" in await children[0].stderr.read()
+        for child in children:
+            child.close_pipes()
+
+    with_server(body)
+
+
+def test_child_killed_by_a_signal_reports_the_signal_as_a_negative_returncode(
+    tmp_path: Path,
+) -> None:
+    async def body(server: ForkServer) -> int | None:
+        child = await spawn(server, tmp_path)
+        await hello(child)
+        os.kill(child.pid, signal.SIGKILL)
+        assert await child.wait_exit(10)
+        child.close_pipes()
+        return child.returncode
+
+    assert with_server(body) == -signal.SIGKILL
+
+
+def test_exception_in_a_forked_child_ends_that_child_and_the_server_serves_on(
+    tmp_path: Path,
+) -> None:
+    async def body(server: ForkServer) -> None:
+        broken = await spawn(server, tmp_path, cwd=tmp_path / "missing")  # chdir raises
+        assert await broken.wait_exit(10)
+        assert broken.returncode == 1
+        stderr = (await broken.stderr.read()).decode()
+        assert "Traceback" in stderr and "FileNotFoundError" in stderr
+        broken.close_pipes()
+        child = await spawn(server, tmp_path)
+        assert (await hello(child)).pid == child.pid
+        child.stdin.close()
+        assert await child.wait_exit(10) and child.returncode == 2
+        child.close_pipes()
+
+    with_server(body)
+
+
+def test_forked_child_environment_is_what_it_was_given_and_nothing_of_the_server(
+    tmp_path: Path,
+) -> None:
+    server = ForkServer(
+        FORK_SERVER_COMMAND,
+        cwd=PACKAGE_ROOT,
+        env={**allowed_environment(), "LC_ONLY_THE_SERVER": "1"},
+    )
+    given = child_environment(str(tmp_path))
+
+    async def body(forks: ForkServer) -> str:
+        child = await forks.spawn(given, PACKAGE_ROOT)
+        try:
+            return await run_bash(child, "env -0 | base64 -w0", tmp_path)
+        finally:
+            await child.wait_exit(10)
+            child.close_pipes()
+
+    output = base64.b64decode(with_server(body, server)).decode()
+    seen = dict(entry.split("=", 1) for entry in output.split("\0") if entry)
+    assert {k: v for k, v in seen.items() if k not in BASH_OWN} == given
+
+
+def test_server_exits_when_closed_and_its_children_live_on(tmp_path: Path) -> None:
+    async def body(server: ForkServer) -> None:
+        child = await spawn(server, tmp_path)
+        await hello(child)
+        server_pid = server.pid
+        server.close()
+        for _ in range(200):
+            if not alive(server_pid):
+                break
+            await asyncio.sleep(0.02)
+        assert not alive(server_pid)
+        assert alive(child.pid)  # it ends on its own stdin EOF, not with the server
+        child.stdin.close()
+        assert await child.wait_exit(10)  # no Exited can come: its end is still seen
+        child.close_pipes()
+
+    with_server(body)
+
+
+# --- through the CLI ----------------------------------------------------------------
+
+
+def child_and_server(workdir: Path) -> str:
+    """A bash command that notes its child's pid, the child's parent, and that parent's
+    environment (NUL-separated), then lists its own environment."""
+    return (
+        f"echo $PPID > {workdir}/child.pid; ps -o ppid= -p $PPID > {workdir}/parent.pid; "
+        f"cat /proc/$(cat {workdir}/parent.pid | tr -d ' ')/environ > {workdir}/parent.env; env"
+    )
+
+
+def test_cli_forks_children_from_a_server_without_credentials(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = lambda req: [
+        tool_reply("bash", {"command": child_and_server(tmp_path)}),
+        text_reply("done"),
+    ][min(req.turn, 1)]
+    env = cli_env(api_server, ANTHROPIC_AUTH_TOKEN="token-xyz", SOME_SECRET="hush")
+    done = run_cli(["task", "probe"], env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+
+    server_env = (tmp_path / "parent.env").read_bytes().split(b"\0")
+    assert any(entry.startswith(b"PATH=") for entry in server_env)  # it is the fork server ...
+    for secret in (b"test-key", b"token-xyz", b"hush", b"ANTHROPIC"):  # ... and holds no secret
+        assert secret not in b"\0".join(server_env)
+    child_env = next(r for r in api_server.requests if r.turn == 1).tool_results[0]["content"]
+    lines = {line.split("=", 1)[0] for line in child_env.splitlines() if "=" in line}
+    expected = set(child_environment("x", env))
+    assert lines - BASH_OWN == expected
+    assert "test-key" not in child_env and "token-xyz" not in child_env
+
+
+def test_fork_server_off_starts_children_from_the_cli(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = lambda req: [
+        tool_reply("bash", {"command": child_and_server(tmp_path)}),
+        text_reply("done"),
+    ][min(req.turn, 1)]
+    env = cli_env(api_server, ISOAGENT_FORK_SERVER="0")
+    cli = start_cli(["task", "probe"], env, cwd=tmp_path)
+    _, stderr = cli.communicate(timeout=60)
+    assert cli.returncode == 0, stderr
+    assert int((tmp_path / "parent.pid").read_text()) == cli.pid
+    assert "fork server" not in stderr
+
+
+def test_fork_server_that_dies_gives_one_warning_and_children_start_plainly(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """The first child's fork server is killed while the child works; the child still
+    finishes, and the second child is started by the CLI itself."""
+    server_file = tmp_path / "server.pid"
+    hold = (
+        f"ps -o ppid= -p $PPID > {server_file}.part; mv {server_file}.part {server_file}; "
+        f"while [ -e {server_file} ]; do sleep 0.05; done; echo first"
+    )
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent:
+            if req.turn < 2:
+                prompt = ["hold", "probe"][req.turn]
+                args = {"description": prompt, "prompt": prompt, "subagent_type": "general-purpose"}
+                return tool_reply("task", args)
+            return text_reply("both done")
+        if req.turn == 0:
+            command = hold if req.first_user_text == "hold" else child_and_server(tmp_path)
+            return tool_reply("bash", {"command": command})
+        return text_reply(f"{req.first_user_text} finished")
+
+    api_server.handler = handler
+    cli = start_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    try:
+        assert wait_for(server_file.exists), "the first child never ran"
+        server = int(server_file.read_text())
+        assert b"child.forkserver" in Path(f"/proc/{server}/cmdline").read_bytes()
+        os.kill(server, signal.SIGKILL)
+        assert wait_for(lambda: not alive(server))
+        server_file.unlink()
+        _, stderr = cli.communicate(timeout=60)
+    finally:
+        cli.kill()
+    assert cli.returncode == 0, stderr
+    warnings = [line for line in stderr.splitlines() if "fork server" in line]
+    assert len(warnings) == 1 and warnings[0].startswith("isoagent: warning: fork server")
+    assert int((tmp_path / "parent.pid").read_text()) == cli.pid  # the second child: plain
+    (run,) = run_dirs(tmp_path)
+    results = [e for e in read_jsonl(run / "run.jsonl") if e["type"] == "child_result"]
+    assert [r["result"]["status"] for r in results] == ["ok", "ok"]
+
+
+def test_interrupt_leaves_no_fork_server_or_child(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    command = child_and_server(tmp_path) + "; sleep 300"
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent:
+            args = {"description": "hang", "prompt": "hang", "subagent_type": "general-purpose"}
+            return tool_reply("task", args)
+        return tool_reply("bash", {"command": command})
+
+    api_server.handler = handler
+    cli = start_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    try:
+        parent_env = tmp_path / "parent.env"
+        assert wait_for(lambda: parent_env.exists() and parent_env.stat().st_size > 0)
+        child = int((tmp_path / "child.pid").read_text())
+        server = int((tmp_path / "parent.pid").read_text())
+        assert alive(child) and alive(server) and server != cli.pid
+        cli.send_signal(signal.SIGINT)
+        _, stderr = cli.communicate(timeout=30)
+    finally:
+        cli.kill()
+    assert cli.returncode == 130, stderr
+    assert "Traceback" not in stderr and "fork server" not in stderr
+    assert wait_for(lambda: not alive(child) and not alive(server), timeout=5)
+
+
+def test_child_command_variable_bypasses_the_fork_server() -> None:
+    assert fork_server_for(["python", "-m", "child"]) is None
