@@ -24,6 +24,10 @@ class BatchDisplay:
         self.done = self.running = self.failed = self.tokens = 0
         self.started = time.monotonic()
 
+    def start(self) -> None:
+        """The batch begins: its clock starts here, not while the CLI was still starting."""
+        self.started = time.monotonic()
+
     def task_started(self) -> None:
         self.running += 1
         self.draw()

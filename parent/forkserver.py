@@ -74,8 +74,7 @@ class ForkServer:
         async with self._lock:
             if self._broken:
                 raise ForkServerUnavailable(self._broken)
-            if self._sock is None:
-                self._start()
+            self.start()
             pipes = ChildPipes()
             try:
                 pid, exit = await self._ask(Spawn(next(self._ids), env, str(cwd)), pipes)
@@ -100,6 +99,11 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
+
+    def start(self) -> None:
+        """Start the server now (it loads in the background), unless it is running or broken."""
+        if self._sock is None and not self._broken:
+            self._start()
 
     def _start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

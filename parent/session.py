@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from child.proc import TAG_VARIABLE
 from child.tools import make_tools
 from child.tools.base import ToolContext
 from parent.events import Broadcast, ChildFinished, ChildStarted, Event, RunFinished, RunStarted
+from parent.forkserver import ForkServerUnavailable
 from parent.gateway import Gateway, ModelSource
 from parent.recorder import ConversationRecorder
 from parent.run_folder import RunFolder, TranscriptWriter
@@ -97,6 +99,9 @@ class Session:
             self.log(event)
 
     def start(self) -> None:
+        if self.fork_server is not None:  # it imports while the first model call is made
+            with contextlib.suppress(ForkServerUnavailable):
+                self.fork_server.start()
         self.events(
             RunStarted(
                 run_id=self.run.run_id,

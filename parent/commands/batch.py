@@ -117,6 +117,7 @@ class _BatchRun:
         self.display = BatchDisplay(len(pending) + len(invalid), live=sys.stderr.isatty())
 
     async def run(self, session: Session) -> int:
+        self.display.start()
         for record in self.invalid:  # each bad line once in the output, on stderr every time
             if (record.id, record.error) not in self.reported:
                 self.write(record)
