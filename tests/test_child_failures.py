@@ -8,28 +8,14 @@ from pathlib import Path
 
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
-from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
-
-
-def parent_reports_task_result(child: list[Reply]):
-    def handler(req: Request) -> Reply:
-        if req.is_parent:
-            if req.turn == 0:
-                return tool_reply(
-                    "task",
-                    {"description": "risky", "prompt": "do it", "subagent_type": "general-purpose"},
-                )
-            result = req.tool_results[0]
-            return text_reply(f"error={result.get('is_error', False)} :: {result['content']}")
-        return child[min(req.turn, len(child) - 1)]
-
-    return handler
+from tests.support.messages_server import MessagesServer, text_reply, tool_reply
+from tests.support.scripts import delegating
 
 
 def test_child_killed_with_sigkill_gives_a_clear_tool_result(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    api_server.handler = parent_reports_task_result(
+    api_server.handler = delegating(
         [tool_reply("bash", {"command": "echo about to die >&2; kill -9 $PPID; sleep 5"})]
     )
     done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
@@ -47,7 +33,7 @@ def test_child_crash_reports_exit_code_and_last_stderr(
     crash.write_text(
         "import sys\nprint('boom: missing dependency', file=sys.stderr)\nsys.exit(7)\n"
     )
-    api_server.handler = parent_reports_task_result([text_reply("never")])
+    api_server.handler = delegating([text_reply("never")])
     env = cli_env(api_server, ISOAGENT_CHILD_COMMAND=f"{sys.executable} {crash}")
     done = run_cli(["run", "go"], env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -62,7 +48,7 @@ def test_child_that_writes_garbage_is_a_clear_failure(
     garbage.write_text(
         "import os, time\nos.write(1, b'hello, I am not a frame\\n')\ntime.sleep(30)\n"
     )
-    api_server.handler = parent_reports_task_result([text_reply("never")])
+    api_server.handler = delegating([text_reply("never")])
     env = cli_env(api_server, ISOAGENT_CHILD_COMMAND=f"{sys.executable} {garbage}")
     done = run_cli(["run", "go"], env, cwd=tmp_path, timeout=30)
     assert done.returncode == 0, done.stderr
@@ -72,7 +58,7 @@ def test_child_that_writes_garbage_is_a_clear_failure(
 def test_child_at_its_turn_limit_returns_what_it_has(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    api_server.handler = parent_reports_task_result(
+    api_server.handler = delegating(
         [tool_reply("bash", {"command": "echo again"}, text="still looking")]
     )
     done = run_cli(["run", "go", "--max-turns", "3"], cli_env(api_server), cwd=tmp_path)
@@ -85,7 +71,7 @@ def test_child_at_its_turn_limit_returns_what_it_has(
 def test_child_timeout_ends_it_and_keeps_what_it_had_said(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    api_server.handler = parent_reports_task_result(
+    api_server.handler = delegating(
         [tool_reply("bash", {"command": "sleep 60"}, text="found half of it")]
     )
     done = run_cli(["run", "go", "--timeout", "2"], cli_env(api_server), cwd=tmp_path)
@@ -95,7 +81,7 @@ def test_child_timeout_ends_it_and_keeps_what_it_had_said(
 
 
 def test_child_that_finishes_exits_by_itself(api_server: MessagesServer, tmp_path: Path) -> None:
-    api_server.handler = parent_reports_task_result([text_reply("all good")])
+    api_server.handler = delegating([text_reply("all good")])
     done = run_cli(["run", "go", "--output-format", "json"], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     (child,) = json.loads(done.stdout)["children"]

@@ -18,7 +18,7 @@ import pytest
 from parent.batch_display import BatchDisplay
 from parent.events import TaskRecord
 from tests.conftest import cli_env
-from tests.support.cli import ISOAGENT, read_jsonl, run_cli, start_cli
+from tests.support.cli import ISOAGENT, read_jsonl, run_cli, shell, start_cli
 from tests.support.messages_server import (
     MessagesServer,
     Reply,
@@ -48,19 +48,6 @@ def workspace(tmp_path: Path) -> Path:
 
 def env_for(server: MessagesServer, tmp_path: Path, **extra: str) -> dict[str, str]:
     return cli_env(server, HOME=str(tmp_path / "home"), **extra)
-
-
-def shell(pipeline: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    script = f'isoagent() {{ {shlex.join(ISOAGENT)} "$@"; }}\nset -o pipefail\n{pipeline}'
-    return subprocess.run(
-        ["bash", "-c", script],
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_batch_of_20_with_j4_has_20_lines_and_at_most_4_children_in_flight(

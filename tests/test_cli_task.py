@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ from click.testing import CliRunner
 
 from parent.cli import cli
 from tests.conftest import cli_env
-from tests.support.cli import ISOAGENT, run_cli
+from tests.support.cli import run_cli, shell
 from tests.support.messages_server import (
     MessagesServer,
     Reply,
@@ -32,20 +31,6 @@ def workspace(tmp_path: Path) -> Path:
 
 def env_for(server: MessagesServer, tmp_path: Path) -> dict[str, str]:
     return cli_env(server, HOME=str(tmp_path / "home"))
-
-
-def shell(pipeline: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run a real shell pipeline in which ``isoagent`` is the CLI."""
-    script = f'isoagent() {{ {shlex.join(ISOAGENT)} "$@"; }}\nset -o pipefail\n{pipeline}'
-    return subprocess.run(
-        ["bash", "-c", script],
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_task_runs_one_child_and_prints_its_summary(

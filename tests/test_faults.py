@@ -33,6 +33,8 @@ from tests.support.messages_server import (
     text_reply,
     tool_reply,
 )
+from tests.support.processes import alive, wait_for
+from tests.support.scripts import delegating
 
 # LC_* variables reach children and everything they start (the child environment's allow-list)
 MARK = "LC_ISOAGENT_FAULT_TEST"
@@ -56,27 +58,6 @@ def marked_processes(mark: str) -> list[int]:
             if needle in environ.split(b"\0"):
                 found.append(int(entry.name))
     return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    try:  # a zombie is dead for our purpose
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def wait_for(predicate: Callable[[], object], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def read_pid(path: Path, timeout: float = 60.0) -> int:
@@ -124,24 +105,6 @@ def fault_env(server: MessagesServer, mark: str, **extra: str) -> dict[str, str]
 def faulty_child(behaviour: str, folder: Path) -> str:
     """An ISOAGENT_CHILD_COMMAND that starts a misbehaving child (tests/support/faulty_children)."""
     return f"{sys.executable} -m tests.support.faulty_children {behaviour} {folder}"
-
-
-def delegating(child: list[Reply]) -> Callable[[Request], Reply]:
-    """The parent delegates once and answers with what its tool result said; the child
-    plays ``child`` turn by turn (its last reply repeats)."""
-
-    def handler(req: Request) -> Reply:
-        if req.is_parent:
-            if req.turn == 0:
-                return tool_reply(
-                    "task",
-                    {"description": "risky", "prompt": "do it", "subagent_type": "general-purpose"},
-                )
-            result = req.tool_results[0]
-            return text_reply(f"error={result.get('is_error', False)} :: {result['content']}")
-        return child[min(req.turn, len(child) - 1)]
-
-    return handler
 
 
 def turns(*replies: Reply) -> Callable[[Request], Reply]:

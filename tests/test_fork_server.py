@@ -7,7 +7,6 @@ import asyncio
 import base64
 import os
 import signal
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -27,6 +26,7 @@ from protocol import Hello, ModelCall, ModelReply, Result, Task, TextBlock, Tool
 from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_cli, run_dirs, start_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.support.processes import alive, wait_for
 
 T = TypeVar("T")
 BASH_OWN = {"PWD", "SHLVL", "_", "OLDPWD"}  # what bash adds to the environment it was given
@@ -81,23 +81,6 @@ async def run_bash(process: ChildProcess, command: str, workdir: Path) -> str:
 def ppid(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text()
     return int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 20.0) -> bool:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 # --- the fork server itself --------------------------------------------------------

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -12,23 +10,7 @@ import pytest
 from tests.conftest import cli_env
 from tests.support.cli import start_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead for our purpose
-    stat = Path(f"/proc/{pid}/stat")
-    return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def wait_for(predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting"
-        time.sleep(0.05)
+from tests.support.processes import alive, wait_for
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -51,7 +33,7 @@ def test_signal_to_cli_leaves_no_child_or_grandchild_alive(
     api_server.handler = handler
     cli = start_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
     bg = Path(f"{pids}.bg")
-    wait_for(lambda: bg.exists() and bg.read_text().strip() != "")
+    assert wait_for(lambda: bg.exists() and bg.read_text().strip() != "", 30)
     child_pid = int(Path(f"{pids}.child").read_text())
     grandchild_pid = int(bg.read_text())
     assert alive(child_pid) and alive(grandchild_pid)
@@ -61,4 +43,4 @@ def test_signal_to_cli_leaves_no_child_or_grandchild_alive(
     assert cli.returncode == code
     assert "interrupted; transcripts so far are in .isoagent/runs/" in stderr
     assert "Traceback" not in stderr
-    wait_for(lambda: not alive(child_pid) and not alive(grandchild_pid), timeout=5)
+    assert wait_for(lambda: not alive(child_pid) and not alive(grandchild_pid), 5)

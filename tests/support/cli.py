@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +49,19 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def run_dirs(workdir: Path) -> list[Path]:
     return sorted((workdir / ".isoagent" / "runs").iterdir())
+
+
+def shell(
+    pipeline: str, env: dict[str, str], cwd: Path, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run a real bash pipeline in which ``isoagent`` is this checkout's CLI."""
+    script = f'isoagent() {{ {shlex.join(ISOAGENT)} "$@"; }}\nset -o pipefail\n{pipeline}'
+    return subprocess.run(
+        ["bash", "-c", script],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
