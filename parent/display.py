@@ -1,15 +1,31 @@
 """The progress lines on stderr: one live line per running child.
 
-On a terminal the lines are redrawn in place; elsewhere each child gets a
-plain line when it starts and one when it ends (plus tool lines with ``-v``).
+On a terminal the lines are redrawn in place (and every half second, so the
+elapsed time moves); elsewhere each child gets a plain line when it starts and
+one when it ends (plus a line per tool call with ``-v``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import time
+from dataclasses import dataclass, field
 from typing import TextIO
 
 from parent.events import ChildFinished, ChildProgress, ChildStarted, Event
+
+TICK = 0.5  # seconds between redraws of the live lines
+
+
+@dataclass
+class _Running:
+    head: str  # "  [Explore] find test framework"
+    tools: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def line(self) -> str:
+        return f"{self.head} ... {self.tools} tools, {seconds(time.monotonic() - self.started)}"
 
 
 class ProgressDisplay:
@@ -19,46 +35,53 @@ class ProgressDisplay:
         self.stream = stream
         self.live = stream.isatty() if live is None else live
         self.verbose = verbose
-        self.active: dict[str, str] = {}  # child id -> its current line
+        self.active: dict[str, _Running] = {}  # child id -> its live line
         self._drawn = 0
+        self._ticker: asyncio.Task[None] | None = None
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, ChildStarted):
-            self._show(event.child, f"  [{event.agent}] {event.description} ...")
-        elif isinstance(event, ChildProgress):
-            p = event.progress
-            head = f"  [{event.agent}] {event.description}"
-            if self.verbose and p.event == "tool_start":
-                self._print(f"{head}: {p.tool} {p.detail}".rstrip())
+            running = _Running(f"  [{event.agent}] {event.description}")
             if self.live:
-                self.active[event.child] = f"{head} ... {p.tool_calls} tools, {seconds(p.elapsed)}"
+                self.active[event.child] = running
                 self._redraw()
+                self._tick()
+            else:
+                self._print(f"{running.head} ...")
+        elif isinstance(event, ChildProgress):
+            progress = event.progress
+            if running := self.active.get(event.child):
+                running.tools = progress.tool_calls
+                self._redraw()
+            if self.verbose and progress.event == "tool_start":
+                head = f"  [{event.agent}] {event.description}"
+                self._print(f"{head}: {progress.tool} {progress.detail}".rstrip())
         elif isinstance(event, ChildFinished):
             r = event.result
             facts = f"{r.tool_calls} tools, {seconds(r.duration)}"
+            head = f"  [{event.agent}] {event.description}"
             if r.status == "ok":
-                line = f"  [{event.agent}] {event.description} - done ({facts})"
+                line = f"{head} - done ({facts})"
             else:
-                line = f"  [{event.agent}] {event.description} - {r.status} ({facts}): {r.error}"
+                line = f"{head} - {r.status} ({facts}): {r.error}"
             self.active.pop(event.child, None)
             self._print(line)
 
-    def _show(self, child: str, line: str) -> None:
-        if self.live:
-            self.active[child] = line
+    def _tick(self) -> None:
+        """Keep the elapsed times moving while children run (needs the event loop)."""
+        if self._ticker is None or self._ticker.done():
+            self._ticker = asyncio.get_running_loop().create_task(self._tick_while_active())
+
+    async def _tick_while_active(self) -> None:
+        while self.active:
+            await asyncio.sleep(TICK)
             self._redraw()
-        else:
-            self._print(line)
 
     def _print(self, line: str) -> None:
         """A line that stays, written above the live block."""
-        if self.live:
-            self._clear()
-            self.stream.write(line + "\n")
-            self._redraw()
-        else:
-            self.stream.write(line + "\n")
-            self.stream.flush()
+        self._clear()
+        self.stream.write(line + "\n")
+        self._redraw()
 
     def _clear(self) -> None:
         if self._drawn:
@@ -67,9 +90,10 @@ class ProgressDisplay:
 
     def _redraw(self) -> None:
         self._clear()
-        for line in self.active.values():
-            self.stream.write(line + "\n")
-        self._drawn = len(self.active)
+        if self.live:
+            for running in self.active.values():
+                self.stream.write(running.line() + "\n")
+            self._drawn = len(self.active)
         self.stream.flush()
 
 
