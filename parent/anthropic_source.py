@@ -52,17 +52,14 @@ class AnthropicSource:
         if call.tools:
             kwargs["tools"] = msgspec.to_builtins(call.tools)
         try:
-            message = await self.client.messages.create(**kwargs)
+            # the raw body, decoded by msgspec into our own Structs: no pydantic models
+            response = await self.client.messages.with_raw_response.create(**kwargs)
+            return _reply(call.turn, await response.read())
         except self._anthropic.APIError as exc:
             return ModelReply(turn=call.turn, error=self._describe(exc))
-        content: list[Block] = []
-        for block in message.content:
-            if block.type == "text":
-                content.append(TextBlock(block.text))
-            elif block.type == "tool_use":
-                content.append(ToolUseBlock(block.id, block.name, dict(block.input)))
-        usage = Usage(message.usage.input_tokens, message.usage.output_tokens)
-        return ModelReply(call.turn, content, message.stop_reason or "", usage)
+        except msgspec.DecodeError as exc:  # a proxy that answers 200 with something else
+            error = ModelError("api", f"the server's answer is not a Messages API message: {exc}")
+            return ModelReply(turn=call.turn, error=error)
 
     def _describe(self, exc: Exception) -> ModelError:
         anthropic = self._anthropic
@@ -83,6 +80,29 @@ class AnthropicSource:
         if isinstance(exc, anthropic.APIStatusError):
             return ModelError("api", f"{exc.status_code}: {_api_message(exc)}", exc.status_code)
         return ModelError("api", str(exc))
+
+
+class _Message(msgspec.Struct):
+    """What we read of a Messages API response; the other fields are ignored."""
+
+    content: list[dict[str, Any]]
+    usage: Usage
+    stop_reason: str | None = None
+
+
+_message_decoder = msgspec.json.Decoder(_Message)
+_BLOCK_TYPES: dict[str, type[Block]] = {"text": TextBlock, "tool_use": ToolUseBlock}
+
+
+def _reply(turn: int, body: bytes) -> ModelReply:
+    """Text and tool-use blocks as our Structs; other block types (thinking...) are dropped."""
+    message = _message_decoder.decode(body)
+    content = [
+        msgspec.convert(block, _BLOCK_TYPES[block["type"]])
+        for block in message.content
+        if block.get("type") in _BLOCK_TYPES
+    ]
+    return ModelReply(turn, content, message.stop_reason or "", message.usage)
 
 
 def _api_message(exc: Any) -> str:

@@ -1,0 +1,54 @@
+"""The SDK model source: replies become our Structs; what we cannot use is dropped or explained."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from parent.anthropic_source import AnthropicSource
+from protocol import Message, ModelCall, TextBlock, ToolUseBlock, Usage
+from tests.support.messages_server import MessagesServer, Reply
+
+CALL = ModelCall(0, "m", 100, "sys", [Message("user", [TextBlock("hi")])])
+
+
+@pytest.fixture
+def source(api_server: MessagesServer, monkeypatch: pytest.MonkeyPatch) -> AnthropicSource:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api_server.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    return AnthropicSource(max_retries=0)
+
+
+def test_text_and_tool_use_blocks_arrive_as_structs_and_others_are_dropped(
+    api_server: MessagesServer, source: AnthropicSource
+) -> None:
+    api_server.handler = lambda req: Reply(
+        content=[
+            {"type": "thinking", "thinking": "hmm", "signature": "x"},
+            {"type": "text", "text": "Let me look."},
+            {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}},
+        ],
+        stop_reason="tool_use",
+        usage=(12, 7),
+    )
+    reply = asyncio.run(source.complete(CALL))
+    assert reply.error is None
+    assert reply.content == [
+        TextBlock("Let me look."),
+        ToolUseBlock("toolu_1", "bash", {"command": "ls"}),
+    ]
+    assert reply.stop_reason == "tool_use" and reply.usage == Usage(12, 7)
+    request = api_server.requests[0]
+    assert request.body["system"] == "sys" and "tools" not in request.body
+
+
+def test_api_error_becomes_a_model_error_not_an_exception(
+    api_server: MessagesServer, source: AnthropicSource
+) -> None:
+    api_server.handler = lambda req: Reply(
+        status=400, error_type="invalid_request_error", error_message="max_tokens too large"
+    )
+    reply = asyncio.run(source.complete(CALL))
+    assert reply.error is not None and reply.error.kind == "bad_request"
+    assert reply.error.message == "400: invalid_request_error: max_tokens too large"
