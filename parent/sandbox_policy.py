@@ -22,12 +22,17 @@ def landlock_available() -> bool:
     return landlock_abi() > 0
 
 
-def sandbox_mode(agent: AgentSpec, choice: SandboxChoice, allow_unsandboxed: bool) -> SandboxMode:
-    """``auto``: agents without write tools get ``read-only``, the others ``workspace``."""
+def sandbox_mode(
+    agent: AgentSpec, choice: SandboxChoice, allow_unsandboxed: bool, landlock: bool | None = None
+) -> SandboxMode:
+    """``auto``: agents without write tools get ``read-only``, the others ``workspace``.
+
+    ``landlock``: whether the kernel can sandbox (default: ask it).
+    """
     if choice == "off":
         return "off"
     mode: SandboxMode = choice if choice != "auto" else "workspace" if agent.writes else "read-only"
-    if landlock_available():
+    if landlock_available() if landlock is None else landlock:
         return mode
     if allow_unsandboxed or (choice == "auto" and mode == "workspace"):
         return "off"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from parent.sandbox_policy import landlock_available
+from child.agents import BUILTIN_AGENTS
+from parent.sandbox_policy import SandboxRefused, landlock_available, sandbox_mode
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
@@ -105,3 +106,27 @@ def test_isoagent_started_from_a_child_refuses_to_nest(
     done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "nesting depth" in done.stdout and "rc=1" in done.stdout
+
+
+EXPLORE, GENERAL = BUILTIN_AGENTS["Explore"], BUILTIN_AGENTS["general-purpose"]
+
+
+@pytest.mark.parametrize(
+    ("agent", "choice", "allow", "landlock", "expected"),
+    [
+        (EXPLORE, "auto", False, True, "read-only"),
+        (GENERAL, "auto", False, True, "workspace"),
+        (EXPLORE, "workspace", False, True, "workspace"),
+        (GENERAL, "off", False, True, "off"),
+        (GENERAL, "auto", False, False, "off"),  # a writer may run unconfined (warned once)
+        (EXPLORE, "auto", True, False, "off"),  # --allow-unsandboxed
+    ],
+)
+def test_sandbox_mode_per_agent(agent, choice, allow, landlock, expected) -> None:
+    assert sandbox_mode(agent, choice, allow, landlock) == expected
+
+
+@pytest.mark.parametrize("choice", ["auto", "read-only"])
+def test_read_only_agent_is_refused_without_landlock(choice) -> None:
+    with pytest.raises(SandboxRefused, match="--allow-unsandboxed"):
+        sandbox_mode(EXPLORE, choice, False, landlock=False)
