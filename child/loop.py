@@ -181,7 +181,7 @@ class Agent:
         else:
             output = tool.run(use.input)
         self._progress("tool_end", use.name, "error" if output.is_error else "")
-        text = truncate(output.text, self.output_cap)
+        text = truncate(valid_utf8(output.text), self.output_cap)
         return ToolResultBlock(use.id, text or "(no output)", output.is_error)
 
     def _progress(self, event: str, tool: str = "", detail: str = "") -> None:
@@ -195,6 +195,15 @@ class Agent:
                 detail=detail,
             )
         )
+
+
+def valid_utf8(text: str) -> str:
+    """Lone surrogates (a file name that is not UTF-8) become U+FFFD: frames and the API
+    carry only valid UTF-8."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that is not an escaped byte
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 def _describe(use: ToolUseBlock) -> str:

@@ -19,7 +19,7 @@ KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 
 
 class MissingCredentials(Exception):
-    pass
+    """No key and no server to ask, or a server address that cannot be used."""
 
 
 def check_credentials(environ: os._Environ[str] | dict[str, str] = os.environ) -> None:
@@ -37,9 +37,13 @@ class AnthropicSource:
 
         self._anthropic = anthropic
         key = None if any(os.environ.get(n) for n in KEY_VARIABLES) else "no-key"
-        self.client = anthropic.AsyncAnthropic(
-            api_key=key, max_retries=max_retries, timeout=timeout
-        )
+        try:
+            self.client = anthropic.AsyncAnthropic(
+                api_key=key, max_retries=max_retries, timeout=timeout
+            )
+        except Exception as exc:  # the SDK's URL parser raises its own error types
+            url = os.environ.get("ANTHROPIC_BASE_URL", "")
+            raise MissingCredentials(f"invalid ANTHROPIC_BASE_URL {url!r}: {exc}") from None
 
     async def complete(self, call: ModelCall) -> ModelReply:
         kwargs: dict[str, Any] = {

@@ -66,3 +66,10 @@ def test_prompt_from_stdin(api_server: MessagesServer, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ok\n"
     assert api_server.requests[0].first_user_text == "say ok\n"
+
+
+def test_invalid_base_url_is_one_line(tmp_path: Path) -> None:
+    env = {**clean_env(), "ANTHROPIC_BASE_URL": "http://[::1", "ANTHROPIC_API_KEY": "k"}
+    done = run_cli(["run", "hi"], env, cwd=tmp_path)
+    assert done.returncode == 1
+    assert_one_clear_line(done.stderr, "invalid ANTHROPIC_BASE_URL 'http://[::1'")

@@ -63,8 +63,8 @@ class Tool(Generic[I]):
             return ToolOutput(self.execute(inp))
         except ToolError as exc:
             return ToolOutput(str(exc), is_error=True)
-        except OSError as exc:  # the model reads it and can try another way
-            return ToolOutput(f"{self.name} failed: {exc}", is_error=True)
+        except Exception as exc:  # a tool's bug must not end the agent: the model reads it
+            return ToolOutput(f"{self.name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
     def execute(self, inp: I) -> str:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -103,7 +103,7 @@ class Grep(Tool[GrepInput]):
     def execute(self, inp: GrepInput) -> str:
         try:
             regex = re.compile(inp.pattern, re.IGNORECASE if inp.ignore_case else 0)
-        except re.error as exc:
+        except (re.error, OverflowError, RecursionError) as exc:  # a{99999999999}, deep nesting
             raise ToolError(f"invalid regex {inp.pattern!r}: {exc}") from None
         root = workspace_root(self.ctx.workdir)
         target = resolve_in_workspace(self.ctx.workdir, inp.path, must_exist=True)
