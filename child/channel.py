@@ -11,14 +11,11 @@ is still found and ended, by the child and by the parent.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
-import signal
 import sys
 import threading
 
-from child.proc import TAG_VARIABLE, find_processes
 from child.tools.base import ToolContext
 from protocol import (
     Cancel,
@@ -61,23 +58,11 @@ class ParentChannel:
                 print(f"isoagent child: bad frame from parent: {exc}", file=sys.stderr)
                 frame = None
             if frame is None:
-                end_commands(self.ctx)
+                self.ctx.end_commands()
                 os._exit(EXIT_PARENT_GONE)
             if isinstance(frame, ModelReply):
                 self.replies.put(frame)
             elif isinstance(frame, Cancel):
                 self.ctx.cancelled.set()
-                end_commands(self.ctx)
+                self.ctx.end_commands()
                 self.replies.put(ModelReply(turn=-1, error=ModelError("cancelled", frame.reason)))
-
-
-def end_commands(ctx: ToolContext) -> None:
-    """SIGKILL every running command's process group and every other process of this child."""
-    for pgid in list(ctx.process_groups):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-    if tag := os.environ.get(TAG_VARIABLE):
-        for pid in find_processes(tag=tag):
-            if pid != os.getpid():
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)

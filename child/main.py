@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from child.channel import ParentChannel, end_commands
+from child.channel import ParentChannel
 from child.loop import Agent
 from child.tools import make_tools
 from child.tools.base import ToolContext
@@ -53,7 +53,7 @@ def main() -> int:
 
     ctx = ToolContext(Path(task.workdir), task.limits)
     channel = ParentChannel(reader, writer, ctx)
-    signal.signal(signal.SIGTERM, lambda *_: (end_commands(ctx), os._exit(143)))
+    signal.signal(signal.SIGTERM, lambda *_: (ctx.end_commands(), os._exit(143)))
     try:
         confine(task)  # before any thread starts: Landlock binds only the calling thread
     except Exception as exc:  # a sandbox that cannot be set up must not run unconfined

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+from collections.abc import Iterable
 
 TAG_VARIABLE = "ISOAGENT_CHILD_TAG"
 
@@ -36,3 +39,25 @@ def find_processes(*, session: int = 0, tag: str = "") -> list[int]:
         except (OSError, IndexError, ValueError):  # gone, another user's, or a kernel thread
             continue
     return pids
+
+
+def signal_processes(
+    sig: signal.Signals, *, groups: Iterable[int] = (), session: int = 0, tag: str = ""
+) -> None:
+    """Send ``sig`` to process groups, to every process of ``session`` and to every process
+    tagged ``tag`` (one that left its group and session with setsid); never to this one."""
+    for pgid in [*groups, session] if session else groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+    if session or tag:
+        for pid in find_processes(session=session, tag=tag):
+            if pid != os.getpid():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

@@ -29,14 +29,13 @@ class Gateway:
         self._slots = asyncio.Semaphore(max_concurrent)
 
     async def call(self, call: ModelCall) -> ModelReply:
-        if self.max_tokens_total and self.usage.total >= self.max_tokens_total:
-            return ModelReply(
-                turn=call.turn,
-                error=ModelError(
-                    "budget", f"the run's token budget ({self.max_tokens_total}) is used up"
-                ),
-            )
+        """One model turn. The budget is checked when the call gets its slot, so calls
+        already under way when it runs out still finish: a run can pass its budget by
+        what at most ``max_concurrent - 1`` concurrent calls use, never by more."""
         async with self._slots:
+            if self.max_tokens_total and self.usage.total >= self.max_tokens_total:
+                budget = f"the run's token budget ({self.max_tokens_total}) is used up"
+                return ModelReply(turn=call.turn, error=ModelError("budget", budget))
             reply = await self.source.complete(call)
         self.calls += 1
         self.usage = self.usage + reply.usage

@@ -9,22 +9,10 @@ process carrying its tag (one that left the session with ``setsid``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import signal
 
-from child.proc import find_processes
+from child.proc import signal_name, signal_processes
 from parent.child_process import ChildProcess
-
-
-def signal_session(sid: int, sig: signal.Signals, tag: str = "") -> None:
-    """Send ``sig`` to process group ``sid``, every process of session ``sid`` and every
-    process tagged ``tag`` (one that left the session with setsid)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(sid, sig)
-    for pid in find_processes(session=sid, tag=tag):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
 
 
 async def end_session(process: ChildProcess, tag: str, grace: float = 2.0) -> None:
@@ -33,9 +21,9 @@ async def end_session(process: ChildProcess, tag: str, grace: float = 2.0) -> No
     The /proc scans run in a thread: they take milliseconds the event loop should not lose.
     """
     if not process.has_exited:
-        await asyncio.to_thread(signal_session, process.pid, signal.SIGTERM, tag)
+        await asyncio.to_thread(signal_processes, signal.SIGTERM, session=process.pid, tag=tag)
         await process.wait_exit(grace)
-    await asyncio.to_thread(signal_session, process.pid, signal.SIGKILL, tag)
+    await asyncio.to_thread(signal_processes, signal.SIGKILL, session=process.pid, tag=tag)
     await process.wait_exit(grace)
 
 
@@ -43,8 +31,5 @@ def describe_exit(code: int | None) -> str:
     if code is None:
         return "still running"
     if code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
+        return f"killed by signal {signal_name(-code)}"
     return f"exit code {code}"

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from child.agents import BASE_TOOLS
-from child.channel import end_commands
 from child.loop import Agent
 from child.proc import TAG_VARIABLE
 from child.tools import make_tools
 from child.tools.base import ToolContext
+from parent.anthropic_source import KEY_VARIABLES
 from parent.events import Broadcast, ChildFinished, ChildStarted, Event, RunFinished, RunStarted
 from parent.forkserver import ForkServerUnavailable
 from parent.gateway import Gateway, ModelSource
@@ -64,8 +64,6 @@ class Session:
     def __init__(self, settings: Settings, source: ModelSource) -> None:
         self.settings = settings
         self.run = RunFolder.create(settings.runs_dir)
-        # what the parent's own bash starts carries the run's tag, so it can be ended too
-        os.environ[TAG_VARIABLE] = f"run-{self.run.run_id}"
         self.events = Broadcast()
         self.log = TranscriptWriter(self.run.path / "run.jsonl")
         self.events.sinks.append(self._log_run_event)
@@ -124,11 +122,18 @@ class Session:
             self.fork_server.close()
         return final
 
+    def command_environment(self) -> dict[str, str]:
+        """The parent's own commands: the user's environment without the API credentials,
+        tagged with the run so what they leave running can be ended."""
+        env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
+        env[TAG_VARIABLE] = f"run-{self.run.run_id}"
+        return env
+
     async def run_parent(self, prompt: str) -> Result:
         """The parent agent: the child's loop, plus ``task``, with the gateway as its model."""
         loop = asyncio.get_running_loop()
         settings = self.settings
-        ctx = ToolContext(settings.workdir, settings.limits)
+        ctx = ToolContext(settings.workdir, settings.limits, env=self.command_environment())
         tools = make_tools(BASE_TOOLS, ctx)
         tools.append(TaskTool(ctx, self.supervisor, loop, settings.agents))
         emit = self.events
@@ -154,7 +159,7 @@ class Session:
             ctx.cancelled.set()
             raise
         finally:
-            end_commands(ctx)  # and whatever the parent's own commands left running
+            ctx.end_commands()  # and whatever the parent's own commands left running
 
 
 class _GatewayBridge:

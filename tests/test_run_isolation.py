@@ -162,3 +162,20 @@ def test_parallel_task_calls_run_in_separate_processes(
     pids = {part.split("pid=")[1].split()[0] for part in done.stdout.split(" | ")}
     assert len(pids) == 3
     assert api_server.max_in_flight_where(lambda r: not r.is_parent) == 3
+
+
+def test_parent_commands_do_not_see_the_api_credentials(
+    api_server: MessagesServer, workspace: Path
+) -> None:
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply("bash", {"command": "env; echo ISOAGENT_SEEN=$ISOAGENT_CHILD_TAG"})
+        return text_reply(req.tool_results[0]["content"])
+
+    api_server.handler = handler
+    env = cli_env(api_server, ANTHROPIC_AUTH_TOKEN="token-xyz", MY_SETTING="kept")
+    done = run_cli(["run", "env"], env, cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    assert "test-key" not in done.stdout and "token-xyz" not in done.stdout
+    assert "MY_SETTING=kept" in done.stdout  # the user's own environment otherwise
+    assert "ISOAGENT_SEEN=run-" in done.stdout

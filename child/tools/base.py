@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,6 +11,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 import msgspec
 
+from child.proc import TAG_VARIABLE, signal_processes
 from protocol import Limits, ToolSpec
 
 I = TypeVar("I", bound=msgspec.Struct)
@@ -33,6 +36,14 @@ class ToolContext:
     cancelled: threading.Event = field(default_factory=threading.Event)
     # process-group ids of running commands, so a cancel can end them
     process_groups: set[int] = field(default_factory=set)
+    # the commands' environment (None: this process's own); it carries the tag below
+    env: dict[str, str] | None = None
+
+    def end_commands(self) -> None:
+        """SIGKILL every running command's process group, and every process carrying this
+        agent's tag: what a command started and left running, setsid'd ones included."""
+        tag = (os.environ if self.env is None else self.env).get(TAG_VARIABLE, "")
+        signal_processes(signal.SIGKILL, groups=list(self.process_groups), tag=tag)
 
 
 class Tool(Generic[I]):

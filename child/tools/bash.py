@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
@@ -13,6 +12,7 @@ from typing import IO, Annotated
 
 import msgspec
 
+from child.proc import signal_name, signal_processes
 from child.tools.base import Tool, ToolError
 from child.truncate import truncate
 
@@ -52,14 +52,14 @@ class Bash(Tool[BashInput]):
         timeout = inp.timeout if inp.timeout is not None else ctx.limits.bash_timeout
         cap = ctx.limits.output_cap if ctx.limits.output_cap > 0 else _UNCAPPED
         output = _Output(cap)
-        proc = _start(inp.command, ctx.workdir)
+        proc = _start(inp.command, ctx.workdir, ctx.env)
         timed_out = self._supervise(proc, output, timeout)
         if ctx.cancelled.is_set():
             raise ToolError("cancelled")
         if timed_out:
             status = f"[command timed out after {timeout:g} s and was killed]"
         elif proc.returncode < 0:
-            status = f"[killed by signal {_signal_name(-proc.returncode)}]"
+            status = f"[killed by signal {signal_name(-proc.returncode)}]"
         elif proc.returncode > 0:
             status = f"[exit code {proc.returncode}]"
         else:
@@ -84,17 +84,18 @@ class Bash(Tool[BashInput]):
             # a background job still holding the pipe gets a grace period to close it
             reader.join(_EOF_GRACE)
         finally:
-            _kill_group(proc.pid)
+            signal_processes(signal.SIGKILL, groups=[proc.pid])
             self.ctx.process_groups.discard(proc.pid)
         reader.join(_EOF_GRACE)
         return timed_out
 
 
-def _start(command: str, cwd: Path) -> subprocess.Popen[bytes]:
+def _start(command: str, cwd: Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
     try:
         return subprocess.Popen(
             ["/bin/bash", "-c", command],
             cwd=cwd,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -114,21 +115,9 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float, cancelled: threading.Ev
         except subprocess.TimeoutExpired:
             pass
         if cancelled.is_set() or time.monotonic() >= deadline:
-            _kill_group(proc.pid)
+            signal_processes(signal.SIGKILL, groups=[proc.pid])
             proc.wait()
             return not cancelled.is_set()
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return str(number)
 
 
 class _Output:
