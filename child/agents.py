@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from protocol import AgentSpec
 
+TASK_TOOL = "task"  # the parent's tool that starts a child; a child never has it
 BASE_TOOLS = ("bash", "read_file", "write_file", "edit_file", "glob", "grep")
 READ_ONLY_TOOLS = ("bash", "read_file", "glob", "grep")
 

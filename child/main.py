@@ -7,6 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
+from child.agents import TASK_TOOL
 from child.channel import ParentChannel
 from child.loop import Agent
 from child.tools import make_tools
@@ -60,7 +61,7 @@ def main() -> int:
         channel.send(Result("", "error", 0, 0, Usage(), 0.0, error=f"sandbox: {exc}"))
         return 1
     channel.start()
-    tools = make_tools([name for name in task.agent.tools if name != "task"], ctx)
+    tools = make_tools([name for name in task.agent.tools if name != TASK_TOOL], ctx)
     agent = Agent(
         channel,
         tools,

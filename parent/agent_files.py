@@ -35,7 +35,7 @@ import msgspec
 import yaml
 from yaml.reader import ReaderError
 
-from child.agents import BASE_TOOLS, BUILTIN_AGENTS
+from child.agents import BASE_TOOLS, BUILTIN_AGENTS, TASK_TOOL
 from protocol import AgentSpec
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -230,7 +230,7 @@ def _map_tools(tools: str | list[str] | None, path: Path, warnings: list[str]) -
     for name in (n.strip() for n in names):
         if not name:
             continue
-        if name in ("Task", "task"):
+        if name.lower() == TASK_TOOL:
             warnings.append(f"{path}: tool {name!r} dropped: child agents never get 'task'")
         elif name not in _TOOL_NAMES:
             warnings.append(f"{path}: tool {name!r} is not available in isoagent; dropped")

@@ -25,9 +25,9 @@ from typing import Literal
 
 import msgspec
 
+from child.agents import TASK_TOOL
 from parent.gateway import ModelSource
 from parent.run_folder import TranscriptWriter
-from parent.task_tool import TaskTool
 from protocol import (
     Block,
     Message,
@@ -165,7 +165,7 @@ def _comparable(messages: list[Message], match: MatchMode) -> list[Message]:
         b.id
         for m in messages
         for b in m.content
-        if isinstance(b, ToolUseBlock) and (match == "loose" or b.name == TaskTool.name)
+        if isinstance(b, ToolUseBlock) and (match == "loose" or b.name == TASK_TOOL)
     }
     if not ignored:
         return messages

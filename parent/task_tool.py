@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from child.agents import TASK_TOOL
 from child.tools.base import Tool, ToolContext, ToolError, input_schema
 from parent.events import ChildFinished
 from parent.supervisor import ChildRequest, Supervisor
@@ -21,7 +22,7 @@ class TaskInput(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class TaskTool(Tool[TaskInput]):
-    name = "task"
+    name = TASK_TOOL
     Input = TaskInput
     parallel_safe = True
     description = (
