@@ -19,6 +19,7 @@ import threading
 from child.tools.base import ToolContext
 from protocol import (
     Cancel,
+    ChildFrame,
     FrameError,
     FrameReader,
     FrameWriter,
@@ -41,9 +42,9 @@ class ParentChannel:
     def start(self) -> None:
         threading.Thread(target=self._read_forever, name="parent-reader", daemon=True).start()
 
-    def send(self, frame: object) -> None:
+    def send(self, frame: ChildFrame) -> None:
         with self._write_lock:
-            self.writer.write(frame)  # type: ignore[arg-type]
+            self.writer.write(frame)
 
     def complete(self, call: ModelCall) -> ModelReply:
         """The child's model: one turn, answered by the parent's gateway."""

@@ -15,10 +15,12 @@ from typing import Protocol
 from child.tools.base import Tool, ToolOutput
 from child.truncate import truncate
 from protocol import (
+    Block,
     Message,
     ModelCall,
     ModelReply,
     Progress,
+    ProgressEvent,
     Result,
     Status,
     TextBlock,
@@ -134,9 +136,8 @@ class Agent:
             )
             reply = self.model.complete(call)
             if reply.error is not None:
-                status: Status = {"budget": "budget", "cancelled": "cancelled"}.get(
-                    reply.error.kind, "error"
-                )
+                ends: dict[str, Status] = {"budget": "budget", "cancelled": "cancelled"}
+                status = ends.get(reply.error.kind, "error")
                 raise ModelFailed(f"model call failed: {reply.error.message}", status)
             self.turns += 1
             self.usage = self.usage + reply.usage
@@ -148,9 +149,9 @@ class Agent:
                 return self.last_text()
             self.messages.append(Message("user", self._run_tools(uses)))
 
-    def _run_tools(self, uses: list[ToolUseBlock]) -> list[ToolResultBlock]:
+    def _run_tools(self, uses: list[ToolUseBlock]) -> list[Block]:
         """Run one turn's tool calls; runs of parallel-safe calls go concurrently."""
-        results: list[ToolResultBlock] = []
+        results: list[Block] = []
         batch: list[ToolUseBlock] = []
         for use in uses:
             tool = self.tools.get(use.name)
@@ -184,10 +185,10 @@ class Agent:
         text = truncate(valid_utf8(output.text), self.output_cap)
         return ToolResultBlock(use.id, text or "(no output)", output.is_error)
 
-    def _progress(self, event: str, tool: str = "", detail: str = "") -> None:
+    def _progress(self, event: ProgressEvent, tool: str = "", detail: str = "") -> None:
         self.on_progress(
             Progress(
-                event=event,  # type: ignore[arg-type]
+                event=event,
                 turns=self.turns,
                 tool_calls=self.tool_calls,
                 elapsed=round(time.monotonic() - self.started, 3),

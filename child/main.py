@@ -54,7 +54,12 @@ def main() -> int:
 
     ctx = ToolContext(Path(task.workdir), task.limits)
     channel = ParentChannel(reader, writer, ctx)
-    signal.signal(signal.SIGTERM, lambda *_: (ctx.end_commands(), os._exit(143)))
+
+    def end_on_sigterm(*_: object) -> None:
+        ctx.end_commands()
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, end_on_sigterm)
     try:
         confine(task)  # before any thread starts: Landlock binds only the calling thread
     except Exception as exc:  # a sandbox that cannot be set up must not run unconfined

@@ -43,7 +43,7 @@ def frame_parts(frame: msgspec.Struct) -> tuple[bytes, bytes]:
     return HEADER.pack(len(body)), body
 
 
-def check_length(header: bytes) -> int:
+def check_length(header: bytes | bytearray) -> int:
     (length,) = HEADER.unpack(header)
     if length > MAX_FRAME:
         raise FrameError(f"frame header announces {length} bytes (limit {MAX_FRAME}): not a frame")

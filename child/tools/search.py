@@ -108,7 +108,7 @@ class Grep(Tool[GrepInput]):
         root = workspace_root(self.ctx.workdir)
         target = resolve_in_workspace(self.ctx.workdir, inp.path, must_exist=True)
         files = [target] if target.is_file() else self._files(target, inp.glob)
-        lines = []
+        lines: list[str] = []
         for path in files:
             name = relative(root, path)
             for number, line in _grep_file(path, regex):
