@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 from collections import deque
 from io import FileIO
@@ -31,19 +32,46 @@ async def read_frame(stream: asyncio.StreamReader) -> ChildFrame | None:
     return decode_frame(body, ChildFrame)  # type: ignore[return-value]
 
 
-async def next_frame(process: ChildProcess, grace: float = 1.0) -> ChildFrame | None:
-    """The child's next frame; ``None`` at EOF, or once the child has exited and sent
-    nothing more within ``grace`` seconds (a grandchild may hold its stdout open forever)."""
-    read = asyncio.ensure_future(read_frame(process.stdout))
-    try:
-        while not read.done():
-            if process.has_exited:
-                done, _ = await asyncio.wait({read}, timeout=grace)
-                return read.result() if done else None
-            await asyncio.wait({read}, timeout=0.1)
-        return read.result()
-    finally:
-        read.cancel()
+class FrameInbox:
+    """A child's frames, read by one task for the child's whole life, so a consumer that
+    stops waiting (a timeout) never cuts a frame in half: a later ``next`` gets it whole."""
+
+    def __init__(self, process: ChildProcess, grace: float = 1.0) -> None:
+        self._queue: asyncio.Queue[ChildFrame | Exception | None] = asyncio.Queue()
+        self._reader = asyncio.create_task(self._read(process.stdout))
+        self._watcher = asyncio.create_task(self._watch(process, grace))
+
+    async def next(self) -> ChildFrame | None:
+        """The next frame; ``None`` at EOF, or when the child exited and its stdout did not
+        end within ``grace`` seconds after (a grandchild may hold it open forever).
+        A corrupt stream raises ``FrameError``. The end, once reached, is returned again."""
+        item = await self._queue.get()
+        if item is None or isinstance(item, Exception):
+            self._queue.put_nowait(item)
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def close(self) -> None:
+        """Stop reading: the child is done."""
+        self._reader.cancel()
+        self._watcher.cancel()
+
+    async def _read(self, stream: asyncio.StreamReader) -> None:
+        try:
+            while (frame := await read_frame(stream)) is not None:
+                self._queue.put_nowait(frame)
+        except Exception as exc:  # FrameError, or an OSError reading the pipe: the consumer's
+            self._queue.put_nowait(exc)
+        else:
+            self._queue.put_nowait(None)
+
+    async def _watch(self, process: ChildProcess, grace: float) -> None:
+        await process.wait_exit(math.inf)
+        await asyncio.wait({self._reader}, timeout=grace)
+        if not self._reader.done():
+            self._reader.cancel()
+            self._queue.put_nowait(None)
 
 
 async def write_frame(stream: asyncio.StreamWriter, frame: object) -> bool:

@@ -25,7 +25,7 @@ import msgspec
 import child
 from child.proc import TAG_VARIABLE
 from parent.child_process import ChildProcess, exec_child
-from parent.child_stream import StderrLog, next_frame, write_frame
+from parent.child_stream import FrameInbox, StderrLog, write_frame
 from parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
 from parent.forkserver import ForkServer, ForkServerUnavailable
 from parent.gateway import Gateway
@@ -169,11 +169,13 @@ class _ChildRun:
     async def run(self) -> ChildFinished:
         tmpdir = tempfile.mkdtemp(prefix=f"isoagent-{self.id}-")
         process: ChildProcess | None = None
+        frames: FrameInbox | None = None
         drain: asyncio.Task[None] | None = None
         result: Result | None = None
         try:
             task = self._task(tmpdir)
             process = await self._spawn(tmpdir)
+            frames = FrameInbox(process)
             drain = asyncio.create_task(self.stderr.drain(process.stderr))
             self.emit(
                 ChildStarted(
@@ -186,23 +188,29 @@ class _ChildRun:
                     transcript=self.transcript_label,
                 )
             )
-            result = await self._outcome(process, task)
+            result = await self._outcome(process, frames, task)
         except ChildFailed as exc:
             result = self._failure(exc.status, str(exc))
         except asyncio.CancelledError:
             result = self._failure("cancelled", "interrupted")
             raise
         finally:
-            if process is not None:
-                await asyncio.shield(end_session(process, tmpdir))
-            if drain is not None:
-                await _finish(drain)
-            if process is not None:  # a grandchild may still hold the pipes
-                process.close_pipes()
-            if result is not None:
-                self._finish(result, process)
-            self.transcript.close()
-            shutil.rmtree(tmpdir, ignore_errors=True)
+            try:  # an interruption here still records the child and removes its files
+                if process is not None:
+                    await asyncio.shield(end_session(process, tmpdir))
+                if drain is not None:
+                    await _finish(drain)
+            finally:
+                if frames is not None:
+                    frames.close()
+                if drain is not None:
+                    drain.cancel()
+                if process is not None:  # a grandchild may still hold the pipes
+                    process.close_pipes()
+                if result is not None:
+                    self._finish(result, process)
+                self.transcript.close()
+                shutil.rmtree(tmpdir, ignore_errors=True)
         assert self._finished is not None
         return self._finished
 
@@ -244,14 +252,15 @@ class _ChildRun:
         self.pid = process.pid
         return process
 
-    async def _outcome(self, process: ChildProcess, task: Task) -> Result:
+    async def _outcome(self, process: ChildProcess, frames: FrameInbox, task: Task) -> Result:
         """The child's Result, or one that says how the child failed."""
         try:
             try:
                 async with asyncio.timeout(self.sup.timeout):
-                    result = await self._converse(process, task)
+                    result = await self._converse(process, frames, task)
             except TimeoutError:
-                result = await self._cancel(process, f"timed out after {self.sup.timeout:g} s")
+                why = f"timed out after {self.sup.timeout:g} s"
+                result = await self._cancel(process, frames, why)
             await process.wait_exit(1.0)  # after its Result a child exits by itself
             return result
         except FrameError as exc:
@@ -260,7 +269,7 @@ class _ChildRun:
             await process.wait_exit(1.0)
             return self._failure(exc.status, str(exc), process.returncode)
 
-    async def _cancel(self, process: ChildProcess, why: str) -> Result:
+    async def _cancel(self, process: ChildProcess, frames: FrameInbox, why: str) -> Result:
         """Ask the child to stop (Cancel) and take the Result it sends within a moment."""
         failure = self._failure("timeout", why)
         self.cancelled = True
@@ -269,15 +278,15 @@ class _ChildRun:
         with contextlib.suppress(TimeoutError, FrameError, ChildFailed):
             async with asyncio.timeout(CANCEL_GRACE):
                 while True:
-                    frame = await self._answer(process)
+                    frame = await self._answer(process, frames)
                     if isinstance(frame, Result):
                         return msgspec.structs.replace(frame, status="timeout", error=failure.error)
         return failure
 
-    async def _converse(self, process: ChildProcess, task: Task) -> Result:
+    async def _converse(self, process: ChildProcess, frames: FrameInbox, task: Task) -> Result:
         try:
             async with asyncio.timeout(HELLO_TIMEOUT):
-                hello = await next_frame(process)
+                hello = await frames.next()
         except TimeoutError:
             raise ChildFailed(f"sent no Hello within {HELLO_TIMEOUT:g} s") from None
         if hello is None:
@@ -293,13 +302,15 @@ class _ChildRun:
         if not await write_frame(process.stdin, task):
             raise ChildFailed("closed its input before taking its Task")
         while True:
-            frame = await self._answer(process)
+            frame = await self._answer(process, frames)
             if isinstance(frame, Result):
                 return frame
 
-    async def _answer(self, process: ChildProcess) -> ModelCall | Progress | Result:
-        """Read the next frame and act on it: answer a model call, forward progress."""
-        frame = await next_frame(process)
+    async def _answer(
+        self, process: ChildProcess, frames: FrameInbox
+    ) -> ModelCall | Progress | Result:
+        """Take the next frame and act on it: answer a model call, forward progress."""
+        frame = await frames.next()
         if frame is None:
             raise ChildFailed("exited before sending its Result")
         if isinstance(frame, ModelCall):
@@ -356,6 +367,7 @@ class _ChildRun:
 
 
 async def _finish(drain: asyncio.Task[None], seconds: float = 1.0) -> None:
-    """Let the stderr copy reach EOF; not waiting for a grandchild that escaped with the pipe."""
-    with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+    """Let the stderr copy reach EOF; not waiting for a grandchild that escaped with the pipe.
+    The copy has ended when this returns or raises (an interruption propagates)."""
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(drain, seconds)
