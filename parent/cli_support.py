@@ -35,11 +35,15 @@ def fail(message: str, code: int = ExitCode.ERROR) -> NoReturn:
 
 
 def read_prompt(prompt: str) -> str:
-    """``-`` means stdin; an empty prompt is a usage error."""
+    """``-`` means stdin; an empty prompt is a usage error. Bytes that are not UTF-8
+    (in the argument or on stdin) become U+FFFD."""
     if prompt == "-":
+        if sys.stdin is None:
+            fail("reading the prompt from stdin, but stdin is closed", ExitCode.USAGE)
         if sys.stdin.isatty():
             fail("reading the prompt from stdin, but stdin is a terminal", ExitCode.USAGE)
-        prompt = sys.stdin.read()
+        prompt = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    prompt = prompt.encode("utf-8", "surrogateescape").decode("utf-8", errors="replace")
     if not prompt.strip():
         fail("the prompt is empty", ExitCode.USAGE)
     return prompt

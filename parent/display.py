@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from parent.events import ChildFinished, ChildProgress, ChildStarted, Event
+from parent.output import silence
 
 TICK = 0.5  # seconds between redraws of the live lines
 
@@ -29,10 +30,17 @@ class _Running:
 
 
 class ProgressDisplay:
+    """A sink of session events; if the stream goes away (a closed pipe) it stops writing."""
+
     def __init__(
-        self, stream: TextIO = sys.stderr, *, live: bool | None = None, verbose: bool = False
+        self,
+        stream: TextIO | None = None,  # stderr
+        *,
+        live: bool | None = None,
+        verbose: bool = False,
     ) -> None:
-        self.stream = stream
+        stream = stream if stream is not None else sys.stderr
+        self.stream: TextIO | None = stream  # None once nobody reads it
         self.live = stream.isatty() if live is None else live
         self.verbose = verbose
         self.active: dict[str, _Running] = {}  # child id -> its live line
@@ -79,22 +87,24 @@ class ProgressDisplay:
 
     def _print(self, line: str) -> None:
         """A line that stays, written above the live block."""
-        self._clear()
-        self.stream.write(line + "\n")
-        self._redraw()
+        self._redraw(line + "\n")
 
-    def _clear(self) -> None:
-        if self._drawn:
-            self.stream.write(f"\x1b[{self._drawn}F\x1b[J")
-            self._drawn = 0
-
-    def _redraw(self) -> None:
-        self._clear()
+    def _redraw(self, above: str = "") -> None:
+        """Clear the live block, write ``above``, draw the live block again."""
+        if self.stream is None:
+            return
+        text = f"\x1b[{self._drawn}F\x1b[J" if self._drawn else ""
+        text += above
         if self.live:
-            for running in self.active.values():
-                self.stream.write(running.line() + "\n")
-            self._drawn = len(self.active)
-        self.stream.flush()
+            text += "".join(running.line() + "\n" for running in self.active.values())
+        try:
+            self.stream.write(text)
+            self.stream.flush()
+        except OSError:  # nobody reads stderr any more: the run goes on without progress
+            if self.stream is sys.stderr:  # nor do later messages fail (exit codes stay)
+                silence(sys.stderr)
+            self.stream = None
+        self._drawn = len(self.active) if self.live else 0
 
 
 def seconds(value: float) -> str:

@@ -16,6 +16,7 @@ class ExitCode(IntEnum):
     BUDGET = 5  # the run's token budget ran out
     TASKS_FAILED = 6  # batch: at least one task did not end ok, or an input line was bad
     INTERRUPTED = 130  # Ctrl-C (SIGINT); SIGTERM gives 143
+    READER_GONE = 141  # whoever read stdout went away (as if SIGPIPE had ended us)
 
 
 STATUS_EXIT = {
@@ -36,5 +37,5 @@ def exit_code_for(status: Status) -> ExitCode:
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 error (API, key, server), 2 usage, 3 turn limit, "
     "4 child failed (crash, kill, timeout), 5 token budget, 6 batch: some task not ok, "
-    "130 interrupted."
+    "130 interrupted, 141 stdout's reader went away."
 )

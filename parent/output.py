@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 import click
 import msgspec
@@ -42,8 +42,16 @@ class JsonLines:
             self.stream.flush()
         except BrokenPipeError:
             self._closed = True
-            if self.stream is sys.stdout.buffer:  # no second BrokenPipeError at exit
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            if self.stream is sys.stdout.buffer:
+                silence(sys.stdout)
+
+
+def silence(stream: IO[Any]) -> None:
+    """Point ``stream`` (stdout, stderr) at /dev/null once its reader has gone, so that
+    nothing written later (nor the flush at exit) raises a second BrokenPipeError."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)
 
 
 class Output:

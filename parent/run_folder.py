@@ -59,21 +59,20 @@ class TranscriptWriter:
     def __call__(self, event: Event) -> None:
         if self._file is None:
             return
-        line = _encoder.encode(event) + b"\n"
         try:
+            line = _encoder.encode(event) + b"\n"  # text that is not UTF-8 cannot be encoded
             view = memoryview(line)
             while view:
                 view = view[self._file.write(view) :]
             self._end += len(line)
-        except OSError as exc:
+        except (OSError, UnicodeEncodeError) as exc:
             with contextlib.suppress(OSError):  # keep valid JSONL: drop the partial line
                 self._file.truncate(self._end)
             self._fail(exc)
 
-    def _fail(self, exc: OSError) -> None:
-        print(
-            f"isoagent: cannot write transcript {self.path}: {exc.strerror or exc}", file=sys.stderr
-        )
+    def _fail(self, exc: OSError | UnicodeEncodeError) -> None:
+        why = (exc.strerror if isinstance(exc, OSError) else None) or exc
+        print(f"isoagent: cannot write transcript {self.path}: {why}", file=sys.stderr)
         self.close()
 
     def close(self) -> None:

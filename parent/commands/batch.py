@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -44,7 +46,7 @@ Examples:
 
 
 @click.command(epilog=EPILOG)
-@click.argument("source", metavar="FILE", type=click.File("r", encoding="utf-8", lazy=False))
+@click.argument("source_name", metavar="FILE")
 @click.option(
     "-j",
     "--jobs",
@@ -65,23 +67,26 @@ Examples:
 )  # fmt: skip
 @agent_options
 def batch(
-    source: IO[str], jobs: int | None, output_path: Path | None, agent_name: str, **options: Any
+    source_name: str, jobs: int | None, output_path: Path | None, agent_name: str, **options: Any
 ) -> None:
     """Run one subagent per line of FILE ('-' for stdin), each in its own process.
 
     Progress goes to stderr; one JSON line per task goes to stdout or to --output,
     written as soon as the task ends, so an interrupted batch loses no finished task.
     """
-    if source.isatty():
-        fail("reading tasks from stdin, but stdin is a terminal", ExitCode.USAGE)
+    source = open_tasks(source_name)
+    if output_path is not None and same_file(source, output_path):
+        fail(f"--output {output_path} is the input file: name another file", ExitCode.USAGE)
     if jobs is not None:
         options["max_parallel"] = jobs
     settings = build_settings(options)
     pick_agent(settings.agents, agent_name)
     try:
-        items = list(parse_tasks(source, settings.agents, agent_name))
+        with source:
+            items = list(parse_tasks(source, settings.agents, agent_name))
     except UnicodeDecodeError as exc:
-        fail(f"{source.name} is not UTF-8 text: {exc.reason}", ExitCode.USAGE)
+        where = "stdin" if source_name == "-" else source_name
+        fail(f"{where} is not UTF-8 text: {exc.reason}", ExitCode.USAGE)
     done, reported = read_previous(output_path) if output_path else (set(), set())
     pending = [t for t in items if isinstance(t, BatchTask) and t.id not in done]
     invalid = [r for r in items if isinstance(r, TaskRecord)]
@@ -171,6 +176,28 @@ class _BatchRun:
         return ExitCode.TASKS_FAILED if failed else ExitCode.OK
 
 
+def open_tasks(name: str) -> IO[str]:
+    """FILE, or stdin for '-', as UTF-8 text; unreadable input is a usage error."""
+    if name != "-":
+        try:
+            return open(name, encoding="utf-8")
+        except OSError as exc:
+            fail(f"cannot read {name}: {exc.strerror or exc}", ExitCode.USAGE)
+    if sys.stdin is None:
+        fail("reading tasks from stdin, but stdin is closed", ExitCode.USAGE)
+    if sys.stdin.isatty():
+        fail("reading tasks from stdin, but stdin is a terminal", ExitCode.USAGE)
+    return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
+
+
+def same_file(source: IO[str], path: Path) -> bool:
+    """Whether ``path`` is (a link to) the file ``source`` reads."""
+    try:
+        return os.path.samestat(os.fstat(source.fileno()), path.stat())
+    except OSError:
+        return False
+
+
 def task_record(task: BatchTask, finished: ChildFinished) -> TaskRecord:
     result = finished.result
     return TaskRecord(
@@ -191,14 +218,20 @@ def task_record(task: BatchTask, finished: ChildFinished) -> TaskRecord:
 def read_previous(path: Path) -> tuple[set[TaskId], set[tuple[TaskId, str]]]:
     """The ids with an ok line in ``path``, and the invalid lines already reported there.
 
-    A last line cut short (the batch was killed while writing it) is cut off.
+    A last line cut short (the batch was killed while writing it) is cut off; a whole
+    one that only lacks its newline gets it, so the lines appended next stay lines.
     """
     try:
         with path.open("r+b") as file:
             data = file.read()
             end = data.rfind(b"\n") + 1
             if end < len(data):
-                file.truncate(end)
+                if is_json(data[end:]):
+                    file.write(b"\n")
+                    data += b"\n"
+                    end = len(data)
+                else:
+                    file.truncate(end)
     except FileNotFoundError:
         return set(), set()
     except OSError as exc:
@@ -216,3 +249,11 @@ def read_previous(path: Path) -> tuple[set[TaskId], set[tuple[TaskId, str]]]:
         elif record.status == "invalid":
             reported.add((record.id, record.error))
     return done, reported
+
+
+def is_json(data: bytes) -> bool:
+    try:
+        msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return False
+    return True

@@ -84,11 +84,14 @@ def task_prompt(prompt: str) -> str:
 
 
 def read_piped_stdin() -> str:
-    """What a pipe or a redirected file on stdin holds; "" for a terminal, /dev/null or none.
+    """What a pipe or a redirected file on stdin holds; "" for a terminal, /dev/null or none
+    (also a closed stdin).
 
     Only pipes and files are read, so a stdin nobody writes to (a socket, a terminal)
     never makes the command wait.
     """
+    if sys.stdin is None:
+        return ""
     try:
         mode = os.fstat(sys.stdin.fileno()).st_mode
     except (OSError, ValueError):
