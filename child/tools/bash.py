@@ -14,7 +14,7 @@ import msgspec
 
 from child.proc import signal_name, signal_processes
 from child.tools.base import Tool, ToolError
-from child.truncate import truncate
+from child.truncate import keep_sizes, mark_cut, truncate
 
 MAX_TIMEOUT = 600.0
 # how long the pipe may stay open after the command exits (a background job holds it)
@@ -153,10 +153,10 @@ class _Output:
             head, tail, total = bytes(self.head), bytes(self.tail), self.total
         if total == len(head) + len(tail):
             return truncate((head + tail).decode("utf-8", "replace"), cap)
-        keep = max(cap - 100, 0)
-        head_text = head.decode("utf-8", "replace")[: keep // 2]
+        head_size, tail_size = keep_sizes(cap)
+        head_text = head.decode("utf-8", "replace")[:head_size]
         # the tail buffer may start inside a multi-byte character: skip its continuation bytes
         tail_text = tail.lstrip(bytes(range(0x80, 0xC0))).decode("utf-8", "replace")
-        tail_text = tail_text[max(len(tail_text) - (keep - keep // 2), 0) :]
+        tail_text = tail_text[max(len(tail_text) - tail_size, 0) :]
         omitted = max(total - len(head_text.encode()) - len(tail_text.encode()), 0)
-        return f"{head_text}\n[... {omitted} bytes truncated by isoagent ...]\n{tail_text}"
+        return mark_cut(head_text, tail_text, omitted, "bytes")

@@ -9,11 +9,10 @@ from typing import Annotated, BinaryIO
 import msgspec
 
 from child.tools.base import Tool, ToolError
-from child.tools.workspace import resolve_in_workspace
+from child.tools.workspace import SNIFF_BYTES, looks_binary, resolve_in_workspace
 
 MAX_LINE_CHARS = 2000
 DEFAULT_LIMIT = 2000
-_SNIFF_BYTES = 8192
 # a cut line still needs MAX_LINE_CHARS characters, and UTF-8 takes up to 4 bytes each
 _MAX_LINE_BYTES = 4 * MAX_LINE_CHARS + 4
 # count the lines left after a page only up to this many bytes; beyond, report bytes
@@ -53,7 +52,7 @@ class ReadFile(Tool[ReadFileInput]):
 
 def _read_page(f: BinaryIO, inp: ReadFileInput) -> str:
     size = os.fstat(f.fileno()).st_size
-    if b"\0" in f.read(_SNIFF_BYTES):
+    if looks_binary(f.read(SNIFF_BYTES)):
         raise ToolError(
             f"{inp.path!r} is a binary file ({size} bytes); use bash (e.g. xxd, file) to inspect it"
         )
@@ -173,7 +172,7 @@ class EditFile(Tool[EditFileInput]):
             raise ToolError("old_string and new_string are the same; nothing to change")
         target = _existing_file(self.ctx.workdir, inp.path)
         data = target.read_bytes()
-        if b"\0" in data[:_SNIFF_BYTES]:
+        if looks_binary(data):
             raise ToolError(f"{inp.path!r} is a binary file; use bash to change it")
         # surrogateescape keeps bytes that are not UTF-8 exactly as they were
         text = data.decode("utf-8", "surrogateescape")

@@ -12,14 +12,13 @@ from typing import Annotated
 import msgspec
 
 from child.tools.base import Tool, ToolError
-from child.tools.workspace import relative, resolve_in_workspace, workspace_root
+from child.tools.workspace import looks_binary, relative, resolve_in_workspace, workspace_root
 
 MAX_GLOB_RESULTS = 1000
 MAX_GREP_MATCHES = 500
 MAX_GREP_FILE_BYTES = 10 * 1024 * 1024
 MAX_GREP_LINE_CHARS = 500
 _SKIP_DIRS = frozenset({".git", ".isoagent"})  # .isoagent: our own run folders
-_SNIFF_BYTES = 8192
 
 Parts = Sequence[str]
 
@@ -143,7 +142,7 @@ def _grep_file(path: Path, regex: re.Pattern[str]) -> Iterator[tuple[int, str]]:
         data = path.read_bytes()
     except OSError:
         return
-    if b"\0" in data[:_SNIFF_BYTES]:
+    if looks_binary(data):
         return
     for number, line in enumerate(data.decode("utf-8", "replace").split("\n"), 1):
         if regex.search(line):

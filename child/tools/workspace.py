@@ -34,3 +34,11 @@ def resolve_in_workspace(workdir: Path, path: str, *, must_exist: bool) -> Path:
 def relative(root: Path, path: Path) -> str:
     """``path`` as the model should see it: relative to the workspace root."""
     return path.relative_to(root).as_posix() if path != root else "."
+
+
+SNIFF_BYTES = 8192
+
+
+def looks_binary(head: bytes) -> bool:
+    """A NUL byte in the first 8 KiB: what git and grep take for a binary file."""
+    return b"\0" in head[:SNIFF_BYTES]
