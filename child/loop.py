@@ -65,7 +65,7 @@ class Agent:
         system: str,
         model_name: str,
         agent_name: str = "",
-        max_turns: int = 50,
+        max_turns: int = 0,
         max_tokens: int = 8192,
         output_cap: int = 30_000,
         max_parallel: int = 1,
@@ -123,7 +123,7 @@ class Agent:
         while True:
             if self.is_cancelled():
                 raise Cancelled("cancelled")
-            if self.turns >= self.max_turns:
+            if self.max_turns and self.turns >= self.max_turns:
                 raise MaxTurnsReached(f"stopped after reaching the turn limit ({self.max_turns})")
             call = ModelCall(
                 turn=self.turns,

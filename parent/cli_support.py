@@ -58,8 +58,9 @@ def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "[env ISOAGENT_MODEL].",
         ),
         click.option(
-            "--max-turns", type=click.IntRange(1), default=50, show_default=True,
-            help="Turn limit per agent.",
+            "--max-turns", type=click.IntRange(0), default=0,
+            help="Turn limit per agent; 0 (the default, as in Claude Code): none, the "
+            "timeout and the token budget still hold. An agent file's maxTurns wins.",
         ),
         click.option(
             "--workdir", "-C",

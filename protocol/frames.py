@@ -82,9 +82,9 @@ class AgentSpec(msgspec.Struct, omit_defaults=True):
 
 
 class Limits(msgspec.Struct, omit_defaults=True):
-    """Per-child limits; 0 means "no limit" for the resource limits."""
+    """Per-child limits; 0 means "no limit"."""
 
-    max_turns: int = 50
+    max_turns: int = 0
     max_tokens: int = 8192
     bash_timeout: float = 120.0
     output_cap: int = 30_000
