@@ -8,12 +8,13 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from parent.batch_input import unknown_agent
 from parent.exit_codes import ExitCode
 from protocol import Limits
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from parent.events import Sink
     from parent.gateway import ModelSource
     from parent.session import Session, Settings
+    from protocol import AgentSpec
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 
@@ -277,3 +279,17 @@ def run_with_signals(main: Callable[[], Awaitable[int]]) -> int:
             return 128 + (received[0] if received else signal.SIGINT)
 
     return asyncio.run(guarded())
+
+
+def pick_agent(agents: Mapping[str, AgentSpec], name: str) -> AgentSpec:
+    """The agent type called ``name``; an unknown name is a usage error."""
+    agent = agents.get(name)
+    if agent is None:
+        fail(unknown_agent(name, agents), ExitCode.USAGE)
+    return agent
+
+
+def describe(prompt: str, width: int = 50) -> str:
+    """A short title for the display and the transcript: the prompt's first line."""
+    line = prompt.strip().splitlines()[0].strip()
+    return line if len(line) <= width else line[: width - 3] + "..."

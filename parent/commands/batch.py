@@ -16,8 +16,14 @@ import msgspec
 
 from parent.batch_display import BatchDisplay
 from parent.batch_input import BatchTask, TaskId, parse_tasks
-from parent.cli_support import agent_options, build_settings, fail, run_session
-from parent.commands.task import describe, pick_agent
+from parent.cli_support import (
+    agent_options,
+    build_settings,
+    describe,
+    fail,
+    pick_agent,
+    run_session,
+)
 from parent.events import ChildFinished, TaskRecord
 from parent.exit_codes import EXIT_CODES_HELP, ExitCode
 from parent.output import JsonLines

@@ -5,23 +5,21 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from parent.batch_input import unknown_agent
 from parent.cli_support import (
     agent_options,
     build_settings,
-    fail,
+    describe,
     output_options,
+    pick_agent,
     read_prompt,
     run_session,
 )
-from parent.exit_codes import EXIT_CODES_HELP, ExitCode
+from parent.exit_codes import EXIT_CODES_HELP
 from parent.output import Output
-from protocol import AgentSpec
 
 if TYPE_CHECKING:
     from parent.session import Session
@@ -64,14 +62,6 @@ def task(prompt: str, agent_name: str, output_format: str, **options: Any) -> No
     sys.exit(run_session(options, settings, body, sinks=output.sinks()))
 
 
-def pick_agent(agents: Mapping[str, AgentSpec], name: str) -> AgentSpec:
-    """The agent type called ``name``; an unknown name is a usage error."""
-    agent = agents.get(name)
-    if agent is None:
-        fail(unknown_agent(name, agents), ExitCode.USAGE)
-    return agent
-
-
 def task_prompt(prompt: str) -> str:
     """The prompt, with piped stdin (if any) attached as a delimited block."""
     if prompt == "-":
@@ -99,9 +89,3 @@ def read_piped_stdin() -> str:
     if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
         return ""
     return sys.stdin.buffer.read().decode("utf-8", errors="replace")
-
-
-def describe(prompt: str, width: int = 50) -> str:
-    """A short title for the display and the transcript: the prompt's first line."""
-    line = prompt.strip().splitlines()[0].strip()
-    return line if len(line) <= width else line[: width - 3] + "..."
