@@ -112,10 +112,8 @@ class Agent:
 
     def last_text(self) -> str:
         for message in reversed(self.messages):
-            if message.role == "assistant":
-                text = "\n".join(b.text for b in message.content if isinstance(b, TextBlock))
-                if text.strip():
-                    return text.strip()
+            if message.role == "assistant" and (text := text_of(message.content)):
+                return text
         return ""
 
     def _loop(self) -> str:
@@ -196,6 +194,11 @@ class Agent:
                 detail=detail,
             )
         )
+
+
+def text_of(content: Iterable[Block]) -> str:
+    """The text blocks of a message, joined: what a person would call its words."""
+    return "\n".join(b.text for b in content if isinstance(b, TextBlock)).strip()
 
 
 def valid_utf8(text: str) -> str:

@@ -10,7 +10,7 @@ from io import FileIO
 from pathlib import Path
 
 from parent.child_process import ChildProcess
-from protocol import ChildFrame, FrameError, decode_frame, encode_frame
+from protocol import ChildFrame, FrameError, ParentFrame, decode_frame, encode_frame
 from protocol.framing import HEADER, check_length
 
 
@@ -74,10 +74,10 @@ class FrameInbox:
             self._queue.put_nowait(None)
 
 
-async def write_frame(stream: asyncio.StreamWriter, frame: object) -> bool:
+async def write_frame(stream: asyncio.StreamWriter, frame: ParentFrame) -> bool:
     """Send a frame; ``False`` when the child has closed its end (it is gone)."""
     try:
-        stream.write(encode_frame(frame))  # type: ignore[arg-type]
+        stream.write(encode_frame(frame))
         await stream.drain()
     except (BrokenPipeError, ConnectionResetError):
         return False

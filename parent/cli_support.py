@@ -231,9 +231,9 @@ def run_session(
     under signal handling."""
     from parent.display import ProgressDisplay
     from parent.sandbox_policy import unsandboxed_warning
-    from parent.supervisor import DEPTH_VARIABLE
+    from parent.supervisor import nesting_depth
 
-    if int(os.environ.get(DEPTH_VARIABLE, "0") or 0) >= 1:
+    if nesting_depth() >= 1:
         fail("refusing to start model-backed work inside an isoagent child (nesting depth 1)")
     source = model_source(options)
     if warning := unsandboxed_warning(settings.sandbox):

@@ -22,8 +22,9 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -211,8 +212,8 @@ class ForkServer:
             self._answer.set_exception(error)
         return error
 
-    def _keep(self, coroutine: object) -> None:
-        task = asyncio.ensure_future(coroutine)  # type: ignore[arg-type]
+    def _keep(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

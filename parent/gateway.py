@@ -25,7 +25,6 @@ class Gateway:
         self.source = source
         self.max_tokens_total = max_tokens_total
         self.usage = Usage()
-        self.calls = 0
         self._slots = asyncio.Semaphore(max_concurrent)
 
     async def call(self, call: ModelCall) -> ModelReply:
@@ -37,6 +36,5 @@ class Gateway:
                 budget = f"the run's token budget ({self.max_tokens_total}) is used up"
                 return ModelReply(turn=call.turn, error=ModelError("budget", budget))
             reply = await self.source.complete(call)
-        self.calls += 1
         self.usage = self.usage + reply.usage
         return reply

@@ -72,7 +72,7 @@ class Session:
             max_concurrent=max(settings.max_parallel, 1) + 1,
             max_tokens_total=settings.max_tokens_total,
         )
-        # started on the first child; ended in finish, or when an interrupt ends the loop
+        # started with the session; ended in finish, or when an interrupt ends the loop
         self.fork_server = fork_server_for(settings.child_command)
         self.supervisor = Supervisor(
             gateway=self.gateway,

@@ -17,12 +17,14 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
 
 import child
+from child.loop import text_of
 from child.proc import TAG_VARIABLE
 from parent.child_process import ChildProcess, exec_child
 from parent.child_stream import FrameInbox, StderrLog, write_frame
@@ -47,7 +49,6 @@ from protocol import (
     Result,
     Status,
     Task,
-    TextBlock,
     Usage,
 )
 
@@ -62,20 +63,23 @@ FORK_SERVER_COMMAND = [*CHILD_COMMAND[:-1], "child.forkserver"]
 FORK_SERVER_VARIABLE = "ISOAGENT_FORK_SERVER"  # 0: start every child with fork and exec
 
 
-def allowed_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+def allowed_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The allow-listed part of an environment: never a key or a token."""
-    environ = os.environ if environ is None else environ
     return {k: v for k, v in environ.items() if k in ENV_ALLOW or k.startswith("LC_")}
 
 
-def child_environment(tmpdir: str, environ: dict[str, str] | None = None) -> dict[str, str]:
+def nesting_depth(environ: Mapping[str, str] = os.environ) -> int:
+    """How many isoagent parents this process runs under (0: none)."""
+    return int(environ.get(DEPTH_VARIABLE, "0") or 0)
+
+
+def child_environment(tmpdir: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The child's whole environment: an allow-list, never a key or a token."""
-    environ = dict(os.environ if environ is None else environ)
     env = allowed_environment(environ)
     env["TMPDIR"] = tmpdir
     env[TAG_VARIABLE] = tmpdir  # unique while the child lives; finds what it started
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env[DEPTH_VARIABLE] = str(int(environ.get(DEPTH_VARIABLE, "0") or 0) + 1)
+    env[DEPTH_VARIABLE] = str(nesting_depth(environ) + 1)
     return env
 
 
@@ -321,8 +325,7 @@ class _ChildRun:
                 reply = await self.sup.gateway.call(frame)
             self.recorder.after(frame, reply)
             self.usage = self.usage + reply.usage
-            text = "\n".join(b.text for b in reply.content if isinstance(b, TextBlock)).strip()
-            self.last_text = text or self.last_text
+            self.last_text = text_of(reply.content) or self.last_text
             await write_frame(process.stdin, reply)
         elif isinstance(frame, Progress):
             self.last_progress = frame
