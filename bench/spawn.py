@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from bench.stats import Line, Stat, ratio, reference
 from child.agents import BUILTIN_AGENTS
-from parent.child_stream import read_frame
+from parent.child_process import ChildProcess, exec_child
 from parent.forkserver import ForkServer
 from parent.supervisor import (
     CHILD_COMMAND,
@@ -49,9 +49,19 @@ NAIVE = (*FLAGS, "-c", "import anthropic; from child.main import main; raise Sys
 
 
 async def _time_to_ready(argv: tuple[str, ...], says_hello: bool) -> float:
-    """Seconds from spawn until the process's first frame (or byte) arrives."""
+    """Seconds from spawn until the process's first frame (or byte) arrives. A process that
+    says Hello is started and read as the supervisor does it (``exec_child``)."""
     with tempfile.TemporaryDirectory(prefix="isoagent-bench-") as tmp:
+        env = child_environment(tmp)
         started = time.perf_counter()
+        if says_hello:
+            child = await exec_child(argv, cwd=PACKAGE_ROOT, env=env)
+            frame = await child.frames.next()
+            elapsed = time.perf_counter() - started
+            if not isinstance(frame, Hello):
+                raise RuntimeError(f"{argv[-1]}: expected Hello, got {frame!r:.80}")
+            await _stop(child)
+            return elapsed
         process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
@@ -59,20 +69,20 @@ async def _time_to_ready(argv: tuple[str, ...], says_hello: bool) -> float:
             stderr=asyncio.subprocess.DEVNULL,
             start_new_session=True,
             cwd=PACKAGE_ROOT,
-            env=child_environment(tmp),
-            limit=1 << 24,
+            env=env,
         )
         assert process.stdout is not None and process.stdin is not None
-        if says_hello:
-            frame = await read_frame(process.stdout)
-            if not isinstance(frame, Hello):
-                raise RuntimeError(f"{argv[-1]}: expected Hello, got {frame!r:.80}")
-        else:
-            await process.stdout.readexactly(1)
+        await process.stdout.readexactly(1)
         elapsed = time.perf_counter() - started
-        process.stdin.close()  # the child exits on stdin EOF
+        process.stdin.close()  # it exits on stdin EOF
         await process.wait()
     return elapsed
+
+
+async def _stop(child: ChildProcess) -> None:
+    child.stdin.close()  # the child exits on stdin EOF
+    await child.wait_exit(10)
+    child.close_pipes()
 
 
 async def _time_to_hello_forked(server: ForkServer) -> float:
@@ -81,13 +91,11 @@ async def _time_to_hello_forked(server: ForkServer) -> float:
         env = child_environment(tmp)
         started = time.perf_counter()
         process = await server.spawn(env, PACKAGE_ROOT)
-        frame = await read_frame(process.stdout)
+        frame = await process.frames.next()
         elapsed = time.perf_counter() - started
         if not isinstance(frame, Hello):
             raise RuntimeError(f"forked child: expected Hello, got {frame!r:.80}")
-        process.stdin.close()  # the child exits on stdin EOF
-        await process.wait_exit(10)
-        process.close_pipes()
+        await _stop(process)
     return elapsed
 
 
@@ -139,9 +147,9 @@ def child_start(runs: int, naive_runs: int) -> list[Line]:
             "≤ 1.5x floor",
             child.median <= 1.5 * floor.median,
             notes=[
-                "asyncio.create_subprocess_exec with the supervisor's flags "
-                "(`-E -s -m child`), environment, cwd and new session; Hello read with "
-                "parent.child_stream.read_frame. Variants alternate run by run."
+                "parent.child_process.exec_child, as the supervisor starts a child without "
+                "the fork server (`-E -s -m child`, its environment, cwd and new session); "
+                "Hello read from ChildProcess.frames. Variants alternate run by run."
             ],
         ),
         reference("child start", 'floor: `python -c "import msgspec"` until its first byte', floor),

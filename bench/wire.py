@@ -1,9 +1,9 @@
 """The protocol rows: frame encode+decode against stdlib json, and one big frame through a pipe.
 
-``python -m bench.wire SIZE framed|raw`` is the writing end of the pipe row: it
-builds a ``ModelCall`` carrying a SIZE-byte tool output (or SIZE raw bytes),
-writes its start time (CLOCK_MONOTONIC, shared by all processes) on stderr,
-then writes the frame to stdout the way a child does.
+``python -m bench.wire SIZE framed|raw CLOCK`` is the writing end of the pipe row:
+it builds a ``ModelCall`` carrying a SIZE-byte tool output (or SIZE raw bytes),
+writes its start time (CLOCK_MONOTONIC, shared by all processes) to the file
+CLOCK, then writes the frame to stdout the way a child does.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 
@@ -21,7 +23,8 @@ from bench.stats import Line, Stat, ratio, reference
 from child.agents import BUILTIN_AGENTS
 from child.tools import make_tools
 from child.tools.base import ToolContext
-from parent.child_stream import read_frame
+from parent.child_process import widen
+from parent.child_stream import FrameInbox
 from parent.supervisor import PACKAGE_ROOT
 from protocol import (
     ChildFrame,
@@ -34,7 +37,7 @@ from protocol import (
     decode_frame,
     encode_frame,
 )
-from protocol.framing import HEADER
+from protocol.framing import HEADER, frame_parts
 
 AGENT = BUILTIN_AGENTS["general-purpose"]
 MB = 1_000_000
@@ -111,25 +114,50 @@ def codec(turns: int, repeats: int, seconds: float) -> list[Line]:
     ]
 
 
+class _RawInbox(asyncio.Protocol):
+    """The raw reference's reader: the pipe's bytes copied into one buffer, nothing else."""
+
+    def __init__(self, size: int) -> None:
+        self.buffer = memoryview(bytearray(size))
+        self.got = 0
+        self.full = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer[self.got : self.got + len(data)] = data
+        self.got += len(data)
+        if self.got == len(self.buffer):
+            self.full.set_result(None)
+
+
 async def _through_pipe(size: int, mode: str) -> float:
-    """MB/s from the writer's start (before encoding) to the decoded frame in this process."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bench.wire", str(size), mode,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        cwd=PACKAGE_ROOT,
-        limit=1 << 24,  # as the supervisor reads a child
-    )  # fmt: skip
-    assert process.stdout is not None and process.stderr is not None
-    if mode == "framed":
-        frame = await read_frame(process.stdout)
-        if not isinstance(frame, ModelCall):
-            raise RuntimeError(f"expected a ModelCall, got {type(frame).__name__}")
-    else:
-        await process.stdout.readexactly(size)
-    arrived = time.monotonic()
-    started = float((await process.stderr.readline()).decode())
-    await process.wait()
+    """MB/s from the writer's start (before encoding) to the decoded frame in this process,
+    read from a pipe like a child's stdout: widened, and (framed) by a ``FrameInbox``."""
+    loop = asyncio.get_running_loop()
+    read, write = os.pipe()
+    widen(write)
+    with tempfile.NamedTemporaryFile() as clock, open(read, "rb", buffering=0) as pipe:
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bench.wire", str(size), mode, clock.name,
+                stdout=write,
+                cwd=PACKAGE_ROOT,
+            )  # fmt: skip
+        finally:
+            os.close(write)
+        inbox = FrameInbox() if mode == "framed" else _RawInbox(size)
+        transport, _ = await loop.connect_read_pipe(lambda: inbox, pipe)
+        try:
+            if isinstance(inbox, FrameInbox):
+                frame = await inbox.next()
+                if not isinstance(frame, ModelCall):
+                    raise RuntimeError(f"expected a ModelCall, got {type(frame).__name__}")
+            else:
+                await inbox.full
+            arrived = time.monotonic()
+        finally:
+            transport.close()
+            await process.wait()
+        started = float(Path(clock.name).read_text())
     return size / MB / (arrived - started)
 
 
@@ -147,14 +175,15 @@ def _big_call(size: int) -> ModelCall:
 
 
 def _codec_ms(size: int, repeats: int) -> tuple[Stat, Stat]:
-    """In-process encode_frame and decode_frame times of the big frame."""
+    """In-process times of the big frame's two ends: ``frame_parts`` (what FrameWriter
+    sends) and ``decode_frame`` of the body (what a FrameAssembler does with it)."""
     call = _big_call(size)
     encode, decode = [], []
     for _ in range(repeats):
         started = time.perf_counter()
-        frame = encode_frame(call)
+        _, body = frame_parts(call)
         encoded = time.perf_counter()
-        decode_frame(frame[HEADER.size :], ChildFrame)
+        decode_frame(body, ChildFrame)
         encode.append((encoded - started) * 1000)
         decode.append((time.perf_counter() - encoded) * 1000)
     return Stat(encode, "ms"), Stat(decode, "ms")
@@ -174,21 +203,21 @@ def pipe(size: int, repeats: int) -> list[Line]:
             framed.median >= 500,
             notes=[
                 "From before the writer encodes (FrameWriter, as a child writes) to the "
-                "ModelCall decoded by parent.child_stream.read_frame on an asyncio pipe "
-                "(limit 16 MiB, as the supervisor's)."
+                "ModelCall decoded by parent.child_stream.FrameInbox, the protocol of the "
+                "asyncio pipe, widened to 1 MiB as a child's stdout. The raw reference "
+                "copies the bytes into one buffer as they arrive."
             ],
         ),
         reference("protocol", f"raw pipe: {size / MB:g} MB of bytes, same reader", raw),
-        Line("protocol", "of which: `encode_frame` of that ModelCall, in-process", encode),
-        Line("protocol", "of which: `decode_frame` of that ModelCall, in-process", decode),
+        Line("protocol", "of which: `frame_parts` of that ModelCall, in-process", encode),
+        Line("protocol", "of which: `decode_frame` of its body, in-process", decode),
     ]
 
 
-def _write(size: int, mode: str) -> None:
+def _write(size: int, mode: str, clock: Path) -> None:
     call = _big_call(size) if mode == "framed" else None
     payload = os.urandom(size) if call is None else b""
-    sys.stderr.write(f"{time.monotonic()!r}\n")
-    sys.stderr.flush()
+    clock.write_text(f"{time.monotonic()!r}")  # CLOCK_MONOTONIC: shared by all processes
     if call is not None:
         FrameWriter(1).write(call)
     else:
@@ -198,4 +227,4 @@ def _write(size: int, mode: str) -> None:
 
 
 if __name__ == "__main__":
-    _write(int(sys.argv[1]), sys.argv[2])
+    _write(int(sys.argv[1]), sys.argv[2], Path(sys.argv[3]))

@@ -15,8 +15,15 @@ from collections.abc import Sequence
 from io import FileIO
 from pathlib import Path
 
-STREAM_LIMIT = 1 << 24
+from parent.child_stream import FrameInbox
+
 STDOUT_PIPE_SIZE = 1 << 20  # a larger pipe measurably raises frame throughput
+
+
+def widen(pipe: int) -> None:
+    """Give a pipe ``STDOUT_PIPE_SIZE`` bytes of buffer, where the system allows it."""
+    with contextlib.suppress(OSError):  # above /proc/sys/fs/pipe-max-size: keep the default
+        fcntl.fcntl(pipe, fcntl.F_SETPIPE_SZ, STDOUT_PIPE_SIZE)
 
 
 class ChildPipes:
@@ -31,8 +38,7 @@ class ChildPipes:
         except OSError:
             self.close()
             raise
-        with contextlib.suppress(OSError):  # above /proc/sys/fs/pipe-max-size: keep the default
-            fcntl.fcntl(stdout_write, fcntl.F_SETPIPE_SZ, STDOUT_PIPE_SIZE)
+        widen(stdout_write)
         self.child_ends = [stdin_read, stdout_write, stderr_write]
         self.parent_ends = [stdin_write, stdout_read, stderr_read]
 
@@ -68,14 +74,14 @@ class ChildProcess:
         self,
         pid: int,
         stdin: asyncio.StreamWriter,
-        stdout: asyncio.StreamReader,
+        frames: FrameInbox,
         stderr: asyncio.StreamReader,
         exit: asyncio.Future[int | None],
         transports: Sequence[asyncio.BaseTransport],
     ) -> None:
         self.pid = pid
         self.stdin = stdin
-        self.stdout = stdout
+        self.frames = frames  # what it writes on stdout
         self.stderr = stderr
         self._exit = exit  # its returncode; None when it ended unseen (the fork server died)
         self._transports = transports
@@ -103,20 +109,20 @@ class ChildProcess:
 
 
 async def attach(pid: int, pipes: ChildPipes, exit: asyncio.Future[int | None]) -> ChildProcess:
-    """Wrap the parent's ends of a started child's pipes as asyncio streams."""
+    """Wrap the parent's ends of a started child's pipes: its stdout as a ``FrameInbox``,
+    its stdin and stderr as asyncio streams."""
     loop = asyncio.get_running_loop()
     files = pipes.take_parent_ends()
     stdin_file, stdout_file, stderr_file = files
     transports: list[asyncio.BaseTransport] = []
+    frames, stderr = FrameInbox(), asyncio.StreamReader()
     try:
-        readers = []
-        for file in (stdout_file, stderr_file):
-            reader = asyncio.StreamReader(limit=STREAM_LIMIT)
-            transport, _ = await loop.connect_read_pipe(
-                lambda r=reader: asyncio.StreamReaderProtocol(r), file
-            )
-            transports.append(transport)
-            readers.append(reader)
+        transport, _ = await loop.connect_read_pipe(lambda: frames, stdout_file)
+        transports.append(transport)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stderr), stderr_file
+        )
+        transports.append(transport)
         protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())
         write_transport, _ = await loop.connect_write_pipe(lambda: protocol, stdin_file)
         transports.append(write_transport)
@@ -127,7 +133,8 @@ async def attach(pid: int, pipes: ChildPipes, exit: asyncio.Future[int | None]) 
             file.close()
         raise
     writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-    return ChildProcess(pid, writer, readers[0], readers[1], exit, transports)
+    exit.add_done_callback(lambda _: frames.child_exited())
+    return ChildProcess(pid, writer, frames, stderr, exit, transports)
 
 
 async def exec_child(argv: Sequence[str], *, cwd: Path, env: dict[str, str]) -> ChildProcess:

@@ -3,43 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import math
 import sys
 from collections import deque
 from io import FileIO
 from pathlib import Path
 
-from parent.child_process import ChildProcess
-from protocol import ChildFrame, FrameError, ParentFrame, decode_frame, encode_frame
-from protocol.framing import HEADER, check_length
+from protocol import ChildFrame, FrameError, ParentFrame, encode_frame
+from protocol.framing import FrameAssembler
 
 
-async def read_frame(stream: asyncio.StreamReader) -> ChildFrame | None:
-    """The next frame, or ``None`` on a clean EOF between frames; ``FrameError`` otherwise."""
-    try:
-        header = await stream.readexactly(HEADER.size)
-    except asyncio.IncompleteReadError as exc:
-        if exc.partial:
-            raise FrameError("stream ended inside a frame header") from None
-        return None
-    length = check_length(header)
-    try:
-        body = await stream.readexactly(length)
-    except asyncio.IncompleteReadError as exc:
-        raise FrameError(
-            f"stream ended inside a frame ({len(exc.partial)} of {length} bytes)"
-        ) from None
-    return decode_frame(body, ChildFrame)  # type: ignore[return-value]
+class FrameInbox(asyncio.Protocol):
+    """A child's frames, as the protocol of its stdout pipe: bytes go straight from the
+    pipe into the frame they belong to, and decoded frames wait in a queue, so a consumer
+    that stops waiting (a timeout) never cuts a frame in half."""
 
-
-class FrameInbox:
-    """A child's frames, read by one task for the child's whole life, so a consumer that
-    stops waiting (a timeout) never cuts a frame in half: a later ``next`` gets it whole."""
-
-    def __init__(self, process: ChildProcess, grace: float = 1.0) -> None:
+    def __init__(self, grace: float = 1.0) -> None:
+        self._frames = FrameAssembler(ChildFrame)
         self._queue: asyncio.Queue[ChildFrame | Exception | None] = asyncio.Queue()
-        self._reader = asyncio.create_task(self._read(process.stdout))
-        self._watcher = asyncio.create_task(self._watch(process, grace))
+        self._grace = grace
+        self._ended = False
+        self._give_up: asyncio.TimerHandle | None = None
 
     async def next(self) -> ChildFrame | None:
         """The next frame; ``None`` at EOF, or when the child exited and its stdout did not
@@ -52,26 +35,37 @@ class FrameInbox:
             raise item
         return item
 
-    def close(self) -> None:
-        """Stop reading: the child is done."""
-        self._reader.cancel()
-        self._watcher.cancel()
+    def child_exited(self) -> None:
+        """Stop waiting for the pipe ``grace`` seconds from now."""
+        loop = asyncio.get_running_loop()
+        self._give_up = loop.call_later(self._grace, self._end, None)
 
-    async def _read(self, stream: asyncio.StreamReader) -> None:
+    def data_received(self, data: bytes) -> None:
+        if self._ended:
+            return
         try:
-            while (frame := await read_frame(stream)) is not None:
-                self._queue.put_nowait(frame)
-        except Exception as exc:  # FrameError, or an OSError reading the pipe: the consumer's
-            self._queue.put_nowait(exc)
-        else:
-            self._queue.put_nowait(None)
+            for frame in self._frames.feed(data):
+                self._queue.put_nowait(frame)  # type: ignore[arg-type]
+        except FrameError as exc:
+            self._end(exc)
 
-    async def _watch(self, process: ChildProcess, grace: float) -> None:
-        await process.wait_exit(math.inf)
-        await asyncio.wait({self._reader}, timeout=grace)
-        if not self._reader.done():
-            self._reader.cancel()
-            self._queue.put_nowait(None)
+    def eof_received(self) -> None:
+        try:
+            self._frames.end()
+        except FrameError as exc:
+            self._end(exc)
+        self._end(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """The pipe is closed: at its end, or by ``ChildProcess.close_pipes``."""
+        if self._give_up is not None:
+            self._give_up.cancel()
+        self._end(exc)  # an OSError reading the pipe is the consumer's
+
+    def _end(self, item: Exception | None) -> None:
+        if not self._ended:
+            self._ended = True
+            self._queue.put_nowait(item)
 
 
 async def write_frame(stream: asyncio.StreamWriter, frame: ParentFrame) -> bool:

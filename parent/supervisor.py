@@ -27,7 +27,7 @@ import child
 from child.loop import text_of
 from child.proc import TAG_VARIABLE
 from parent.child_process import ChildProcess, exec_child
-from parent.child_stream import FrameInbox, StderrLog, write_frame
+from parent.child_stream import StderrLog, write_frame
 from parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
 from parent.forkserver import ForkServer, ForkServerUnavailable
 from parent.gateway import Gateway
@@ -173,13 +173,11 @@ class _ChildRun:
     async def run(self) -> ChildFinished:
         tmpdir = tempfile.mkdtemp(prefix=f"isoagent-{self.id}-")
         process: ChildProcess | None = None
-        frames: FrameInbox | None = None
         drain: asyncio.Task[None] | None = None
         result: Result | None = None
         try:
             task = self._task(tmpdir)
             process = await self._spawn(tmpdir)
-            frames = FrameInbox(process)
             drain = asyncio.create_task(self.stderr.drain(process.stderr))
             self.emit(
                 ChildStarted(
@@ -192,7 +190,7 @@ class _ChildRun:
                     transcript=self.transcript_label,
                 )
             )
-            result = await self._outcome(process, frames, task)
+            result = await self._outcome(process, task)
         except ChildFailed as exc:
             result = self._failure(exc.status, str(exc))
         except asyncio.CancelledError:
@@ -205,8 +203,6 @@ class _ChildRun:
                 if drain is not None:
                     await _finish(drain)
             finally:
-                if frames is not None:
-                    frames.close()
                 if drain is not None:
                     drain.cancel()
                 if process is not None:  # a grandchild may still hold the pipes
@@ -256,15 +252,15 @@ class _ChildRun:
         self.pid = process.pid
         return process
 
-    async def _outcome(self, process: ChildProcess, frames: FrameInbox, task: Task) -> Result:
+    async def _outcome(self, process: ChildProcess, task: Task) -> Result:
         """The child's Result, or one that says how the child failed."""
         try:
             try:
                 async with asyncio.timeout(self.sup.timeout):
-                    result = await self._converse(process, frames, task)
+                    result = await self._converse(process, task)
             except TimeoutError:
                 why = f"timed out after {self.sup.timeout:g} s"
-                result = await self._cancel(process, frames, why)
+                result = await self._cancel(process, why)
             await process.wait_exit(1.0)  # after its Result a child exits by itself
             return result
         except FrameError as exc:
@@ -273,7 +269,7 @@ class _ChildRun:
             await process.wait_exit(1.0)
             return self._failure(exc.status, str(exc), process.returncode)
 
-    async def _cancel(self, process: ChildProcess, frames: FrameInbox, why: str) -> Result:
+    async def _cancel(self, process: ChildProcess, why: str) -> Result:
         """Ask the child to stop (Cancel) and take the Result it sends within a moment."""
         failure = self._failure("timeout", why)
         self.cancelled = True
@@ -282,15 +278,15 @@ class _ChildRun:
         with contextlib.suppress(TimeoutError, FrameError, ChildFailed):
             async with asyncio.timeout(CANCEL_GRACE):
                 while True:
-                    frame = await self._answer(process, frames)
+                    frame = await self._answer(process)
                     if isinstance(frame, Result):
                         return msgspec.structs.replace(frame, status="timeout", error=failure.error)
         return failure
 
-    async def _converse(self, process: ChildProcess, frames: FrameInbox, task: Task) -> Result:
+    async def _converse(self, process: ChildProcess, task: Task) -> Result:
         try:
             async with asyncio.timeout(HELLO_TIMEOUT):
-                hello = await frames.next()
+                hello = await process.frames.next()
         except TimeoutError:
             raise ChildFailed(f"sent no Hello within {HELLO_TIMEOUT:g} s") from None
         if hello is None:
@@ -306,15 +302,13 @@ class _ChildRun:
         if not await write_frame(process.stdin, task):
             raise ChildFailed("closed its input before taking its Task")
         while True:
-            frame = await self._answer(process, frames)
+            frame = await self._answer(process)
             if isinstance(frame, Result):
                 return frame
 
-    async def _answer(
-        self, process: ChildProcess, frames: FrameInbox
-    ) -> ModelCall | Progress | Result:
+    async def _answer(self, process: ChildProcess) -> ModelCall | Progress | Result:
         """Take the next frame and act on it: answer a model call, forward progress."""
-        frame = await frames.next()
+        frame = await process.frames.next()
         if frame is None:
             raise ChildFailed("exited before sending its Result")
         if isinstance(frame, ModelCall):

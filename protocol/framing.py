@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import TypeVar
+from collections.abc import Iterator
 
 import msgspec
 
@@ -18,8 +18,6 @@ from protocol.frames import ChildFrame, ParentFrame
 
 MAX_FRAME = 1 << 30  # 1 GiB
 HEADER = struct.Struct(">I")
-
-T = TypeVar("T")
 
 _encoder = msgspec.msgpack.Encoder()
 _decoders: dict[object, msgspec.msgpack.Decoder] = {
@@ -75,32 +73,76 @@ class FrameWriter:
                 parts[0] = parts[0][written:]
 
 
+class FrameAssembler:
+    """Frames out of a byte stream that arrives in pieces of any size; no I/O of its own.
+
+    A reader puts the next bytes into ``buffer()`` (the rest of the current header, or
+    of the current body, allocated once at its announced size) and reports them with
+    ``advance``; one that is handed bytes objects (an asyncio protocol) calls ``feed``.
+    Either way a 50 MB body is written once, where it is decoded.
+    """
+
+    def __init__(self, union: object) -> None:
+        self.union = union
+        self._header = bytearray(HEADER.size)
+        self._body: bytearray | None = None  # None while the header is being read
+        self._part = memoryview(self._header)
+        self._got = 0
+
+    def buffer(self) -> memoryview:
+        """Where the next bytes of the stream go; never past the current frame's end."""
+        return self._part[self._got :]
+
+    def advance(self, count: int) -> object | None:
+        """``count`` more bytes are in ``buffer()``: the frame they complete, if any."""
+        self._got += count
+        if self._got < len(self._part):
+            return None
+        if self._body is None:
+            self._body = bytearray(check_length(self._header))
+            self._part, self._got = memoryview(self._body), 0
+            if self._body:
+                return None
+        body, self._body = self._body, None
+        self._part, self._got = memoryview(self._header), 0
+        return decode_frame(body, self.union)
+
+    def feed(self, data: bytes) -> Iterator[object]:
+        """Every frame that ``data`` completes, in order (a ``FrameError`` after the
+        good ones); consume it whole."""
+        view = memoryview(data)
+        while view:
+            part = self.buffer()
+            count = min(len(part), len(view))
+            part[:count] = view[:count]
+            view = view[count:]
+            if (frame := self.advance(count)) is not None:
+                yield frame
+
+    def end(self) -> None:
+        """The stream has ended: a ``FrameError`` if it ended inside a frame."""
+        if self._body is not None:
+            raise FrameError(
+                f"stream ended inside a frame ({self._got} of {len(self._body)} bytes)"
+            )
+        if self._got:
+            raise FrameError("stream ended inside a frame header")
+
+
 class FrameReader:
-    """Reads frames from a file descriptor (blocking). ``None`` means clean EOF."""
+    """Reads frames from a file descriptor (blocking). ``None`` means clean EOF.
+
+    It reads no byte past the frame it returns."""
 
     def __init__(self, fd: int, union: object) -> None:
         self.fd = fd
-        self.union = union
-
-    def _read_exactly(self, n: int) -> bytearray | None:
-        buffer = bytearray(n)
-        view = memoryview(buffer)
-        got = 0
-        while got < n:
-            count = os.readv(self.fd, [view[got:]])
-            if not count:
-                if got:
-                    raise FrameError(f"stream ended inside a frame ({got} of {n} bytes)")
-                return None
-            got += count
-        return buffer
+        self._frames = FrameAssembler(union)
 
     def read(self) -> object | None:
-        header = self._read_exactly(HEADER.size)
-        if header is None:
-            return None
-        length = check_length(header)
-        body = self._read_exactly(length) if length else bytearray()
-        if body is None:
-            raise FrameError(f"stream ended after a header announcing {length} bytes")
-        return decode_frame(body, self.union)
+        while True:
+            count = os.readv(self.fd, [self._frames.buffer()])
+            if not count:
+                self._frames.end()
+                return None
+            if (frame := self._frames.advance(count)) is not None:
+                return frame

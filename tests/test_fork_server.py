@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from child.agents import BUILTIN_AGENTS
 from parent.child_process import ChildProcess
-from parent.child_stream import read_frame, write_frame
+from parent.child_stream import write_frame
 from parent.forkserver import ForkServer
 from parent.supervisor import (
     FORK_SERVER_COMMAND,
@@ -51,7 +51,7 @@ async def spawn(server: ForkServer, tmp: Path, cwd: Path = PACKAGE_ROOT) -> Chil
 
 
 async def hello(process: ChildProcess) -> Hello:
-    frame = await asyncio.wait_for(read_frame(process.stdout), 30)
+    frame = await asyncio.wait_for(process.frames.next(), 30)
     assert isinstance(frame, Hello), frame
     return frame
 
@@ -64,7 +64,7 @@ async def run_bash(process: ChildProcess, command: str, workdir: Path) -> str:
     await write_frame(process.stdin, Task("go", agent, "m", str(workdir), str(workdir)))
     output = ""
     while True:
-        frame = await asyncio.wait_for(read_frame(process.stdout), 30)
+        frame = await asyncio.wait_for(process.frames.next(), 30)
         if isinstance(frame, ModelCall) and frame.turn == 0:
             use = ToolUseBlock("toolu_1", "bash", {"command": command})
             await write_frame(process.stdin, ModelReply(0, [use]))

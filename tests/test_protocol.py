@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from parent.child_stream import FrameInbox
 from protocol import (
     PROTOCOL_VERSION,
     AgentSpec,
@@ -37,7 +39,7 @@ from protocol import (
     decode_frame,
     encode_frame,
 )
-from protocol.framing import MAX_FRAME
+from protocol.framing import MAX_FRAME, FrameAssembler
 
 CONVERSATION = [
     Message("user", [TextBlock("find the tests")]),
@@ -126,6 +128,46 @@ def test_frames_written_one_after_another_are_read_in_order() -> None:
     os.close(write)
     reader = FrameReader(read, ChildFrame)
     assert [reader.read() for _ in CHILD_FRAMES] == CHILD_FRAMES
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=64), max_size=40))
+def test_frames_fed_in_pieces_of_any_size_come_out_whole(cuts: list[int]) -> None:
+    stream = b"".join(encode_frame(frame) for frame in CHILD_FRAMES)
+    frames = FrameAssembler(ChildFrame)
+    out, at = [], 0
+    for size in [*cuts, len(stream)]:
+        out += frames.feed(stream[at : at + size])
+        at += size
+    frames.end()
+    assert out == CHILD_FRAMES
+
+
+def test_frames_before_a_corrupt_one_reach_the_parent_then_the_error() -> None:
+    async def read(data: bytes) -> list[object]:
+        read, write = os.pipe()
+        os.write(write, data)
+        os.close(write)
+        inbox = FrameInbox()
+        seen: list[object] = []
+        with open(read, "rb", buffering=0) as pipe:
+            loop = asyncio.get_running_loop()
+            transport, _ = await loop.connect_read_pipe(lambda: inbox, pipe)
+            try:
+                while (frame := await inbox.next()) is not None:
+                    seen.append(frame)
+            except FrameError as exc:
+                seen.append(exc)
+            transport.close()
+        return seen
+
+    good = encode_frame(CHILD_FRAMES[0]) + encode_frame(CHILD_FRAMES[1])
+    first, second, error = asyncio.run(read(good + b"\x00\x00\x00\x02\xc1\xc1"))
+    assert [first, second] == CHILD_FRAMES[:2]
+    assert isinstance(error, FrameError) and "undecodable" in str(error)
+    assert asyncio.run(read(good)) == CHILD_FRAMES[:2]  # then a clean end
+    *_, cut = asyncio.run(read(good + encode_frame(CHILD_FRAMES[2])[:-1]))
+    assert isinstance(cut, FrameError) and "ended inside a frame" in str(cut)
 
 
 @settings(max_examples=300, deadline=None)
