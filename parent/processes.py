@@ -8,7 +8,6 @@ process carrying its tag (one that left the session with ``setsid``).
 
 from __future__ import annotations
 
-import asyncio
 import signal
 
 from child.proc import signal_name, signal_processes
@@ -18,12 +17,14 @@ from parent.child_process import ChildProcess
 async def end_session(process: ChildProcess, tag: str, grace: float = 2.0) -> None:
     """TERM the child's session, give it ``grace`` seconds, then KILL whatever is left.
 
-    The /proc scans run in a thread: they take milliseconds the event loop should not lose.
+    The /proc scans (about a millisecond each) run in the event loop: they are GIL-bound,
+    so a thread would not overlap them with anything, only delay them by up to the
+    interpreter's switch interval while the loop is busy.
     """
     if not process.has_exited:
-        await asyncio.to_thread(signal_processes, signal.SIGTERM, session=process.pid, tag=tag)
+        signal_processes(signal.SIGTERM, session=process.pid, tag=tag)
         await process.wait_exit(grace)
-    await asyncio.to_thread(signal_processes, signal.SIGKILL, session=process.pid, tag=tag)
+    signal_processes(signal.SIGKILL, session=process.pid, tag=tag)
     await process.wait_exit(grace)
 
 
