@@ -26,7 +26,7 @@ from parent.anthropic_source import AnthropicSource
 from parent.events import ChildFinished
 from parent.recorder import ConversationRecorder
 from parent.session import Session, Settings, _GatewayBridge, run_in_thread
-from parent.supervisor import ChildRequest
+from parent.supervisor import ChildRequest, fork_server_for
 from protocol import Limits, Message, ModelCall, ModelReply, TextBlock
 
 AGENT = BUILTIN_AGENTS["general-purpose"]
@@ -56,7 +56,7 @@ async def _open(workdir: Path) -> tuple[Session, TimedSource]:
         run_base=workdir / "runs",
         agents=dict(BUILTIN_AGENTS),
     )
-    session = Session(settings, source)
+    session = Session(settings, source, fork_server_for(settings.child_command))
     session.start()
     # The SDK's first call builds its HTTP client and imports lazily; not part of any row.
     call = ModelCall(0, "claude-bench", 64, "", [Message("user", [TextBlock(WARMUP)])])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import shlex
@@ -21,6 +22,7 @@ from protocol import Limits
 if TYPE_CHECKING:
     from parent.agent_files import AgentCatalog
     from parent.events import Sink
+    from parent.forkserver import ForkServer
     from parent.gateway import ModelSource
     from parent.session import Session, Settings
     from protocol import AgentSpec
@@ -230,27 +232,41 @@ def run_session(
     """Open a session with ``sinks`` (and the progress display) and run ``body`` in it,
     under signal handling."""
     from parent.display import ProgressDisplay
+    from parent.forkserver import ForkServerUnavailable
     from parent.sandbox_policy import unsandboxed_warning
-    from parent.supervisor import nesting_depth
+    from parent.supervisor import fork_server_for, nesting_depth
 
     if nesting_depth() >= 1:
         fail("refusing to start model-backed work inside an isoagent child (nesting depth 1)")
-    source = model_source(options)
-    if warning := unsandboxed_warning(settings.sandbox):
-        click.echo(f"isoagent: {warning}", err=True)
-    if progress:
-        sinks = [*sinks, ProgressDisplay(verbose=options["verbose"])]
-    return run_with_signals(functools.partial(session_main, settings, source, sinks, body))
+    fork_server = fork_server_for(settings.child_command)
+    try:
+        if fork_server is not None:  # it loads while the SDK is imported
+            with contextlib.suppress(ForkServerUnavailable):
+                fork_server.launch()
+        source = model_source(options)
+        if warning := unsandboxed_warning(settings.sandbox):
+            click.echo(f"isoagent: {warning}", err=True)
+        if progress:
+            sinks = [*sinks, ProgressDisplay(verbose=options["verbose"])]
+        main = functools.partial(session_main, settings, source, fork_server, sinks, body)
+        return run_with_signals(main)
+    finally:
+        if fork_server is not None:
+            fork_server.close()
 
 
 async def session_main(
-    settings: Settings, source: ModelSource, sinks: Sequence[Sink], body: SessionBody
+    settings: Settings,
+    source: ModelSource,
+    fork_server: ForkServer | None,
+    sinks: Sequence[Sink],
+    body: SessionBody,
 ) -> int:
     """Open a session, attach ``sinks`` before its first event, and run ``body`` in it."""
     from parent.session import Session
 
     try:
-        session = Session(settings, source)
+        session = Session(settings, source, fork_server)
     except OSError as exc:
         fail(f"cannot create the run folder in {settings.runs_dir}: {exc.strerror or exc}")
     session.events.sinks.extend(sinks)

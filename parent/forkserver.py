@@ -1,12 +1,14 @@
 """The parent's side of the fork server (``child/forkserver.py``).
 
-Started on a session's first child, it forks each later child from a process
-that has already imported everything a child needs: about a millisecond from
-request to ``Hello`` instead of an interpreter start. One request is
-outstanding at a time; a reader task takes the server's answers (``Spawned``,
-``SpawnFailed``) and every forked child's exit (``Exited``). If the server
-cannot start or dies, ``spawn`` raises ``ForkServerUnavailable`` from then on
-(after one warning line on stderr) and the caller starts children the plain way.
+Launched as a session opens (by the CLI before it imports the SDK, so the two
+overlap), it forks each child from a process that has already imported
+everything a child needs: a few milliseconds from request to ``Hello`` instead
+of an interpreter start. Requests may overlap (a batch's first wave asks for
+many children at once); a reader task takes the server's answers (``Spawned``,
+``SpawnFailed``, each naming its request) and every forked child's exit
+(``Exited``). If the server cannot start or dies, ``spawn`` raises
+``ForkServerUnavailable`` from then on (after one warning line on stderr) and
+the caller starts children the plain way.
 
 The server is a plain ``subprocess.Popen``, not an asyncio subprocess: asyncio's
 child watcher logs a warning on stderr when a loop closes before its process
@@ -57,12 +59,11 @@ class ForkServer:
         self.pid = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._sock: socket.socket | None = None
-        self._lock = asyncio.Lock()
         self._ids = itertools.count(1)
-        self._request = 0
-        self._answer: asyncio.Future[tuple[int, ExitFuture]] | None = None
+        self._answers: dict[int, asyncio.Future[tuple[int, ExitFuture]]] = {}  # by request
         self._exits: dict[int, ExitFuture] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._reader: asyncio.Task[None] | None = None
         self._broken = ""  # why it cannot be used any more
         self._closing = False
 
@@ -72,22 +73,25 @@ class ForkServer:
         ``ForkServerUnavailable`` when the server cannot serve; ``OSError`` when the
         fork itself failed.
         """
-        async with self._lock:
+        pipes = ChildPipes()
+        try:
             if self._broken:
                 raise ForkServerUnavailable(self._broken)
             self.start()
-            pipes = ChildPipes()
-            try:
-                pid, exit = await self._ask(Spawn(next(self._ids), env, str(cwd)), pipes)
-                return await attach(pid, pipes, exit)
-            finally:
-                pipes.close()  # whatever attach did not take
+            pid, exit = await self._ask(Spawn(next(self._ids), env, str(cwd)), pipes)
+            return await attach(pid, pipes, exit)
+        finally:
+            pipes.close()  # whatever attach did not take
 
     def close(self) -> None:
         """End the server and reap it: it exits at once on EOF. Children it forked go on
         to their own end (stdin EOF, or the supervisor ending their sessions)."""
         self._closing = True
         self._broken = self._broken or "closed"
+        if self._reader is None and self._sock is not None:  # launched, never used (a CLI
+            self._sock.close()  # that failed before its session): not worth a wait
+            if self._process is not None:
+                self._process.kill()
         self._stop()
 
     def _stop(self) -> None:
@@ -102,11 +106,19 @@ class ForkServer:
                 self._process.wait()
 
     def start(self) -> None:
-        """Start the server now (it loads in the background), unless it is running or broken."""
-        if self._sock is None and not self._broken:
-            self._start()
+        """Start the server now (it loads in the background), unless it is running or broken,
+        and take its answers from here on; in the event loop."""
+        self.launch()
+        if self._sock is not None and self._reader is None:
+            self._reader = self._keep(self._read(self._sock))
 
-    def _start(self) -> None:
+    def launch(self) -> None:
+        """Start the server's process, with no event loop yet: a CLI does it before its slow
+        imports, so the server's own import overlaps them."""
+        if self._sock is None and not self._broken:
+            self._launch()
+
+    def _launch(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._process = subprocess.Popen(
@@ -126,26 +138,28 @@ class ForkServer:
         ours.setblocking(False)
         self._sock = ours
         self.pid = self._process.pid
-        self._keep(self._read(ours))
 
     async def _ask(self, request: Spawn, pipes: ChildPipes) -> tuple[int, ExitFuture]:
+        """Send one request and wait for its answer; other requests may be under way: the
+        server answers them in order, and each answer names its request."""
         assert self._sock is not None
-        self._request = request.request
-        self._answer = asyncio.get_running_loop().create_future()
+        answer = asyncio.get_running_loop().create_future()
+        self._answers[request.request] = answer
         try:
             try:
                 await self._send(self._sock, encode(request), pipes.child_ends)
             except OSError as exc:
-                self._answer = None
+                del self._answers[request.request]
                 raise self._fail(f"stopped taking requests ({exc})") from None
             pipes.close_child_ends()  # the request carries them now
             try:
                 async with asyncio.timeout(ANSWER_TIMEOUT):
-                    return await self._answer
+                    return await answer
             except TimeoutError:
+                del self._answers[request.request]
                 raise self._fail(f"did not answer within {ANSWER_TIMEOUT:g} s") from None
         finally:
-            self._answer = None
+            self._answers.pop(request.request, None)
 
     @staticmethod
     async def _send(sock: socket.socket, data: bytes, fds: list[int]) -> None:
@@ -184,8 +198,11 @@ class ForkServer:
             if exit is not None and not exit.done():
                 exit.set_result(message.returncode)
             return
-        answer = self._answer
-        if answer is None or answer.done() or message.request not in (0, self._request):
+        if isinstance(message, SpawnFailed) and message.request == 0:  # it could not read
+            self._fail(f"rejected a request ({message.error})")  # one of ours: it is broken
+            return
+        answer = self._answers.pop(message.request, None)
+        if answer is None or answer.done():
             if isinstance(message, Spawned):  # the asker gave up: its child gets EOF and ends
                 self._exits[message.pid] = asyncio.get_running_loop().create_future()
             return
@@ -208,14 +225,17 @@ class ForkServer:
             with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)
         error = ForkServerUnavailable(self._broken)
-        if self._answer is not None and not self._answer.done():
-            self._answer.set_exception(error)
+        for answer in self._answers.values():  # each is awaited by its asker
+            if not answer.done():
+                answer.set_exception(error)
+        self._answers.clear()
         return error
 
-    def _keep(self, coroutine: Coroutine[Any, Any, None]) -> None:
+    def _keep(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
 
 async def _writable(sock: socket.socket) -> None:

@@ -21,12 +21,12 @@ from child.tools import make_tools
 from child.tools.base import ToolContext
 from parent.anthropic_source import KEY_VARIABLES
 from parent.events import Broadcast, ChildFinished, ChildStarted, Event, RunFinished, RunStarted
-from parent.forkserver import ForkServerUnavailable
+from parent.forkserver import ForkServer, ForkServerUnavailable
 from parent.gateway import Gateway, ModelSource
 from parent.recorder import ConversationRecorder
 from parent.run_folder import RunFolder, TranscriptWriter
 from parent.sandbox_policy import SandboxChoice
-from parent.supervisor import Supervisor, fork_server_for
+from parent.supervisor import Supervisor
 from parent.task_tool import TaskTool
 from protocol import AgentSpec, Limits, ModelCall, ModelReply, Result
 
@@ -61,7 +61,11 @@ class Settings:
 
 
 class Session:
-    def __init__(self, settings: Settings, source: ModelSource) -> None:
+    def __init__(
+        self, settings: Settings, source: ModelSource, fork_server: ForkServer | None
+    ) -> None:
+        """``fork_server``: see ``supervisor.fork_server_for``; the session starts it and
+        closes it."""
         self.settings = settings
         self.run = RunFolder.create(settings.runs_dir)
         self.events = Broadcast()
@@ -73,7 +77,7 @@ class Session:
             max_tokens_total=settings.max_tokens_total,
         )
         # started with the session; ended in finish, or when an interrupt ends the loop
-        self.fork_server = fork_server_for(settings.child_command)
+        self.fork_server = fork_server
         self.supervisor = Supervisor(
             gateway=self.gateway,
             run=self.run,

@@ -109,6 +109,32 @@ def test_forked_children_are_distinct_processes_each_leading_its_own_session(
     with_server(body)
 
 
+def test_children_asked_for_at_once_are_each_forked_onto_their_own_pipes(
+    tmp_path: Path,
+) -> None:
+    async def body(server: ForkServer) -> None:
+        children = await asyncio.gather(*(spawn(server, tmp_path) for _ in range(8)))
+        hellos = await asyncio.gather(*(hello(child) for child in children))
+        assert [h.pid for h in hellos] == [child.pid for child in children]
+        assert len({child.pid for child in children}) == 8
+        for child in children:
+            child.stdin.close()
+        assert all(await asyncio.gather(*(child.wait_exit(10) for child in children)))
+        for child in children:
+            child.close_pipes()
+
+    with_server(body)
+
+
+def test_server_launched_before_the_event_loop_and_never_used_is_gone_after_close() -> None:
+    server = fork_server_for(None)
+    assert server is not None
+    server.launch()  # as the CLI does before its SDK import
+    assert alive(server.pid)
+    server.close()  # that CLI failed (no key, say): no loop ever ran
+    assert not alive(server.pid)  # killed and reaped at once
+
+
 def test_child_killed_by_a_signal_reports_the_signal_as_a_negative_returncode(
     tmp_path: Path,
 ) -> None:

@@ -117,6 +117,7 @@ async def run_examples(
     from child.agents import BUILTIN_AGENTS
     from parent.cli_support import session_main
     from parent.session import Settings
+    from parent.supervisor import fork_server_for
 
     settings = Settings(
         workdir=root / "project",
@@ -137,7 +138,12 @@ async def run_examples(
             outcomes.append(Outcome(prompt, result, session.run.path, finished.children, tally))
             return exit_code_for(result.status)
 
-        await session_main(settings, source, [display], body)
+        fork_server = fork_server_for(settings.child_command)
+        try:
+            await session_main(settings, source, fork_server, [display], body)
+        finally:
+            if fork_server is not None:
+                fork_server.close()
         outcome = outcomes[-1]
         if outcome.result.summary:
             echo(outcome.result.summary)
