@@ -58,7 +58,7 @@ def conversation(turns: int, output: str = "") -> ModelCall:
         messages.append(Message("user", [ToolResultBlock(use.id, listing)]))
     return ModelCall(
         turn=turns,
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-5",
         max_tokens=8192,
         system=AGENT.system_prompt,
         messages=messages,

@@ -13,7 +13,17 @@ from typing import Any
 
 import msgspec
 
-from protocol import Block, ModelCall, ModelError, ModelReply, TextBlock, ToolUseBlock, Usage
+from protocol import (
+    Block,
+    ModelCall,
+    ModelError,
+    ModelReply,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    Usage,
+)
 
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 
@@ -95,11 +105,17 @@ class _Message(msgspec.Struct):
 
 
 _message_decoder = msgspec.json.Decoder(_Message)
-_BLOCK_TYPES: dict[str, type[Block]] = {"text": TextBlock, "tool_use": ToolUseBlock}
+_BLOCK_TYPES: dict[str, type[Block]] = {
+    "text": TextBlock,
+    "tool_use": ToolUseBlock,
+    "thinking": ThinkingBlock,  # kept: the API wants them back with the tool results
+    "redacted_thinking": RedactedThinkingBlock,
+}
 
 
 def _reply(turn: int, body: bytes) -> ModelReply:
-    """Text and tool-use blocks as our Structs; other block types (thinking...) are dropped."""
+    """Text, tool-use and thinking blocks as our Structs; block types of features we do not
+    ask for (server tools, say) are dropped."""
     message = _message_decoder.decode(body)
     content = [
         msgspec.convert(block, _BLOCK_TYPES[block["type"]])

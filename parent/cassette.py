@@ -220,13 +220,14 @@ def _block_difference(old: Block, new: Block) -> str:
             return f"tool_use of {new.name}, recorded {old.name}"
         old_input, new_input = (_key_encoder.encode(b.input).decode() for b in (old, new))
         return f"{new.name} input " + _text_difference(old_input, new_input)
-    assert isinstance(old, ToolResultBlock) and isinstance(new, ToolResultBlock)
-    if old.is_error != new.is_error:
-        state = {True: "an error", False: "not an error"}
-        return f"tool_result is {state[new.is_error]}, recorded {state[old.is_error]}"
-    if old.tool_use_id != new.tool_use_id:
-        return f"tool_result for {new.tool_use_id}, recorded for {old.tool_use_id}"
-    return "tool_result " + _text_difference(old.content, new.content)
+    if isinstance(old, ToolResultBlock) and isinstance(new, ToolResultBlock):
+        if old.is_error != new.is_error:
+            state = {True: "an error", False: "not an error"}
+            return f"tool_result is {state[new.is_error]}, recorded {state[old.is_error]}"
+        if old.tool_use_id != new.tool_use_id:
+            return f"tool_result for {new.tool_use_id}, recorded for {old.tool_use_id}"
+        return "tool_result " + _text_difference(old.content, new.content)
+    return f"{_kind(new)} differs"  # thinking: replayed replies carry it unchanged
 
 
 def _kind(block: Block) -> str:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from parent.session import Session, Settings
     from protocol import AgentSpec
 
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-5"
 
 SessionBody = Callable[["Session"], Awaitable[int]]
 

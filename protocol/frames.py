@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import msgspec
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: thinking blocks
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -32,7 +32,20 @@ class ToolResultBlock(msgspec.Struct, tag_field="type", tag="tool_result", omit_
     is_error: bool = False
 
 
-Block = TextBlock | ToolUseBlock | ToolResultBlock
+class ThinkingBlock(msgspec.Struct, tag_field="type", tag="thinking", omit_defaults=True):
+    """A model's thinking; it must go back to the API unchanged with the tool results."""
+
+    thinking: str
+    signature: str
+
+
+class RedactedThinkingBlock(
+    msgspec.Struct, tag_field="type", tag="redacted_thinking", omit_defaults=True
+):
+    data: str
+
+
+Block = TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock
 
 
 class Message(msgspec.Struct, omit_defaults=True):

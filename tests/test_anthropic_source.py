@@ -7,7 +7,15 @@ import asyncio
 import pytest
 
 from parent.anthropic_source import AnthropicSource
-from protocol import Message, ModelCall, TextBlock, ToolUseBlock, Usage
+from protocol import (
+    Message,
+    ModelCall,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    Usage,
+)
 from tests.support.messages_server import MessagesServer, Reply
 
 CALL = ModelCall(0, "m", 100, "sys", [Message("user", [TextBlock("hi")])])
@@ -20,12 +28,14 @@ def source(api_server: MessagesServer, monkeypatch: pytest.MonkeyPatch) -> Anthr
     return AnthropicSource(max_retries=0)
 
 
-def test_text_and_tool_use_blocks_arrive_as_structs_and_others_are_dropped(
+def test_text_tool_use_and_thinking_blocks_arrive_as_structs_and_others_are_dropped(
     api_server: MessagesServer, source: AnthropicSource
 ) -> None:
     api_server.handler = lambda req: Reply(
         content=[
             {"type": "thinking", "thinking": "hmm", "signature": "x"},
+            {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
             {"type": "text", "text": "Let me look."},
             {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}},
         ],
@@ -35,6 +45,8 @@ def test_text_and_tool_use_blocks_arrive_as_structs_and_others_are_dropped(
     reply = asyncio.run(source.complete(CALL))
     assert reply.error is None
     assert reply.content == [
+        ThinkingBlock("hmm", "x"),
+        RedactedThinkingBlock("opaque"),
         TextBlock("Let me look."),
         ToolUseBlock("toolu_1", "bash", {"command": "ls"}),
     ]

@@ -182,3 +182,22 @@ def test_parent_commands_do_not_see_the_api_credentials(
     assert "test-key" not in done.stdout and "token-xyz" not in done.stdout
     assert "MY_SETTING=kept" in done.stdout  # the user's own environment otherwise
     assert "ISOAGENT_SEEN=run-" in done.stdout
+
+
+def test_thinking_goes_back_to_the_api_unchanged_with_the_tool_results(
+    api_server: MessagesServer, workspace: Path
+) -> None:
+    """Models that think by default reject a tool result whose turn lost its thinking."""
+    thinking = {"type": "thinking", "thinking": "I should list files.", "signature": "sig-1"}
+    step = tool_reply("bash", {"command": "echo hi"})
+    step.content.insert(0, thinking)
+    api_server.handler = delegate("general-purpose", [step])
+    done = run_cli(["run", "think first"], cli_env(api_server), cwd=workspace)
+    assert done.returncode == 0, done.stderr
+
+    child = [r for r in api_server.requests if not r.is_parent]
+    assert child[1].messages[1]["role"] == "assistant"
+    assert child[1].messages[1]["content"][0] == thinking
+    (run,) = run_dirs(workspace)
+    (transcript,) = run.glob("*general-purpose*.jsonl")
+    assert "sig-1" in transcript.read_text()  # the transcript keeps it too
