@@ -8,12 +8,17 @@ import signal
 from collections.abc import Iterable
 
 TAG_VARIABLE = "ISOAGENT_CHILD_TAG"
+# indexes into the /proc/PID/stat fields that follow the command name
+SESSION = 3
+STARTTIME = 19
 
 
-def find_processes(*, session: int = 0, tag: str = "") -> list[int]:
+def find_processes(*, session: int = 0, tag: str = "", born_after: int = 0) -> list[int]:
     """Pids in session ``session``, or whose environment holds ``ISOAGENT_CHILD_TAG=tag``.
 
     The tag finds what a child started even after it left the session with setsid.
+    ``born_after`` (a ``start_time``) skips processes started before it: they cannot
+    descend from a child that started then, and most of a machine's processes are such.
     """
     tag_entry = f"{TAG_VARIABLE}={tag}".encode()
     try:
@@ -25,32 +30,62 @@ def find_processes(*, session: int = 0, tag: str = "") -> list[int]:
         if not name.isdigit():
             continue
         try:
-            if session:
-                with open(f"/proc/{name}/stat", "rb") as stat_file:
-                    stat = stat_file.read()
-                # the fields after the command name, which is in parentheses and may hold spaces
-                if int(stat[stat.rfind(b")") + 2 :].split()[3]) == session:
+            if session or born_after:
+                fields = _stat_fields(name)
+                if int(fields[STARTTIME]) < born_after:
+                    continue
+                if session and int(fields[SESSION]) == session:
                     pids.append(int(name))
                     continue
-            if tag:
-                with open(f"/proc/{name}/environ", "rb") as environ_file:
-                    if tag_entry in environ_file.read().split(b"\0"):
-                        pids.append(int(name))
+            if tag and tag_entry in _read(f"/proc/{name}/environ").split(b"\0"):
+                pids.append(int(name))
         except (OSError, IndexError, ValueError):  # gone, another user's, or a kernel thread
             continue
     return pids
 
 
+def start_time(pid: int) -> int:
+    """When ``pid`` started, in clock ticks after boot; 0 when it cannot be read."""
+    try:
+        return int(_stat_fields(str(pid))[STARTTIME])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _stat_fields(pid: str) -> list[bytes]:
+    stat = _read(f"/proc/{pid}/stat")
+    # the command name is in parentheses and may hold spaces
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
+def _read(path: str) -> bytes:
+    """A whole /proc file: os-level reads, which a scan of every process needs to be cheap."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        parts = []
+        while part := os.read(fd, 1 << 16):
+            parts.append(part)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
 def signal_processes(
-    sig: signal.Signals, *, groups: Iterable[int] = (), session: int = 0, tag: str = ""
+    sig: signal.Signals,
+    *,
+    groups: Iterable[int] = (),
+    session: int = 0,
+    tag: str = "",
+    born_after: int = 0,
 ) -> None:
     """Send ``sig`` to process groups, to every process of ``session`` and to every process
-    tagged ``tag`` (one that left its group and session with setsid); never to this one."""
+    tagged ``tag`` (one that left its group and session with setsid); never to this one.
+    ``born_after``: as in ``find_processes``."""
     for pgid in [*groups, session] if session else groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
     if session or tag:
-        for pid in find_processes(session=session, tag=tag):
+        for pid in find_processes(session=session, tag=tag, born_after=born_after):
             if pid != os.getpid():
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, sig)

@@ -14,17 +14,20 @@ from child.proc import signal_name, signal_processes
 from parent.child_process import ChildProcess
 
 
-async def end_session(process: ChildProcess, tag: str, grace: float = 2.0) -> None:
+async def end_session(
+    process: ChildProcess, tag: str, born_after: int = 0, grace: float = 2.0
+) -> None:
     """TERM the child's session, give it ``grace`` seconds, then KILL whatever is left.
 
     The /proc scans (about a millisecond each) run in the event loop: they are GIL-bound,
     so a thread would not overlap them with anything, only delay them by up to the
-    interpreter's switch interval while the loop is busy.
+    interpreter's switch interval while the loop is busy. ``born_after``: the child's
+    ``start_time``; older processes are not looked at.
     """
     if not process.has_exited:
-        signal_processes(signal.SIGTERM, session=process.pid, tag=tag)
+        signal_processes(signal.SIGTERM, session=process.pid, tag=tag, born_after=born_after)
         await process.wait_exit(grace)
-    signal_processes(signal.SIGKILL, session=process.pid, tag=tag)
+    signal_processes(signal.SIGKILL, session=process.pid, tag=tag, born_after=born_after)
     await process.wait_exit(grace)
 
 

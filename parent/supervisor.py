@@ -25,7 +25,7 @@ import msgspec
 
 import child
 from child.loop import text_of
-from child.proc import TAG_VARIABLE
+from child.proc import TAG_VARIABLE, start_time
 from parent.child_process import ChildProcess, exec_child
 from parent.child_stream import StderrLog, write_frame
 from parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
@@ -158,6 +158,7 @@ class _ChildRun:
         self.transcript = TranscriptWriter(self.transcript_path)
         self.transcript_label = sup.run_folder.display(self.transcript_path)
         self.pid = 0
+        self.born = 0  # its start_time: what it started began later
         self.last_progress: Progress | None = None
         self.recorder = ConversationRecorder(self.emit, self.id)
         self.usage = Usage()
@@ -199,7 +200,7 @@ class _ChildRun:
         finally:
             try:  # an interruption here still records the child and removes its files
                 if process is not None:
-                    await asyncio.shield(end_session(process, tmpdir))
+                    await asyncio.shield(end_session(process, tmpdir, self.born))
                 if drain is not None:
                     await _finish(drain)
             finally:
@@ -250,6 +251,7 @@ class _ChildRun:
             except OSError as exc:
                 raise ChildFailed(f"could not be started ({' '.join(command)}): {exc}") from None
         self.pid = process.pid
+        self.born = start_time(process.pid)
         return process
 
     async def _outcome(self, process: ChildProcess, task: Task) -> Result:
