@@ -143,6 +143,16 @@ def test_frames_fed_in_pieces_of_any_size_come_out_whole(cuts: list[int]) -> Non
     assert out == CHILD_FRAMES
 
 
+def test_a_frame_of_megabytes_fed_in_pipe_sized_chunks_comes_out_whole() -> None:
+    output = "line of tool output\n" * 200_000  # 4 MB
+    call = ModelCall(1, "m", 100, "", [Message("user", [ToolResultBlock("t1", output)])])
+    stream = encode_frame(call) + encode_frame(CHILD_FRAMES[0])
+    frames = FrameAssembler(ChildFrame)
+    chunk = 256 * 1024  # what an asyncio pipe transport reads at a time
+    out = [f for at in range(0, len(stream), chunk) for f in frames.feed(stream[at : at + chunk])]
+    assert out == [call, CHILD_FRAMES[0]]
+
+
 def test_frames_before_a_corrupt_one_reach_the_parent_then_the_error() -> None:
     async def read(data: bytes) -> list[object]:
         read, write = os.pipe()
