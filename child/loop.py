@@ -28,6 +28,7 @@ from protocol import (
     ToolUseBlock,
     Usage,
 )
+from protocol.frames import DEFAULT_MAX_TOKENS
 
 
 class Model(Protocol):
@@ -66,7 +67,7 @@ class Agent:
         model_name: str,
         agent_name: str = "",
         max_turns: int = 0,
-        max_tokens: int = 8192,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
         output_cap: int = 30_000,
         max_parallel: int = 1,
         on_progress: Callable[[Progress], None] | None = None,
@@ -143,6 +144,11 @@ class Agent:
             self.messages.append(Message("assistant", content))
             uses = [b for b in content if isinstance(b, ToolUseBlock)]
             self._progress("turn")
+            if not uses and reply.stop_reason == "max_tokens":
+                raise ModelFailed(
+                    f"the model's reply was cut off at max_tokens ({self.max_tokens}) "
+                    "before it finished"
+                )
             if not uses:
                 return self.last_text()
             self.messages.append(Message("user", self._run_tools(uses)))

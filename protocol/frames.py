@@ -94,11 +94,15 @@ class AgentSpec(msgspec.Struct, omit_defaults=True):
         return bool({"write_file", "edit_file"} & set(self.tools))
 
 
+# room for a thinking model's thinking and its answer (claude-sonnet-5 thinks by default)
+DEFAULT_MAX_TOKENS = 16384
+
+
 class Limits(msgspec.Struct, omit_defaults=True):
     """Per-child limits; 0 means "no limit"."""
 
     max_turns: int = 0
-    max_tokens: int = 8192
+    max_tokens: int = DEFAULT_MAX_TOKENS
     bash_timeout: float = 120.0
     output_cap: int = 30_000
     sandbox: SandboxMode = "off"

@@ -55,6 +55,21 @@ def test_child_that_writes_garbage_is_a_clear_failure(
     assert "corrupt frame" in done.stdout
 
 
+def test_child_reply_cut_off_at_max_tokens_is_an_error_not_an_answer(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    cut = text_reply("The three modules are: first, the")
+    cut.stop_reason = "max_tokens"
+    api_server.handler = delegating([cut])
+    done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "error=True" in done.stdout
+    assert "cut off at max_tokens (16384)" in done.stdout
+    assert "The three modules are: first, the" in done.stdout  # what it had is kept
+    child = next(r for r in api_server.requests if not r.is_parent)
+    assert child.body["max_tokens"] == 16384
+
+
 def test_child_at_its_turn_limit_returns_what_it_has(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
