@@ -61,6 +61,7 @@ class ForkServer:
         self._sock: socket.socket | None = None
         self._ids = itertools.count(1)
         self._answers: dict[int, asyncio.Future[tuple[int, ExitFuture]]] = {}  # by request
+        self._sending = asyncio.Lock()
         self._exits: dict[int, ExitFuture] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._reader: asyncio.Task[None] | None = None
@@ -73,11 +74,11 @@ class ForkServer:
         ``ForkServerUnavailable`` when the server cannot serve; ``OSError`` when the
         fork itself failed.
         """
+        if self._broken:
+            raise ForkServerUnavailable(self._broken)
+        self.start()
         pipes = ChildPipes()
         try:
-            if self._broken:
-                raise ForkServerUnavailable(self._broken)
-            self.start()
             pid, exit = await self._ask(Spawn(next(self._ids), env, str(cwd)), pipes)
             return await attach(pid, pipes, exit)
         finally:
@@ -147,7 +148,8 @@ class ForkServer:
         self._answers[request.request] = answer
         try:
             try:
-                await self._send(self._sock, encode(request), pipes.child_ends)
+                async with self._sending:  # one writer: _writable waits alone on the socket
+                    await self._send(self._sock, encode(request), pipes.child_ends)
             except OSError as exc:
                 del self._answers[request.request]
                 raise self._fail(f"stopped taking requests ({exc})") from None

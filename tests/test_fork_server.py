@@ -126,6 +126,30 @@ def test_children_asked_for_at_once_are_each_forked_onto_their_own_pipes(
     with_server(body)
 
 
+def test_requests_that_fill_the_socket_while_the_server_is_busy_all_get_their_child(
+    tmp_path: Path,
+) -> None:
+    """Eight 200 kB requests do not fit in the socket's buffer: senders wait their turn."""
+    env = {**child_environment(str(tmp_path)), "LC_PADDING": "x" * 200_000}
+
+    async def body(server: ForkServer) -> None:
+        first = await spawn(server, tmp_path)
+        await hello(first)  # the server is up and serving
+        os.kill(server.pid, signal.SIGSTOP)  # busy: it reads nothing for a while
+        asks = [asyncio.ensure_future(server.spawn(env, PACKAGE_ROOT)) for _ in range(8)]
+        await asyncio.sleep(0.3)
+        os.kill(server.pid, signal.SIGCONT)
+        children = await asyncio.wait_for(asyncio.gather(*asks), 30)
+        hellos = await asyncio.gather(*(hello(child) for child in children))
+        assert [h.pid for h in hellos] == [child.pid for child in children]
+        for child in [first, *children]:
+            child.stdin.close()
+            await child.wait_exit(10)
+            child.close_pipes()
+
+    with_server(body)
+
+
 def test_server_launched_before_the_event_loop_and_never_used_is_gone_after_close() -> None:
     server = fork_server_for(None)
     assert server is not None
