@@ -102,7 +102,12 @@ def measure(sizes: Sizes, rows: list[str]) -> tuple[list[Line], list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
-    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write JSON")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        help=f"where to write JSON (default: {DEFAULT_JSON.name} for a full run; a --quick or "
+        "--only run writes none unless asked, so it never replaces the full table)",
+    )
     parser.add_argument("--only", action="append", choices=ROWS, help="run only this row")
     args = parser.parse_args()
     sizes = QUICK if args.quick else FULL
@@ -133,8 +138,10 @@ def main() -> None:
         "skipped": skipped,
         "child_imports": [asdict(cost) for cost in costs],
     }
-    args.json.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
-    print(f"bench: wrote {args.json}", file=sys.stderr)
+    path = args.json or (None if args.quick or args.only else DEFAULT_JSON)
+    if path is not None:
+        path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
+        print(f"bench: wrote {path}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import os
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from bench.stats import Line, Stat, ratio, reference
 from child.agents import BUILTIN_AGENTS
@@ -51,17 +51,12 @@ NAIVE = (*FLAGS, "-c", "import anthropic; from child.main import main; raise Sys
 async def _time_to_ready(argv: tuple[str, ...], says_hello: bool) -> float:
     """Seconds from spawn until the process's first frame (or byte) arrives. A process that
     says Hello is started and read as the supervisor does it (``exec_child``)."""
+    if says_hello:
+        return await _time_to_hello(
+            lambda env: exec_child(argv, cwd=PACKAGE_ROOT, env=env), argv[-1]
+        )
     with tempfile.TemporaryDirectory(prefix="isoagent-bench-") as tmp:
-        env = child_environment(tmp)
         started = time.perf_counter()
-        if says_hello:
-            child = await exec_child(argv, cwd=PACKAGE_ROOT, env=env)
-            frame = await child.frames.next()
-            elapsed = time.perf_counter() - started
-            if not isinstance(frame, Hello):
-                raise RuntimeError(f"{argv[-1]}: expected Hello, got {frame!r:.80}")
-            await _stop(child)
-            return elapsed
         process = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,
@@ -69,7 +64,7 @@ async def _time_to_ready(argv: tuple[str, ...], says_hello: bool) -> float:
             stderr=asyncio.subprocess.DEVNULL,
             start_new_session=True,
             cwd=PACKAGE_ROOT,
-            env=env,
+            env=child_environment(tmp),
         )
         assert process.stdout is not None and process.stdin is not None
         await process.stdout.readexactly(1)
@@ -79,24 +74,27 @@ async def _time_to_ready(argv: tuple[str, ...], says_hello: bool) -> float:
     return elapsed
 
 
-async def _stop(child: ChildProcess) -> None:
-    child.stdin.close()  # the child exits on stdin EOF
-    await child.wait_exit(10)
-    child.close_pipes()
+async def _time_to_hello(
+    start: Callable[[dict[str, str]], Awaitable[ChildProcess]], what: str
+) -> float:
+    """Seconds from ``start(environment)`` until the child's Hello is read; then it ends."""
+    with tempfile.TemporaryDirectory(prefix="isoagent-bench-") as tmp:
+        env = child_environment(tmp)
+        started = time.perf_counter()
+        child = await start(env)
+        frame = await child.frames.next()
+        elapsed = time.perf_counter() - started
+        if not isinstance(frame, Hello):
+            raise RuntimeError(f"{what}: expected Hello, got {frame!r:.80}")
+        child.stdin.close()  # the child exits on stdin EOF
+        await child.wait_exit(10)
+        child.close_pipes()
+    return elapsed
 
 
 async def _time_to_hello_forked(server: ForkServer) -> float:
     """Seconds from a request to the fork server until the forked child's Hello is read."""
-    with tempfile.TemporaryDirectory(prefix="isoagent-bench-") as tmp:
-        env = child_environment(tmp)
-        started = time.perf_counter()
-        process = await server.spawn(env, PACKAGE_ROOT)
-        frame = await process.frames.next()
-        elapsed = time.perf_counter() - started
-        if not isinstance(frame, Hello):
-            raise RuntimeError(f"forked child: expected Hello, got {frame!r:.80}")
-        await _stop(process)
-    return elapsed
+    return await _time_to_hello(lambda env: server.spawn(env, PACKAGE_ROOT), "forked child")
 
 
 async def _start_samples(runs: int, naive_runs: int) -> dict[str, list[float]]:
