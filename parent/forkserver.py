@@ -177,19 +177,19 @@ class ForkServer:
         loop = asyncio.get_running_loop()
         why = "exited"
         try:
-            while data := await loop.sock_recv(sock, MAX_MESSAGE):
-                self._dispatch(decode_reply(data))
-        except (OSError, msgspec.DecodeError) as exc:
-            why = f"failed ({exc})"
-        except asyncio.CancelledError:  # the loop is shutting down: the server must go too
-            self._closing = True
+            try:
+                while data := await loop.sock_recv(sock, MAX_MESSAGE):
+                    self._dispatch(decode_reply(data))
+            except (OSError, msgspec.DecodeError) as exc:
+                why = f"failed ({exc})"
+            except asyncio.CancelledError:  # the loop is shutting down: the server must go too
+                self._closing = True
+                raise
+            if not self._closing:
+                self._fail(why)
+        finally:
             self._stop()
             sock.close()
-            raise
-        if not self._closing:
-            self._fail(why)
-        self._stop()
-        sock.close()
         for pid, exit in self._exits.items():  # no Exited will come for these
             self._keep(_watch_gone(pid, exit))
         self._exits.clear()
