@@ -246,13 +246,18 @@ def child_and_server(workdir: Path) -> str:
     )
 
 
+def probing(workdir: Path) -> Callable[[Request], Reply]:
+    """The child runs ``child_and_server(workdir)`` with bash, then answers."""
+    return lambda req: [
+        tool_reply("bash", {"command": child_and_server(workdir)}),
+        text_reply("done"),
+    ][min(req.turn, 1)]
+
+
 def test_cli_forks_children_from_a_server_without_credentials(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    api_server.handler = lambda req: [
-        tool_reply("bash", {"command": child_and_server(tmp_path)}),
-        text_reply("done"),
-    ][min(req.turn, 1)]
+    api_server.handler = probing(tmp_path)
     env = cli_env(api_server, ANTHROPIC_AUTH_TOKEN="token-xyz", SOME_SECRET="hush")
     done = run_cli(["task", "probe"], env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -271,10 +276,7 @@ def test_cli_forks_children_from_a_server_without_credentials(
 def test_fork_server_off_starts_children_from_the_cli(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    api_server.handler = lambda req: [
-        tool_reply("bash", {"command": child_and_server(tmp_path)}),
-        text_reply("done"),
-    ][min(req.turn, 1)]
+    api_server.handler = probing(tmp_path)
     env = cli_env(api_server, ISOAGENT_FORK_SERVER="0")
     cli = start_cli(["task", "probe"], env, cwd=tmp_path)
     _, stderr = cli.communicate(timeout=60)
