@@ -55,13 +55,13 @@ def serve(sock: socket.socket) -> None:
     gc.collect()
     gc.freeze()
     while True:
-        ready, _, _ = select.select([sock, wake_read], [], [])
+        ready, _, _ = select.select([sock.fileno(), wake_read], [], [])
         if wake_read in ready:
             with contextlib.suppress(BlockingIOError):
                 while os.read(wake_read, 512):
                     pass
             _reap(sock)
-        if sock in ready:
+        if sock.fileno() in ready:
             data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, PIPES)
             if not data:
                 return  # the parent is gone

@@ -117,12 +117,12 @@ async def attach(pid: int, pipes: ChildPipes, exit: asyncio.Future[int | None]) 
     transports: list[asyncio.BaseTransport] = []
     frames, stderr = FrameInbox(), asyncio.StreamReader()
     try:
-        transport, _ = await loop.connect_read_pipe(lambda: frames, stdout_file)
-        transports.append(transport)
-        transport, _ = await loop.connect_read_pipe(
+        stdout_transport, _ = await loop.connect_read_pipe(lambda: frames, stdout_file)
+        transports.append(stdout_transport)
+        stderr_transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(stderr), stderr_file
         )
-        transports.append(transport)
+        transports.append(stderr_transport)
         protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())
         write_transport, _ = await loop.connect_write_pipe(lambda: protocol, stdin_file)
         transports.append(write_transport)

@@ -287,8 +287,13 @@ def run_with_signals(main: Callable[[], Awaitable[int]]) -> int:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
+
+        def stop(sig: int) -> None:
+            received.append(sig)
+            task.cancel()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, lambda s=sig: (received.append(s), task.cancel()))
+            loop.add_signal_handler(sig, stop, sig)
         try:
             return await main()
         except asyncio.CancelledError:

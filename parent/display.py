@@ -58,8 +58,8 @@ class ProgressDisplay:
                 self._print(f"{running.head} ...")
         elif isinstance(event, ChildProgress):
             progress = event.progress
-            if running := self.active.get(event.child):
-                running.tools = progress.tool_calls
+            if shown := self.active.get(event.child):
+                shown.tools = progress.tool_calls
                 self._redraw()
             if self.verbose and progress.event == "tool_start":
                 head = f"  [{event.agent}] {event.description}"

@@ -51,7 +51,7 @@ def check_length(header: bytes | bytearray) -> int:
     return length
 
 
-def decode_frame(body: bytes | bytearray, union: object) -> object:
+def decode_frame(body: bytes | bytearray | mmap.mmap, union: object) -> object:
     """Decode one frame body as a member of ``union`` (ChildFrame or ParentFrame)."""
     try:
         return _decoders[union].decode(body)

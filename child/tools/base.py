@@ -7,7 +7,7 @@ import signal
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import msgspec
 
@@ -67,7 +67,7 @@ class Tool(Generic[I]):
 
     def run(self, args: dict[str, Any]) -> ToolOutput:
         try:
-            inp = msgspec.convert(args, type=self.Input)
+            inp = cast(I, msgspec.convert(args, type=self.Input))  # Input is I's class
         except msgspec.ValidationError as exc:
             return ToolOutput(f"invalid input for {self.name}: {exc}", is_error=True)
         try:
