@@ -8,7 +8,6 @@ once instead of a wait for gigabytes that will never come.
 
 from __future__ import annotations
 
-import contextlib
 import mmap
 import os
 import struct
@@ -63,13 +62,11 @@ def _body_buffer(length: int) -> bytearray | mmap.mmap:
     """A frame body's buffer. A bytearray is zero-filled when it is made: for 50 MB,
     a 20 ms stall (page faults) between a frame's header and its first body byte.
     A body of ``MAPPED_BODY`` bytes or more gets an anonymous mapping instead, whose
-    pages are faulted in as the bytes arrive, in huge pages where the kernel allows."""
+    pages are faulted in as the bytes arrive. (Huge pages would fault less but, when
+    the kernel must compact memory for them, stall for 100 ms now and then.)"""
     if length < MAPPED_BODY:
         return bytearray(length)
-    body = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    with contextlib.suppress(AttributeError, OSError):  # no transparent huge pages
-        body.madvise(mmap.MADV_HUGEPAGE)
-    return body
+    return mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 
 
 class FrameWriter:
