@@ -62,6 +62,7 @@ class ForkServer:
         self._ids = itertools.count(1)
         self._answers: dict[int, asyncio.Future[tuple[int, ExitFuture]]] = {}  # by request
         self._sending = asyncio.Lock()
+        self._send_wait: asyncio.Future[None] | None = None  # a sender's wait for room
         self._exits: dict[int, ExitFuture] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._reader: asyncio.Task[None] | None = None
@@ -143,34 +144,44 @@ class ForkServer:
     async def _ask(self, request: Spawn, pipes: ChildPipes) -> tuple[int, ExitFuture]:
         """Send one request and wait for its answer; other requests may be under way: the
         server answers them in order, and each answer names its request."""
-        assert self._sock is not None
-        answer = asyncio.get_running_loop().create_future()
-        self._answers[request.request] = answer
-        try:
+        async with self._sending:  # one writer: one wait for the socket at a time
+            if self._broken or self._sock is None:  # it broke while this one queued
+                raise ForkServerUnavailable(self._broken or "not started")
             try:
-                async with self._sending:  # one writer: _writable waits alone on the socket
-                    await self._send(self._sock, encode(request), pipes.child_ends)
+                await self._send(self._sock, encode(request), pipes.child_ends)
             except OSError as exc:
-                del self._answers[request.request]
                 raise self._fail(f"stopped taking requests ({exc})") from None
-            pipes.close_child_ends()  # the request carries them now
-            try:
-                async with asyncio.timeout(ANSWER_TIMEOUT):
-                    return await answer
-            except TimeoutError:
-                del self._answers[request.request]
-                raise self._fail(f"did not answer within {ANSWER_TIMEOUT:g} s") from None
+            # registered once sent: no answer can come before, and _fail only wakes
+            # requests that are being waited for
+            answer = asyncio.get_running_loop().create_future()
+            self._answers[request.request] = answer
+        pipes.close_child_ends()  # the request carries them now
+        try:
+            async with asyncio.timeout(ANSWER_TIMEOUT):
+                return await answer
+        except TimeoutError:
+            raise self._fail(f"did not answer within {ANSWER_TIMEOUT:g} s") from None
         finally:
             self._answers.pop(request.request, None)
+            if answer.done() and not answer.cancelled():
+                answer.exception()  # seen: a timeout may have beaten _fail to this one
 
-    @staticmethod
-    async def _send(sock: socket.socket, data: bytes, fds: list[int]) -> None:
+    async def _send(self, sock: socket.socket, data: bytes, fds: list[int]) -> None:
+        """Send one message, waiting while the socket is full; ``_fail`` ends the wait."""
+        loop = asyncio.get_running_loop()
         while True:
             try:
                 socket.send_fds(sock, [data], fds)
                 return
             except BlockingIOError:
-                await _writable(sock)
+                fd = sock.fileno()  # by number: _read may close the socket meanwhile
+                self._send_wait = loop.create_future()
+                loop.add_writer(fd, _settle, self._send_wait)
+                try:
+                    await self._send_wait
+                finally:
+                    loop.remove_writer(fd)
+                    self._send_wait = None
 
     async def _read(self, sock: socket.socket) -> None:
         """Dispatch the server's messages until its socket ends; then clean up after it."""
@@ -227,6 +238,8 @@ class ForkServer:
             with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)
         error = ForkServerUnavailable(self._broken)
+        if self._send_wait is not None and not self._send_wait.done():
+            self._send_wait.set_exception(error)
         for answer in self._answers.values():  # each is awaited by its asker
             if not answer.done():
                 answer.set_exception(error)
@@ -238,16 +251,6 @@ class ForkServer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
-
-
-async def _writable(sock: socket.socket) -> None:
-    loop = asyncio.get_running_loop()
-    ready: asyncio.Future[None] = loop.create_future()
-    loop.add_writer(sock, _settle, ready)
-    try:
-        await ready
-    finally:
-        loop.remove_writer(sock)
 
 
 def _settle(future: asyncio.Future[None]) -> None:

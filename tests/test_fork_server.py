@@ -7,14 +7,18 @@ import asyncio
 import base64
 import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
+import pytest
+
 from child.agents import BUILTIN_AGENTS
+from parent import forkserver
 from parent.child_process import ChildProcess
 from parent.child_stream import write_frame
-from parent.forkserver import ForkServer
+from parent.forkserver import ForkServer, ForkServerUnavailable
 from parent.supervisor import (
     FORK_SERVER_COMMAND,
     PACKAGE_ROOT,
@@ -148,6 +152,23 @@ def test_requests_that_fill_the_socket_while_the_server_is_busy_all_get_their_ch
             child.close_pipes()
 
     with_server(body)
+
+
+def test_a_server_that_never_answers_sends_every_waiting_request_to_plain_spawning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(forkserver, "ANSWER_TIMEOUT", 0.5)  # 10 s in use; only shorter
+    mute = ForkServer(
+        [sys.executable, "-c", "import time; time.sleep(60)"], cwd=tmp_path, env={}
+    )  # the server's command gets its socket's fd number appended; it never reads it
+
+    async def body(server: ForkServer) -> list[BaseException | ChildProcess]:
+        asks = (server.spawn(child_environment(str(tmp_path)), tmp_path) for _ in range(4))
+        return await asyncio.gather(*asks, return_exceptions=True)
+
+    outcomes = with_server(body, mute)
+    assert all(isinstance(o, ForkServerUnavailable) for o in outcomes), outcomes
+    assert "did not answer within 0.5 s" in str(outcomes[0])
 
 
 def test_server_launched_before_the_event_loop_and_never_used_is_gone_after_close() -> None:
