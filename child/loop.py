@@ -37,6 +37,13 @@ class Model(Protocol):
     def complete(self, call: ModelCall) -> ModelReply: ...
 
 
+# stop reasons that mean the reply is incomplete
+CUT_OFF = {
+    "max_tokens": "the model's reply was cut off at max_tokens ({}) before it finished",
+    "model_context_window_exceeded": "the conversation outgrew the model's context window",
+}
+
+
 class LoopEnd(Exception):
     """Ends the loop early with a status; the message says why, for the caller."""
 
@@ -144,11 +151,8 @@ class Agent:
             self.messages.append(Message("assistant", content))
             uses = [b for b in content if isinstance(b, ToolUseBlock)]
             self._progress("turn")
-            if not uses and reply.stop_reason == "max_tokens":
-                raise ModelFailed(
-                    f"the model's reply was cut off at max_tokens ({self.max_tokens}) "
-                    "before it finished"
-                )
+            if reply.stop_reason in CUT_OFF:  # a tool call in it may be cut in half too
+                raise ModelFailed(CUT_OFF[reply.stop_reason].format(self.max_tokens))
             if not uses:
                 return self.last_text()
             self.messages.append(Message("user", self._run_tools(uses)))

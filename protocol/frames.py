@@ -36,7 +36,7 @@ class ThinkingBlock(msgspec.Struct, tag_field="type", tag="thinking", omit_defau
     """A model's thinking; it must go back to the API unchanged with the tool results."""
 
     thinking: str
-    signature: str
+    signature: str = ""  # compatible servers may leave it out
 
 
 class RedactedThinkingBlock(

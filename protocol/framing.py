@@ -54,7 +54,7 @@ def decode_frame(body: bytes | bytearray | mmap.mmap, union: object) -> object:
     """Decode one frame body as a member of ``union`` (ChildFrame or ParentFrame)."""
     try:
         return _decoders[union].decode(body)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nested too deep
         raise FrameError(f"undecodable frame ({len(body)} bytes): {exc}") from None
 
 
@@ -112,7 +112,11 @@ class FrameAssembler:
         if self._got < len(self._part):
             return None
         if self._body is None:
-            self._body = _body_buffer(check_length(self._header))
+            length = check_length(self._header)
+            try:
+                self._body = _body_buffer(length)
+            except (MemoryError, OSError) as exc:
+                raise FrameError(f"no memory for a frame of {length} bytes: {exc!r}") from None
             self._part, self._got = memoryview(self._body), 0
             if len(self._body):
                 return None

@@ -35,6 +35,7 @@ def test_text_tool_use_and_thinking_blocks_arrive_as_structs_and_others_are_drop
         content=[
             {"type": "thinking", "thinking": "hmm", "signature": "x"},
             {"type": "redacted_thinking", "data": "opaque"},
+            {"type": "thinking", "thinking": "no signature"},  # some compatible servers
             {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
             {"type": "text", "text": "Let me look."},
             {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}},
@@ -47,6 +48,7 @@ def test_text_tool_use_and_thinking_blocks_arrive_as_structs_and_others_are_drop
     assert reply.content == [
         ThinkingBlock("hmm", "x"),
         RedactedThinkingBlock("opaque"),
+        ThinkingBlock("no signature"),
         TextBlock("Let me look."),
         ToolUseBlock("toolu_1", "bash", {"command": "ls"}),
     ]

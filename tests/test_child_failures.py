@@ -70,6 +70,18 @@ def test_child_reply_cut_off_at_max_tokens_is_an_error_not_an_answer(
     assert child.body["max_tokens"] == 16384
 
 
+def test_child_tool_call_cut_off_at_max_tokens_is_not_run(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    cut = tool_reply("write_file", {"path": "half.txt", "content": "the first half"})
+    cut.stop_reason = "max_tokens"
+    api_server.handler = delegating([cut])
+    done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "cut off at max_tokens" in done.stdout
+    assert not (tmp_path / "half.txt").exists()
+
+
 def test_child_at_its_turn_limit_returns_what_it_has(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:

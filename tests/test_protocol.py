@@ -153,6 +153,13 @@ def test_a_frame_of_megabytes_fed_in_pipe_sized_chunks_comes_out_whole() -> None
     assert out == [call, CHILD_FRAMES[0]]
 
 
+def test_a_frame_nested_too_deep_is_a_frame_error() -> None:
+    body = b"\x91" * 100_000 + b"\xc0"  # arrays in arrays, 100,000 deep
+    frames = FrameAssembler(ChildFrame)
+    with pytest.raises(FrameError, match="undecodable"):
+        list(frames.feed(len(body).to_bytes(4, "big") + body))
+
+
 def test_frames_before_a_corrupt_one_reach_the_parent_then_the_error() -> None:
     async def read(data: bytes) -> list[object]:
         read, write = os.pipe()
