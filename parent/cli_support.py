@@ -250,7 +250,7 @@ def run_session(
             sinks = [*sinks, ProgressDisplay(verbose=options["verbose"])]
         main = functools.partial(session_main, settings, source, fork_server, sinks, body)
         return run_with_signals(main)
-    finally:
+    finally:  # session_main closes it too; this is for a failure before the session
         if fork_server is not None:
             fork_server.close()
 
@@ -262,7 +262,8 @@ async def session_main(
     sinks: Sequence[Sink],
     body: SessionBody,
 ) -> int:
-    """Open a session, attach ``sinks`` before its first event, and run ``body`` in it."""
+    """Open a session, attach ``sinks`` before its first event, and run ``body`` in it;
+    then close ``fork_server``, whatever the end."""
     from parent.session import Session
 
     try:
@@ -277,6 +278,9 @@ async def session_main(
         where = session.run.display(session.run.path)
         click.echo(f"isoagent: interrupted; transcripts so far are in {where}", err=True)
         raise
+    finally:
+        if fork_server is not None:
+            fork_server.close()
 
 
 def run_with_signals(main: Callable[[], Awaitable[int]]) -> int:

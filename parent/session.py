@@ -64,8 +64,8 @@ class Session:
     def __init__(
         self, settings: Settings, source: ModelSource, fork_server: ForkServer | None
     ) -> None:
-        """``fork_server``: see ``supervisor.fork_server_for``; the session starts it and
-        closes it."""
+        """``fork_server``: see ``supervisor.fork_server_for``; the session starts it, and
+        whoever made it closes it (``cli_support.session_main`` does)."""
         self.settings = settings
         self.run = RunFolder.create(settings.runs_dir)
         self.events = Broadcast()
@@ -76,7 +76,6 @@ class Session:
             max_concurrent=max(settings.max_parallel, 1) + 1,
             max_tokens_total=settings.max_tokens_total,
         )
-        # started with the session; ended in finish, or when an interrupt ends the loop
         self.fork_server = fork_server
         self.supervisor = Supervisor(
             gateway=self.gateway,
@@ -122,8 +121,6 @@ class Session:
         )
         self.events(final)
         self.log.close()
-        if self.fork_server is not None:
-            self.fork_server.close()
         return final
 
     def command_environment(self) -> dict[str, str]:

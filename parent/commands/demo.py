@@ -139,11 +139,7 @@ async def run_examples(
             return exit_code_for(result.status)
 
         fork_server = fork_server_for(settings.child_command)
-        try:
-            await session_main(settings, source, fork_server, [display], body)
-        finally:
-            if fork_server is not None:
-                fork_server.close()
+        await session_main(settings, source, fork_server, [display], body)
         outcome = outcomes[-1]
         if outcome.result.summary:
             echo(outcome.result.summary)
