@@ -24,6 +24,7 @@ from bench.cli_start import SCRIPT
 from bench.driver import WARMUP
 from bench.spawn import vm_hwm_mb
 from bench.stats import Line, Stat, reference
+from child.proc import STIME, UTIME, stat_fields
 from parent.supervisor import FORK_SERVER_VARIABLE, PACKAGE_ROOT
 from tests.conftest import cli_env
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
@@ -126,11 +127,10 @@ class BatchRun:
 def _own_cpu(pid: int) -> float:
     """CPU seconds (user + sys) a process has used itself; 0 once it is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        fields = stat_fields(pid)
     except OSError:
         return 0.0
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[UTIME]) + int(fields[STIME])) / os.sysconf("SC_CLK_TCK")
 
 
 def _run_batch(latency: float, size: BatchSize) -> BatchRun:

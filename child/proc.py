@@ -8,9 +8,14 @@ import signal
 from collections.abc import Iterable
 
 TAG_VARIABLE = "ISOAGENT_CHILD_TAG"
-# indexes into the /proc/PID/stat fields that follow the command name
+# indexes into stat_fields: the /proc/PID/stat fields that follow the command name
+STATE = 0
+PPID = 1
 SESSION = 3
+UTIME = 11
+STIME = 12
 STARTTIME = 19
+DEAD = (b"Z", b"X")  # states of a process that has ended (a zombie: not yet reaped)
 
 
 def find_processes(*, session: int = 0, tag: str = "", born_after: int = 0) -> list[int]:
@@ -31,7 +36,7 @@ def find_processes(*, session: int = 0, tag: str = "", born_after: int = 0) -> l
             continue
         try:
             if session or born_after:
-                fields = _stat_fields(name)
+                fields = stat_fields(name)
                 if int(fields[STARTTIME]) < born_after:
                     continue
                 if session and int(fields[SESSION]) == session:
@@ -47,12 +52,13 @@ def find_processes(*, session: int = 0, tag: str = "", born_after: int = 0) -> l
 def start_time(pid: int) -> int:
     """When ``pid`` started, in clock ticks after boot; 0 when it cannot be read."""
     try:
-        return int(_stat_fields(str(pid))[STARTTIME])
+        return int(stat_fields(pid)[STARTTIME])
     except (OSError, IndexError, ValueError):
         return 0
 
 
-def _stat_fields(pid: str) -> list[bytes]:
+def stat_fields(pid: int | str) -> list[bytes]:
+    """The fields of /proc/PID/stat after the command name (index them with STATE...)."""
     stat = _read(f"/proc/{pid}/stat")
     # the command name is in parentheses and may hold spaces
     return stat[stat.rfind(b")") + 2 :].split()

@@ -30,6 +30,7 @@ from typing import Any
 
 import msgspec
 
+from child.proc import DEAD, STATE, stat_fields
 from parent.child_process import ChildPipes, ChildProcess, attach
 from protocol.forkserver import (
     MAX_MESSAGE,
@@ -269,8 +270,7 @@ async def _watch_gone(pid: int, exit: ExitFuture, poll: float = 0.05) -> None:
 def _running(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+        return stat_fields(pid)[STATE] not in DEAD
     except ProcessLookupError:
         return False
     except (OSError, IndexError):

@@ -15,6 +15,7 @@ from typing import TypeVar
 import pytest
 
 from child.agents import BUILTIN_AGENTS
+from child.proc import PPID, stat_fields
 from parent import forkserver
 from parent.child_process import ChildProcess
 from parent.child_stream import write_frame
@@ -83,8 +84,7 @@ async def run_bash(process: ChildProcess, command: str, workdir: Path) -> str:
 
 
 def ppid(pid: int) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat.rsplit(")", 1)[1].split()[1])
+    return int(stat_fields(pid)[PPID])
 
 
 # --- the fork server itself --------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 from child.tools.base import ToolContext, ToolOutput
 from child.tools.bash import Bash
 from protocol import Limits
+from tests.support.processes import alive, wait_for
 
 
 def run(tmp_path: Path, command: str, ctx: ToolContext | None = None, **args) -> ToolOutput:
@@ -20,21 +21,8 @@ def run(tmp_path: Path, command: str, ctx: ToolContext | None = None, **args) ->
     return tool.run({"command": command, **args})
 
 
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state not in ("Z", "X")
-
-
 def wait_dead(pid: int, within: float = 2.0) -> bool:
-    deadline = time.monotonic() + within
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+    return wait_for(lambda: not alive(pid), within)
 
 
 def test_bash_returns_stdout_and_stderr_combined(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
+
+from child.proc import DEAD, STATE, stat_fields
 
 
 def alive(pid: int) -> bool:
@@ -15,7 +16,7 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        return stat_fields(pid)[STATE] not in DEAD
     except (OSError, IndexError):
         return False
 
