@@ -8,6 +8,7 @@ from collections import deque
 from io import FileIO
 from pathlib import Path
 
+from parent.run_folder import write_all
 from protocol import ChildFrame, FrameError, ParentFrame, encode_frame
 from protocol.framing import FrameAssembler
 
@@ -99,9 +100,7 @@ class StderrLog:
             while chunk := await stream.read(1 << 16):
                 if log is not None:
                     try:
-                        view = memoryview(chunk)
-                        while view:
-                            view = view[log.write(view) :]
+                        write_all(log, chunk)
                     except OSError as exc:
                         self._report(exc)
                         log.close()

@@ -39,6 +39,13 @@ class RunFolder:
         return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
 
 
+def write_all(file: FileIO, data: bytes) -> None:
+    """Write all of ``data`` to an unbuffered file, whose writes may be partial."""
+    view = memoryview(data)
+    while view:
+        view = view[file.write(view) :]
+
+
 class TranscriptWriter:
     """Appends events as JSONL lines, flushed one by one so a crash loses nothing written.
 
@@ -61,9 +68,7 @@ class TranscriptWriter:
             return
         try:
             line = _encoder.encode(event) + b"\n"  # text that is not UTF-8 cannot be encoded
-            view = memoryview(line)
-            while view:
-                view = view[self._file.write(view) :]
+            write_all(self._file, line)
             self._end += len(line)
         except (OSError, UnicodeEncodeError) as exc:
             with contextlib.suppress(OSError):  # keep valid JSONL: drop the partial line

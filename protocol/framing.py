@@ -33,8 +33,8 @@ class FrameError(Exception):
 
 
 def encode_frame(frame: msgspec.Struct) -> bytes:
-    body = _encoder.encode(frame)
-    return HEADER.pack(len(body)) + body
+    header, body = frame_parts(frame)
+    return header + body
 
 
 def frame_parts(frame: msgspec.Struct) -> tuple[bytes, bytes]:
