@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from bench.stats import Line, Stat, reference
-from parent.supervisor import PACKAGE_ROOT
+from isoagent.parent.children.launch import PACKAGE_ROOT
 
 # The console script, run by this interpreter directly: a pyenv shim on PATH would add its own
 # start-up time to every run.

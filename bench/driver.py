@@ -2,7 +2,7 @@
 
 ``python -m bench.driver ROUNDS`` (from the repository root, with
 ``ANTHROPIC_BASE_URL`` pointing at the bench's in-test server) opens a real
-``parent.session.Session`` -- gateway, SDK source, supervisor, run folder,
+``parent/session.py``'s Session -- gateway, SDK source, supervisor, run folder,
 transcripts -- and runs one two-turn task ROUNDS times through
 ``Supervisor.run`` (what the ``task`` tool does), each time followed by the same
 task as an in-process agent. It prints the phases of each as JSON on stdout.
@@ -18,16 +18,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from child.agents import BUILTIN_AGENTS
-from child.loop import Agent
-from child.tools import make_tools
-from child.tools.base import ToolContext
-from parent.anthropic_source import AnthropicSource
-from parent.events import ChildFinished
-from parent.recorder import ConversationRecorder
-from parent.session import Session, Settings, _GatewayBridge, run_in_thread
-from parent.supervisor import ChildRequest, fork_server_for
-from protocol import Limits, Message, ModelCall, ModelReply, TextBlock
+from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
+from isoagent.child.agent.loop import Agent
+from isoagent.child.agent.tools import make_tools
+from isoagent.child.agent.tools.base import ToolContext
+from isoagent.parent.children.launch import fork_server_for
+from isoagent.parent.children.supervisor import ChildRequest
+from isoagent.parent.events import ChildFinished
+from isoagent.parent.model.conversation import ConversationRecorder
+from isoagent.parent.model.sdk import AnthropicSource
+from isoagent.parent.session import Session, Settings, _GatewayBridge, run_in_thread
+from isoagent.protocol import Limits, Message, ModelCall, ModelReply, TextBlock
 
 AGENT = BUILTIN_AGENTS["general-purpose"]
 WARMUP = "warm-up"  # a prompt the bench's server answers at once

@@ -24,8 +24,8 @@ from bench.cli_start import SCRIPT
 from bench.driver import WARMUP
 from bench.spawn import vm_hwm_mb
 from bench.stats import Line, Stat, reference
-from child.proc import STIME, UTIME, stat_fields
-from parent.supervisor import FORK_SERVER_VARIABLE, PACKAGE_ROOT
+from isoagent.child.agent.proc import STIME, UTIME, stat_fields
+from isoagent.parent.children.launch import FORK_SERVER_VARIABLE, PACKAGE_ROOT
 from tests.conftest import cli_env
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 
@@ -89,7 +89,7 @@ def delegation(rounds: int) -> list[Line]:
         ),
         reference(
             "delegation",
-            "in-process: `child.loop.Agent` with a fresh message list, same gateway and server",
+            "in-process: the agent loop with a fresh message list, same gateway and server",
             in_process,
         ),
         reference(

@@ -1,8 +1,8 @@
-"""What the child imports beyond the floor, from ``python -X importtime -m child``.
+"""What the child imports beyond the floor, from ``python -X importtime -m isoagent.child``.
 
 Each module the child imports and ``python -c "import msgspec"`` does not is
 listed with its own import time (median over runs) and the first project
-module (``child.*``, ``protocol.*``) above it in the import tree: the place
+module (``isoagent.*``) above it in the import tree: the place
 to make the import lazy.
 """
 
@@ -14,9 +14,9 @@ import tempfile
 from dataclasses import dataclass
 
 from bench.spawn import CHILD, FLAGS
-from parent.supervisor import PACKAGE_ROOT, child_environment
+from isoagent.parent.children.launch import PACKAGE_ROOT, child_environment
 
-PROJECT = ("child", "protocol")
+PROJECT = ("isoagent",)
 
 
 @dataclass
@@ -87,7 +87,7 @@ def markdown(costs: list[ModuleCost], top: int = 15) -> str:
     total = sum(cost.self_ms for cost in costs)
     out = [
         f"Child imports beyond the floor: {len(costs)} modules, {total:.1f} ms of their own "
-        "import time (`python -X importtime -m child`, median per module).",
+        "import time (`python -X importtime -m isoagent.child`, median per module).",
         "",
         "| module | own ms | cumulative ms | pulled in by |",
         "|---|---:|---:|---|",

@@ -15,17 +15,18 @@ import time
 from collections.abc import Awaitable, Callable
 
 from bench.stats import Line, Stat, ratio, reference
-from child.agents import BUILTIN_AGENTS
-from parent.child_process import ChildProcess, exec_child
-from parent.forkserver import ForkServer
-from parent.supervisor import (
+from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
+from isoagent.parent.children.forkserver import ForkServer
+from isoagent.parent.children.launch import (
     CHILD_COMMAND,
     FORK_SERVER_COMMAND,
     PACKAGE_ROOT,
     allowed_environment,
     child_environment,
+    exec_child,
 )
-from protocol import (
+from isoagent.parent.children.process import ChildProcess
+from isoagent.protocol import (
     ChildFrame,
     FrameReader,
     FrameWriter,
@@ -45,7 +46,11 @@ FLAGS = CHILD[: CHILD.index("-m")]  # the interpreter and its flags
 READY = "os.write(1, b'.'); os.read(0, 1)"
 FLOOR = (*FLAGS, "-c", f"import msgspec, os; {READY}")
 BARE = (*FLAGS, "-c", f"import os; {READY}")
-NAIVE = (*FLAGS, "-c", "import anthropic; from child.main import main; raise SystemExit(main())")
+NAIVE = (
+    *FLAGS,
+    "-c",
+    "import anthropic; from isoagent.child.main import main; raise SystemExit(main())",
+)
 
 
 async def _time_to_ready(argv: tuple[str, ...], says_hello: bool) -> float:
@@ -123,7 +128,7 @@ def child_start(runs: int, naive_runs: int) -> list[Line]:
     return [
         Line(
             "child start",
-            "forked by the session's fork server (`parent.forkserver`), request until "
+            "forked by the session's fork server (`parent/children/forkserver.py`), request until "
             "`Hello` is read",
             forked,
             ratio(forked, floor, "floor"),
@@ -138,15 +143,15 @@ def child_start(runs: int, naive_runs: int) -> list[Line]:
         ),
         Line(
             "child start",
-            "`python -m child`, spawn until `Hello` is read (plain spawning, "
+            "`python -m isoagent.child`, spawn until `Hello` is read (plain spawning, "
             "`ISOAGENT_FORK_SERVER=0`)",
             child,
             ratio(child, floor, "floor"),
             "≤ 1.5x floor",
             child.median <= 1.5 * floor.median,
             notes=[
-                "parent.child_process.exec_child, as the supervisor starts a child without "
-                "the fork server (`-E -s -m child`, its environment, cwd and new session); "
+                "parent.children.launch.exec_child, as the supervisor starts a child without "
+                "the fork server (`-m isoagent.child`, its flags, environment, cwd, session); "
                 "Hello read from ChildProcess.frames. Variants alternate run by run."
             ],
         ),

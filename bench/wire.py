@@ -20,13 +20,13 @@ from pathlib import Path
 import msgspec
 
 from bench.stats import Line, Stat, ratio, reference
-from child.agents import BUILTIN_AGENTS
-from child.tools import make_tools
-from child.tools.base import ToolContext
-from parent.child_process import widen
-from parent.child_stream import FrameInbox
-from parent.supervisor import PACKAGE_ROOT
-from protocol import (
+from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
+from isoagent.child.agent.tools import make_tools
+from isoagent.child.agent.tools.base import ToolContext
+from isoagent.parent.children.connection import FrameInbox
+from isoagent.parent.children.launch import PACKAGE_ROOT
+from isoagent.parent.children.process import widen
+from isoagent.protocol import (
     ChildFrame,
     FrameWriter,
     Message,
@@ -37,7 +37,7 @@ from protocol import (
     decode_frame,
     encode_frame,
 )
-from protocol.framing import HEADER, frame_parts
+from isoagent.protocol.framing import HEADER, frame_parts
 
 AGENT = BUILTIN_AGENTS["general-purpose"]
 MB = 1_000_000
@@ -203,7 +203,7 @@ def pipe(size: int, repeats: int) -> list[Line]:
             framed.median >= 500,
             notes=[
                 "From before the writer encodes (FrameWriter, as a child writes) to the "
-                "ModelCall decoded by parent.child_stream.FrameInbox, the protocol of the "
+                "ModelCall decoded by parent.children.connection.FrameInbox, the protocol of the "
                 "asyncio pipe, widened to 1 MiB as a child's stdout. The raw reference "
                 "copies the bytes into one buffer as they arrive."
             ],

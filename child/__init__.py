@@ -1,5 +1,5 @@
-"""The isoagent child process: ``python -m child``.
+"""The isoagent child process: ``python -m isoagent.child``.
 
-Imports msgspec, ``protocol`` and the standard library only (never anthropic,
+Imports msgspec, ``isoagent.protocol`` and the standard library only (never anthropic,
 never click, never ``parent``), so it starts near the interpreter's floor.
 """

@@ -1,3 +1,3 @@
-from child.main import main
+from isoagent.child.main import main
 
 raise SystemExit(main())

@@ -16,8 +16,8 @@ import queue
 import sys
 import threading
 
-from child.tools.base import ToolContext
-from protocol import (
+from isoagent.child.agent.tools.base import ToolContext
+from isoagent.protocol import (
     Cancel,
     ChildFrame,
     FrameError,

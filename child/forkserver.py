@@ -1,4 +1,4 @@
-"""``python -m child.forkserver FD``: a preloaded process that forks ready children.
+"""``python -m isoagent.child.forkserver FD``: a preloaded process that forks ready children.
 
 The parent starts it once per session with one end of a ``SOCK_SEQPACKET``
 socket pair as FD. It imports everything a child needs, computes the tools'
@@ -8,7 +8,7 @@ threaded, serves ``Spawn`` requests: each carries the child's environment and
 working directory, and its stdin, stdout and stderr pipe ends as
 ``SCM_RIGHTS`` descriptors. The forked child becomes a session leader on those
 pipes with exactly the given environment and runs ``child.main.main()``; it is
-its own process, as if started with ``python -m child``. The server reaps its
+its own process, as if started with ``python -m isoagent.child``. The server reaps its
 children and reports each exit; it ends when the parent's end of the socket
 closes, and its children are unaffected by that (they end on stdin EOF).
 """
@@ -26,11 +26,11 @@ import traceback
 
 import msgspec
 
-import child.main
-import child.sandbox  # what a child imports when it confines itself
-from child.tools import TOOL_CLASSES
-from child.tools.base import input_schema
-from protocol.forkserver import (
+from isoagent.child import main as child_main
+from isoagent.child import sandbox  # noqa: F401 -- preloaded: what a child imports when it confines itself
+from isoagent.child.agent.tools import TOOL_CLASSES
+from isoagent.child.agent.tools.base import input_schema
+from isoagent.protocol.forkserver import (
     MAX_MESSAGE,
     Exited,
     Spawn,
@@ -93,7 +93,7 @@ def _spawn(sock: socket.socket, data: bytes, fds: list[int], flags: int) -> None
 
 
 def _run_child(request: Spawn, fds: list[int]) -> None:
-    """In the forked child: become ``python -m child`` on the given pipes, then exit."""
+    """In the forked child: become ``python -m isoagent.child`` on the given pipes, then exit."""
     code = 1
     try:
         os.setsid()
@@ -105,7 +105,7 @@ def _run_child(request: Spawn, fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(request.env)
         os.chdir(request.cwd)
-        code = child.main.main()
+        code = child_main.main()
     except SystemExit as exc:
         code = _exit_code(exc)
     except BaseException:

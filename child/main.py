@@ -1,4 +1,4 @@
-"""Entry point of ``python -m child``: Hello, Task, the agent loop, Result."""
+"""Entry point of ``python -m isoagent.child``: Hello, Task, the agent loop, Result."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import signal
 import sys
 from pathlib import Path
 
-from child.agents import TASK_TOOL
-from child.channel import ParentChannel
-from child.loop import Agent
-from child.tools import make_tools
-from child.tools.base import ToolContext
-from protocol import (
+from isoagent.child.agent.builtin_agents import TASK_TOOL
+from isoagent.child.agent.loop import Agent
+from isoagent.child.agent.tools import make_tools
+from isoagent.child.agent.tools.base import ToolContext
+from isoagent.child.channel import ParentChannel
+from isoagent.protocol import (
     PROTOCOL_VERSION,
     FrameError,
     FrameReader,
@@ -89,7 +89,7 @@ def confine(task: Task) -> None:
     os.environ["TMPDIR"] = task.tmpdir
     if limits.sandbox == "off" and limits.network and not _has_rlimits(task):
         return
-    from child import sandbox
+    from isoagent.child import sandbox
 
     if not limits.network:
         sandbox.disable_network()

@@ -15,7 +15,7 @@ The Markdown body is the system prompt; unknown front-matter keys are ignored.
 
 Sources, lowest precedence first (a later one replaces an earlier one by name):
 
-1. the built-in agents (``child.agents.BUILTIN_AGENTS``);
+1. the built-in agents (``child/agent/builtin_agents.py``);
 2. ``~/.claude/agents/*.md``;
 3. each ``--agents-dir`` directory, in the order given;
 4. ``<workspace>/.claude/agents/*.md``.
@@ -35,8 +35,8 @@ import msgspec
 import yaml
 from yaml.reader import ReaderError
 
-from child.agents import BASE_TOOLS, BUILTIN_AGENTS, TASK_TOOL
-from protocol import AgentSpec
+from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS, TASK_TOOL
+from isoagent.protocol import AgentSpec
 
 _NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _PATH_KEY_RE = re.compile(r"at `\$\.([^`.\[]+)")

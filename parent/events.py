@@ -12,7 +12,7 @@ from typing import Literal
 
 import msgspec
 
-from protocol import Block, Progress, Result, Status, Usage
+from isoagent.protocol import Block, Progress, Result, Status, Usage
 
 
 class Event(msgspec.Struct, tag_field="type", omit_defaults=True):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 
-from parent.events import Event
+from isoagent.parent.events import Event
 
 _encoder = msgspec.json.Encoder()
 

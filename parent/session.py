@@ -14,21 +14,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from child.agents import BASE_TOOLS
-from child.loop import Agent
-from child.proc import TAG_VARIABLE
-from child.tools import make_tools
-from child.tools.base import ToolContext
-from parent.anthropic_source import KEY_VARIABLES
-from parent.events import Broadcast, ChildFinished, ChildStarted, Event, RunFinished, RunStarted
-from parent.forkserver import ForkServer, ForkServerUnavailable
-from parent.gateway import Gateway, ModelSource
-from parent.recorder import ConversationRecorder
-from parent.run_folder import RunFolder, TranscriptWriter
-from parent.sandbox_policy import SandboxChoice
-from parent.supervisor import Supervisor
-from parent.task_tool import TaskTool
-from protocol import AgentSpec, Limits, ModelCall, ModelReply, Result
+from isoagent.child.agent.builtin_agents import BASE_TOOLS
+from isoagent.child.agent.loop import Agent
+from isoagent.child.agent.proc import TAG_VARIABLE
+from isoagent.child.agent.tools import make_tools
+from isoagent.child.agent.tools.base import ToolContext
+from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
+from isoagent.parent.children.sandbox_policy import SandboxChoice
+from isoagent.parent.children.supervisor import Supervisor
+from isoagent.parent.events import (
+    Broadcast,
+    ChildFinished,
+    ChildStarted,
+    Event,
+    RunFinished,
+    RunStarted,
+)
+from isoagent.parent.model.conversation import ConversationRecorder
+from isoagent.parent.model.gateway import Gateway, ModelSource
+from isoagent.parent.model.sdk import KEY_VARIABLES
+from isoagent.parent.run_folder import RunFolder, TranscriptWriter
+from isoagent.parent.task_tool import TaskTool
+from isoagent.protocol import AgentSpec, Limits, ModelCall, ModelReply, Result
 
 T = TypeVar("T")
 
@@ -51,7 +58,7 @@ class Settings:
     max_tokens_total: int = 0
     run_base: Path | None = None
     agents: dict[str, AgentSpec] = field(default_factory=dict)
-    child_command: list[str] | None = None  # how to start a child; default python -m child
+    child_command: list[str] | None = None  # how to start a child; default python -m isoagent.child
     sandbox: SandboxChoice = "auto"
     allow_unsandboxed: bool = False
 
@@ -65,7 +72,7 @@ class Session:
         self, settings: Settings, source: ModelSource, fork_server: ForkServer | None
     ) -> None:
         """``fork_server``: see ``supervisor.fork_server_for``; the session starts it, and
-        whoever made it closes it (``cli_support.session_main`` does)."""
+        whoever made it closes it (``Session.open`` does)."""
         self.settings = settings
         self.run = RunFolder.create(settings.runs_dir)
         self.events = Broadcast()

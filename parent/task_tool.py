@@ -8,11 +8,11 @@ from typing import Annotated, Any
 
 import msgspec
 
-from child.agents import TASK_TOOL
-from child.tools.base import Tool, ToolContext, ToolError, input_schema
-from parent.events import ChildFinished
-from parent.supervisor import ChildRequest, Supervisor
-from protocol import AgentSpec, ToolSpec
+from isoagent.child.agent.builtin_agents import TASK_TOOL
+from isoagent.child.agent.tools.base import Tool, ToolContext, ToolError, input_schema
+from isoagent.parent.children.supervisor import ChildRequest, Supervisor
+from isoagent.parent.events import ChildFinished
+from isoagent.protocol import AgentSpec, ToolSpec
 
 
 class TaskInput(msgspec.Struct, forbid_unknown_fields=True):

@@ -3,7 +3,7 @@
 Imports nothing but msgspec and the standard library.
 """
 
-from protocol.frames import (
+from isoagent.protocol.frames import (
     PROTOCOL_VERSION,
     AgentSpec,
     Block,
@@ -29,7 +29,13 @@ from protocol.frames import (
     ToolUseBlock,
     Usage,
 )
-from protocol.framing import FrameError, FrameReader, FrameWriter, decode_frame, encode_frame
+from isoagent.protocol.framing import (
+    FrameError,
+    FrameReader,
+    FrameWriter,
+    decode_frame,
+    encode_frame,
+)
 
 __all__ = [
     "PROTOCOL_VERSION",

@@ -1,4 +1,4 @@
-"""Frames between the parent and its fork server (``python -m child.forkserver FD``).
+"""Frames between the parent and its fork server (``python -m isoagent.child.forkserver FD``).
 
 They travel over a ``SOCK_SEQPACKET`` Unix socket pair: one frame is one
 message (no length prefix needed), and a ``Spawn`` carries the child's stdin,

@@ -89,10 +89,6 @@ class AgentSpec(msgspec.Struct, omit_defaults=True):
     max_turns: int | None = None
     source: str = "built-in"
 
-    @property
-    def writes(self) -> bool:
-        return bool({"write_file", "edit_file"} & set(self.tools))
-
 
 # room for a thinking model's thinking and its answer (claude-sonnet-5 thinks by default)
 DEFAULT_MAX_TOKENS = 16384

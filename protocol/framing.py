@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from protocol.frames import ChildFrame, ParentFrame
+from isoagent.protocol.frames import ChildFrame, ParentFrame
 
 MAX_FRAME = 1 << 30  # 1 GiB
 MAPPED_BODY = 1 << 20  # bodies this large or larger are read into a mapping of their own

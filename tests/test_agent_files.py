@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from child.agents import BASE_TOOLS, BUILTIN_AGENTS
-from parent.agent_files import (
+from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS
+from isoagent.parent.agent_files import (
     AgentCatalog,
     AgentFileError,
     AgentFileErrorException,

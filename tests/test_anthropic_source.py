@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from parent.anthropic_source import AnthropicSource
-from protocol import (
+from isoagent.parent.model.sdk import AnthropicSource
+from isoagent.protocol import (
     Message,
     ModelCall,
     RedactedThinkingBlock,

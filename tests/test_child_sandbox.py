@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from child.agents import BUILTIN_AGENTS
-from parent.sandbox_policy import SandboxRefused, landlock_available, sandbox_mode
+from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
+from isoagent.parent.children.sandbox_policy import SandboxRefused, landlock_available, sandbox_mode
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
@@ -102,7 +102,7 @@ def test_memory_hog_in_child_bash_fails_and_the_run_goes_on(
 def test_isoagent_started_from_a_child_refuses_to_nest(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    api_server.handler = child_runs("Explore", f"{sys.executable} -m parent run hi; echo rc=$?")
+    api_server.handler = child_runs("Explore", f"{sys.executable} -m isoagent run hi; echo rc=$?")
     done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "nesting depth" in done.stdout and "rc=1" in done.stdout

@@ -101,7 +101,7 @@ def test_agents_json_is_the_catalog(home: Path, workspace: Path) -> None:
 def test_agents_does_not_import_the_sdk(home: Path, workspace: Path) -> None:
     probe = (
         "import sys\n"
-        "from parent.cli import main\n"
+        "from isoagent.parent.cli.main import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print('anthropic' in sys.modules, file=sys.stderr)\n"
     )

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from parent.batch_display import BatchDisplay
-from parent.events import TaskRecord
+from isoagent.parent.batch.display import BatchDisplay
+from isoagent.parent.events import TaskRecord
 from tests.conftest import cli_env
 from tests.support.cli import ISOAGENT, read_jsonl, run_cli, shell, start_cli
 from tests.support.messages_server import (
@@ -283,6 +283,6 @@ def test_batch_display_counts() -> None:
 
 
 def _usage(total: int):
-    from protocol import Usage
+    from isoagent.protocol import Usage
 
     return Usage(total, 0)

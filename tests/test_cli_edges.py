@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from parent.events import MessageAdded
-from parent.run_folder import TranscriptWriter
-from protocol import TextBlock
+from isoagent.parent.events import MessageAdded
+from isoagent.parent.run_folder import TranscriptWriter
+from isoagent.protocol import TextBlock
 from tests.conftest import cli_env
 from tests.support.cli import ISOAGENT, read_jsonl, run_cli, shell
 from tests.support.messages_server import MessagesServer, error_reply, text_reply

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from parent.cli import cli
+from isoagent.parent.cli.main import cli
 from tests.conftest import cli_env
 from tests.support.cli import run_cli, shell
 from tests.support.messages_server import (

@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from parent.cassette import ReplaySource
-from parent.commands.demo import (
+from isoagent.parent.cli.demo import (
     CASSETTE,
     EXAMPLES,
     SAMPLE_PROJECT,
@@ -22,6 +21,7 @@ from parent.commands.demo import (
     copy_sample_project,
     run_examples,
 )
+from isoagent.parent.model.cassette import ReplaySource
 from tests.support.cli import ISOAGENT, read_jsonl
 
 STATS = re.compile(
@@ -205,7 +205,7 @@ def test_demo_imports_no_anthropic(tmp_path: Path):
     done = isoagent_demo(tmp_path, tmp_path, "-X", "importtime")
     assert done.returncode == 0, done.stderr
     imported = [line.split("|")[-1].strip() for line in done.stderr.splitlines() if "|" in line]
-    assert "parent.commands.demo" in imported
+    assert "isoagent.parent.cli.demo" in imported
     assert not [name for name in imported if name.split(".")[0] == "anthropic"]
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol import PROTOCOL_VERSION
+from isoagent.protocol import PROTOCOL_VERSION
 from tests.conftest import cli_env
 from tests.support.cli import ISOAGENT, read_jsonl, run_cli, run_dirs, start_cli
 from tests.support.faulty_children import WRONG_VERSION
@@ -38,7 +38,7 @@ from tests.support.scripts import delegating
 
 # LC_* variables reach children and everything they start (the child environment's allow-list)
 MARK = "LC_ISOAGENT_FAULT_TEST"
-GRACE = 2.0  # parent.processes.end_session: TERM, this long, then KILL
+GRACE = 2.0  # parent.children.cleanup.end_session: TERM, this long, then KILL
 OUTPUT_CAP = 30_000  # protocol.Limits.output_cap
 
 

@@ -14,20 +14,20 @@ from typing import TypeVar
 
 import pytest
 
-from child.agents import BUILTIN_AGENTS
-from child.proc import PPID, stat_fields
-from parent import forkserver
-from parent.child_process import ChildProcess
-from parent.child_stream import write_frame
-from parent.forkserver import ForkServer, ForkServerUnavailable
-from parent.supervisor import (
+from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
+from isoagent.child.agent.proc import PPID, stat_fields
+from isoagent.parent.children import forkserver
+from isoagent.parent.children.connection import write_frame
+from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
+from isoagent.parent.children.launch import (
     FORK_SERVER_COMMAND,
     PACKAGE_ROOT,
     allowed_environment,
     child_environment,
     fork_server_for,
 )
-from protocol import Hello, ModelCall, ModelReply, Result, Task, TextBlock, ToolUseBlock
+from isoagent.parent.children.process import ChildProcess
+from isoagent.protocol import Hello, ModelCall, ModelReply, Result, Task, TextBlock, ToolUseBlock
 from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_cli, run_dirs, start_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from parent.events import AnyEvent, ChildFinished, MessageAdded, RunFinished
+from isoagent.parent.events import AnyEvent, ChildFinished, MessageAdded, RunFinished
 from tests.conftest import cli_env
 from tests.support.cli import ISOAGENT, run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from child.proc import TAG_VARIABLE, find_processes, start_time
+from isoagent.child.agent.proc import TAG_VARIABLE, find_processes, start_time
 from tests.support.processes import wait_for
 
 TAG = f"test-proc-{os.getpid()}"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import io
 
-from parent.display import ProgressDisplay
-from parent.events import ChildFinished, ChildProgress, ChildStarted
-from protocol import Progress, Result, Usage
+from isoagent.parent.cli.display import ProgressDisplay
+from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted
+from isoagent.protocol import Progress, Result, Usage
 
 STARTED = ChildStarted("001", "Explore", "find test framework", "p", "m", 42, "t.jsonl")
 PROGRESS = ChildProgress("001", "Explore", "find test framework", Progress("tool_end", 1, 5, 3.2))

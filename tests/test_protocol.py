@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parent.child_stream import FrameInbox
-from protocol import (
+from isoagent.parent.children.connection import FrameInbox
+from isoagent.protocol import (
     PROTOCOL_VERSION,
     AgentSpec,
     Cancel,
@@ -39,7 +39,7 @@ from protocol import (
     decode_frame,
     encode_frame,
 )
-from protocol.framing import MAX_FRAME, FrameAssembler
+from isoagent.protocol.framing import MAX_FRAME, FrameAssembler
 
 CONVERSATION = [
     Message("user", [TextBlock("find the tests")]),
@@ -79,7 +79,7 @@ def test_50_mb_frame_crosses_a_real_pipe_between_processes() -> None:
     writer = textwrap.dedent(
         """
         import os, sys
-        from protocol import FrameWriter, ModelCall, Message, ToolResultBlock
+        from isoagent.protocol import FrameWriter, ModelCall, Message, ToolResultBlock
         big = "x" * 50_000_000 + "END"
         call = ModelCall(1, "m", 1, "", [Message("user", [ToolResultBlock("t", big)])])
         FrameWriter(1).write(call)
@@ -215,7 +215,7 @@ def test_child_keeps_the_protocol_fd_free_of_printed_text() -> None:
     script = textwrap.dedent(
         """
         import os, sys
-        from child.main import take_protocol_fd
+        from isoagent.child.main import take_protocol_fd
         fd = take_protocol_fd()
         print("noise from print")
         os.system("echo noise from a subprocess")

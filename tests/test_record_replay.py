@@ -14,8 +14,15 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from parent.cassette import CassetteError, Recorded, ReplaySource
-from protocol import Message, ModelCall, ModelReply, TextBlock, ToolResultBlock, ToolUseBlock
+from isoagent.parent.model.cassette import CassetteError, Recorded, ReplaySource
+from isoagent.protocol import (
+    Message,
+    ModelCall,
+    ModelReply,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_cli
 from tests.support.messages_server import MessagesServer, Request, text_reply, tool_reply

@@ -95,7 +95,7 @@ def test_child_runs_in_its_own_process_under_the_cli_without_credentials(
     # the chain reaches this test through the CLI (fork server children: through it too)
     cli = pids.index(os.getpid()) - 1
     assert cli >= 1, ancestry
-    assert "-m parent run probe" in ancestry[cli][1]
+    assert "-m isoagent run probe" in ancestry[cli][1]
     assert child_pid not in (pids[cli], os.getpid())
     # the child's own environment (ancestors above this test are the harness's business)
     environment = text.partition("ENVIRONMENT\n")[2]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from child.sandbox import SandboxError, apply_sandbox, landlock_abi
+from isoagent.child.sandbox import SandboxError, apply_sandbox, landlock_abi
 
 REPO = Path(__file__).resolve().parent.parent
 ABI = landlock_abi()
@@ -28,7 +28,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to switch 
 PRELUDE = """\
 import errno, json, os, resource, signal, subprocess, sys, threading, time
 from pathlib import Path
-from child.sandbox import SandboxError, apply_limits, apply_sandbox, disable_network
+from isoagent.child.sandbox import SandboxError, apply_limits, apply_sandbox, disable_network
 args = sys.argv[1:]
 out = {}
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from child.tools.base import ToolContext, ToolOutput
-from child.tools.bash import Bash
-from protocol import Limits
+from isoagent.child.agent.tools.base import ToolContext, ToolOutput
+from isoagent.child.agent.tools.bash import Bash
+from isoagent.protocol import Limits
 from tests.support.processes import alive, wait_for
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from child.tools import TOOL_CLASSES, make_tools
-from child.tools.base import ToolContext, ToolOutput
-from child.tools.files import EditFile, ReadFile, WriteFile
+from isoagent.child.agent.tools import TOOL_CLASSES, make_tools
+from isoagent.child.agent.tools.base import ToolContext, ToolOutput
+from isoagent.child.agent.tools.files import EditFile, ReadFile, WriteFile
 
 
 def read(ws: Path, path: str, **args) -> ToolOutput:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from child.tools.base import ToolContext, ToolOutput
-from child.tools.search import MAX_GLOB_RESULTS, MAX_GREP_MATCHES, Glob, Grep
+from isoagent.child.agent.tools.base import ToolContext, ToolOutput
+from isoagent.child.agent.tools.search import MAX_GLOB_RESULTS, MAX_GREP_MATCHES, Glob, Grep
 
 
 def glob(ws: Path, pattern: str, **args) -> ToolOutput:

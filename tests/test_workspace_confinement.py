@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from child.tools.base import ToolContext, ToolError, ToolOutput
-from child.tools.files import EditFile, ReadFile, WriteFile
-from child.tools.search import Glob, Grep
-from child.tools.workspace import resolve_in_workspace
+from isoagent.child.agent.tools.base import ToolContext, ToolError, ToolOutput
+from isoagent.child.agent.tools.files import EditFile, ReadFile, WriteFile
+from isoagent.child.agent.tools.search import Glob, Grep
+from isoagent.child.agent.tools.workspace import resolve_in_workspace
 
 SECRET = "TOPSECRET"
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ISOAGENT = [sys.executable, "-m", "parent"]
+ISOAGENT = [sys.executable, "-m", "isoagent"]
 
 
 def run_cli(

@@ -19,16 +19,16 @@ from typing import Any
 
 import msgspec
 
-from parent.cassette import RecordingSource
-from parent.commands.demo import (
+from isoagent.parent.cli.demo import (
     CASSETTE,
     EXAMPLES,
     Outcome,
     copy_sample_project,
     run_examples,
 )
-from parent.display import ProgressDisplay
-from protocol import (
+from isoagent.parent.cli.display import ProgressDisplay
+from isoagent.parent.model.cassette import RecordingSource
+from isoagent.protocol import (
     Block,
     ModelCall,
     ModelReply,

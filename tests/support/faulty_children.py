@@ -1,4 +1,4 @@
-"""Children that break the rules on purpose, started in place of ``python -m child``.
+"""Children that break the rules on purpose, started in place of ``python -m isoagent.child``.
 
 ``python -m tests.support.faulty_children BEHAVIOUR DIR`` (through
 ``ISOAGENT_CHILD_COMMAND``; the supervisor starts children with the repo root as
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from protocol import (
+from isoagent.protocol import (
     PROTOCOL_VERSION,
     FrameReader,
     FrameWriter,
@@ -49,7 +49,7 @@ def main(behaviour: str, folder: Path) -> int:
     note(folder, "child", os.getpid())
     if behaviour == "noisy":
         os.write(2, b"n" * NOISE_BYTES)
-        os.execv(sys.executable, [sys.executable, "-E", "-s", "-m", "child"])
+        os.execv(sys.executable, [sys.executable, "-E", "-s", "-P", "-m", "isoagent.child"])
     writer = FrameWriter(1)
     if behaviour == "wrong-version":
         writer.write(Hello(WRONG_VERSION, os.getpid()))

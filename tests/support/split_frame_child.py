@@ -1,4 +1,4 @@
-"""A child whose frame straddles its timeout, started in place of ``python -m child``.
+"""A child whose frame straddles its timeout, started in place of ``python -m isoagent.child``.
 
 ``python -m tests.support.split_frame_child``: Hello, takes its Task, writes the
 first part of a large Progress frame, waits for the parent's Cancel, then writes
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from protocol import (
+from isoagent.protocol import (
     PROTOCOL_VERSION,
     Cancel,
     FrameReader,

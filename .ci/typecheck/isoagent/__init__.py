@@ -1,0 +1,1 @@
+../../../parent/api/__init__.py

@@ -1,0 +1,62 @@
+"""The built-in agent types, as in Claude Code: Explore, Plan, general-purpose."""
+
+from __future__ import annotations
+
+from isoagent.protocol import AgentSpec
+
+TASK_TOOL = "task"  # the parent's tool that starts a child; a child never has it
+BASE_TOOLS = ("bash", "read_file", "write_file", "edit_file", "glob", "grep")
+READ_ONLY_TOOLS = ("bash", "read_file", "glob", "grep")
+WRITE_TOOLS = frozenset({"write_file", "edit_file"})
+
+
+def writes(agent: AgentSpec) -> bool:
+    """Whether an agent type has a tool that writes files."""
+    return not WRITE_TOOLS.isdisjoint(agent.tools)
+
+
+_READ_ONLY_RULE = (
+    "You are READ-ONLY: do not create, modify or delete any file. The operating system "
+    "enforces this; a write will fail with a permission error."
+)
+_SUMMARY_RULE = (
+    "Work autonomously; nobody can answer questions. When done, reply with a concise final "
+    "summary of what you found or did: it is the only thing the caller will see."
+)
+
+BUILTIN_AGENTS: dict[str, AgentSpec] = {
+    spec.name: spec
+    for spec in (
+        AgentSpec(
+            name="Explore",
+            description="Fast read-only agent for searching and understanding a codebase.",
+            system_prompt=(
+                "You are a file search specialist. Find files, search code and read what "
+                f"matters to answer the task. {_READ_ONLY_RULE} {_SUMMARY_RULE}"
+            ),
+            tools=list(READ_ONLY_TOOLS),
+        ),
+        AgentSpec(
+            name="Plan",
+            description=(
+                "Read-only software architect: explores and returns an implementation plan."
+            ),
+            system_prompt=(
+                "You are a software architect. Explore the code and design a step-by-step "
+                f"implementation plan naming the files to change. {_READ_ONLY_RULE} {_SUMMARY_RULE}"
+            ),
+            tools=list(READ_ONLY_TOOLS),
+        ),
+        AgentSpec(
+            name="general-purpose",
+            description=(
+                "General agent with every base tool, for multi-step tasks that change files."
+            ),
+            system_prompt=(
+                "You are a capable software engineer. Complete the task using your tools. "
+                + _SUMMARY_RULE
+            ),
+            tools=list(BASE_TOOLS),
+        ),
+    )
+}

@@ -1,0 +1,230 @@
+"""The agent loop, written once: the child runs it, and so does the parent (with ``task``).
+
+A loop is a model, a list of tools and a fresh message list. Each turn it asks
+the model, runs the tool calls the model made, and feeds the results back,
+until the model answers without a tool call or a limit ends it. Limits are
+exceptions that carry their exit status and message (as in mini-swe-agent).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from isoagent.child.agent.tools.base import Tool, ToolOutput
+from isoagent.child.agent.truncate import truncate
+from isoagent.protocol import (
+    Block,
+    Message,
+    ModelCall,
+    ModelReply,
+    Progress,
+    ProgressEvent,
+    Result,
+    Status,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+from isoagent.protocol.frames import DEFAULT_MAX_TOKENS
+
+
+class Model(Protocol):
+    """Anything that answers a model turn: the gateway over a pipe, the SDK, a cassette."""
+
+    def complete(self, call: ModelCall) -> ModelReply: ...
+
+
+# stop reasons that mean the reply is incomplete
+CUT_OFF = {
+    "max_tokens": "the model's reply was cut off at max_tokens ({}) before it finished",
+    "model_context_window_exceeded": "the conversation outgrew the model's context window",
+}
+
+
+class LoopEnd(Exception):
+    """Ends the loop early with a status; the message says why, for the caller."""
+
+    status: Status = "error"
+
+
+class MaxTurnsReached(LoopEnd):
+    status = "max_turns"
+
+
+class ModelFailed(LoopEnd):
+    def __init__(self, message: str, status: Status = "error") -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Cancelled(LoopEnd):
+    status = "cancelled"
+
+
+class Agent:
+    def __init__(
+        self,
+        model: Model,
+        tools: Iterable[Tool],
+        *,
+        system: str,
+        model_name: str,
+        agent_name: str = "",
+        max_turns: int = 0,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        output_cap: int = 30_000,
+        max_parallel: int = 1,
+        on_progress: Callable[[Progress], None] | None = None,
+        is_cancelled: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.model = model
+        self.tools = {tool.name: tool for tool in tools}
+        self.system = system
+        self.model_name = model_name
+        self.agent_name = agent_name
+        self.max_turns = max_turns
+        self.max_tokens = max_tokens
+        self.output_cap = output_cap
+        self.max_parallel = max_parallel
+        self.on_progress = on_progress or (lambda _: None)
+        self.is_cancelled = is_cancelled
+        self.messages: list[Message] = []
+        self.turns = 0
+        self.tool_calls = 0
+        self.usage = Usage()
+        self.started = time.monotonic()
+
+    def run(self, prompt: str) -> Result:
+        """Run to the end; never raises for a limit, a model error or a cancel."""
+        self.messages = [Message("user", [TextBlock(prompt)])]
+        self.started = time.monotonic()
+        try:
+            summary = self._loop()
+            status: Status = "ok"
+            error = ""
+        except LoopEnd as end:
+            status, error = end.status, str(end)
+            summary = self.last_text()
+        return Result(
+            summary=summary,
+            status=status,
+            turns=self.turns,
+            tool_calls=self.tool_calls,
+            usage=self.usage,
+            duration=round(time.monotonic() - self.started, 3),
+            error=error,
+        )
+
+    def last_text(self) -> str:
+        for message in reversed(self.messages):
+            if message.role == "assistant" and (text := text_of(message.content)):
+                return text
+        return ""
+
+    def _loop(self) -> str:
+        specs = [tool.spec for tool in self.tools.values()]
+        while True:
+            if self.is_cancelled():
+                raise Cancelled("cancelled")
+            if self.max_turns and self.turns >= self.max_turns:
+                raise MaxTurnsReached(f"stopped after reaching the turn limit ({self.max_turns})")
+            call = ModelCall(
+                turn=self.turns,
+                model=self.model_name,
+                max_tokens=self.max_tokens,
+                system=self.system,
+                messages=self.messages,
+                tools=specs,
+                agent=self.agent_name,
+            )
+            reply = self.model.complete(call)
+            if reply.error is not None:
+                ends: dict[str, Status] = {"budget": "budget", "cancelled": "cancelled"}
+                status = ends.get(reply.error.kind, "error")
+                raise ModelFailed(f"model call failed: {reply.error.message}", status)
+            self.turns += 1
+            self.usage = self.usage + reply.usage
+            content = reply.content or [TextBlock("(empty response)")]  # the API rejects empty text
+            self.messages.append(Message("assistant", content))
+            uses = [b for b in content if isinstance(b, ToolUseBlock)]
+            self._progress("turn")
+            if reply.stop_reason in CUT_OFF:  # a tool call in it may be cut in half too
+                raise ModelFailed(CUT_OFF[reply.stop_reason].format(self.max_tokens))
+            if not uses:
+                return self.last_text()
+            self.messages.append(Message("user", self._run_tools(uses)))
+
+    def _run_tools(self, uses: list[ToolUseBlock]) -> list[Block]:
+        """Run one turn's tool calls; runs of parallel-safe calls go concurrently."""
+        results: list[Block] = []
+        batch: list[ToolUseBlock] = []
+        for use in uses:
+            tool = self.tools.get(use.name)
+            if tool is not None and tool.parallel_safe and self.max_parallel > 1:
+                batch.append(use)
+                continue
+            results += self._run_batch(batch)
+            batch = []
+            results.append(self._run_one(use))
+        return results + self._run_batch(batch)
+
+    def _run_batch(self, uses: list[ToolUseBlock]) -> list[ToolResultBlock]:
+        if len(uses) <= 1:
+            return [self._run_one(use) for use in uses]
+        from concurrent.futures import ThreadPoolExecutor  # only the parent runs tools in parallel
+
+        with ThreadPoolExecutor(min(self.max_parallel, len(uses))) as pool:
+            return list(pool.map(self._run_one, uses))
+
+    def _run_one(self, use: ToolUseBlock) -> ToolResultBlock:
+        if self.is_cancelled():
+            raise Cancelled("cancelled")
+        tool = self.tools.get(use.name)
+        self.tool_calls += 1
+        self._progress("tool_start", use.name, _describe(use))
+        if tool is None:
+            output = ToolOutput(f"unknown tool {use.name!r}", is_error=True)
+        else:
+            output = tool.run(use.input)
+        self._progress("tool_end", use.name, "error" if output.is_error else "")
+        text = truncate(valid_utf8(output.text), self.output_cap)
+        return ToolResultBlock(use.id, text or "(no output)", output.is_error)
+
+    def _progress(self, event: ProgressEvent, tool: str = "", detail: str = "") -> None:
+        self.on_progress(
+            Progress(
+                event=event,
+                turns=self.turns,
+                tool_calls=self.tool_calls,
+                elapsed=round(time.monotonic() - self.started, 3),
+                tool=tool,
+                detail=detail,
+            )
+        )
+
+
+def text_of(content: Iterable[Block]) -> str:
+    """The text blocks of a message, joined: what a person would call its words."""
+    return "\n".join(b.text for b in content if isinstance(b, TextBlock)).strip()
+
+
+def valid_utf8(text: str) -> str:
+    """Lone surrogates (a file name that is not UTF-8) become U+FFFD: frames and the API
+    carry only valid UTF-8."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that is not an escaped byte
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def _describe(use: ToolUseBlock) -> str:
+    """A short one-line hint of what a tool call does, for progress displays."""
+    for key in ("description", "command", "path", "pattern"):
+        value = use.input.get(key)
+        if isinstance(value, str) and value:
+            line = value.splitlines()[0] if value.strip() else value
+            return line[:80]
+    return ""

@@ -1,0 +1,94 @@
+"""What every tool is: a spec the model sees, a typed input, and ``run``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar, cast
+
+import msgspec
+
+from isoagent.child.agent.proc import TAG_VARIABLE, signal_processes
+from isoagent.protocol import Limits, ToolSpec
+
+I = TypeVar("I", bound=msgspec.Struct)
+
+
+class ToolError(Exception):
+    """A failure the model should read: its message becomes an error tool result."""
+
+
+@dataclass
+class ToolOutput:
+    text: str
+    is_error: bool = False
+
+
+@dataclass
+class ToolContext:
+    """What tools share within one agent: where they work and how to stop them."""
+
+    workdir: Path
+    limits: Limits = field(default_factory=Limits)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    # process-group ids of running commands, so a cancel can end them
+    process_groups: set[int] = field(default_factory=set)
+    # the commands' environment (None: this process's own); it carries the tag below
+    env: dict[str, str] | None = None
+
+    def end_commands(self) -> None:
+        """SIGKILL every running command's process group, and every process carrying this
+        agent's tag: what a command started and left running, setsid'd ones included."""
+        tag = (os.environ if self.env is None else self.env).get(TAG_VARIABLE, "")
+        signal_processes(signal.SIGKILL, groups=list(self.process_groups), tag=tag)
+
+
+class Tool(Generic[I]):
+    """Base class: subclasses set ``name``, ``description``, ``Input`` and ``execute``.
+
+    ``Input`` is a msgspec Struct; its JSON schema is what the model is shown and
+    ``msgspec.convert`` validates the model's arguments against it.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Input: ClassVar[type[msgspec.Struct]]
+    parallel_safe: ClassVar[bool] = False
+
+    def __init__(self, ctx: ToolContext) -> None:
+        self.ctx = ctx
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, self.description, input_schema(self.Input))
+
+    def run(self, args: dict[str, Any]) -> ToolOutput:
+        try:
+            inp = cast(I, msgspec.convert(args, type=self.Input))  # Input is I's class
+        except msgspec.ValidationError as exc:
+            return ToolOutput(f"invalid input for {self.name}: {exc}", is_error=True)
+        try:
+            return ToolOutput(self.execute(inp))
+        except ToolError as exc:
+            return ToolOutput(str(exc), is_error=True)
+        except Exception as exc:  # a tool's bug must not end the agent: the model reads it
+            return ToolOutput(f"{self.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+
+    def execute(self, inp: I) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+_schemas: dict[type, dict[str, Any]] = {}
+
+
+def input_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
+    """The JSON schema of a tool input Struct, inlined (the API wants no ``$ref``)."""
+    if struct not in _schemas:
+        _, components = msgspec.json.schema_components([struct], ref_template="{name}")
+        schema = dict(components[struct.__name__])
+        schema.pop("title", None)
+        _schemas[struct] = schema
+    return _schemas[struct]

@@ -1,0 +1,162 @@
+"""The ``bash`` tool: one command in its own process group, output bounded in memory."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO, Annotated
+
+import msgspec
+
+from isoagent.child.agent.proc import signal_name, signal_processes
+from isoagent.child.agent.tools.base import Tool, ToolError
+from isoagent.child.agent.truncate import keep_sizes, mark_cut, truncate
+
+MAX_TIMEOUT = 600.0
+# how long the pipe may stay open after the command exits (a background job holds it)
+_EOF_GRACE = 0.5
+_CHUNK = 65536
+# without an output cap, still never hold more than this much output in memory
+_UNCAPPED = 10_000_000
+
+
+class BashInput(msgspec.Struct, forbid_unknown_fields=True):
+    command: Annotated[str, msgspec.Meta(description="The bash command to run.")]
+    timeout: Annotated[
+        Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT)] | None,
+        msgspec.Meta(description="Optional timeout in seconds (max 600)."),
+    ] = None
+
+
+class Bash(Tool[BashInput]):
+    name = "bash"
+    description = (
+        "Run a bash command in the workspace directory and return its combined stdout and "
+        "stderr. Each call starts a fresh shell: `cd` and variables do not persist between "
+        "calls. stdin is empty, so interactive commands fail; pass flags such as `-y` or "
+        "`--no-pager`. Long output is truncated (head and tail kept). A non-zero exit code "
+        "makes the result an error. The command is killed when it times out, and any "
+        "background processes it started (`cmd &`) are ended when it finishes. Prefer "
+        "read_file, edit_file, glob and grep over cat, sed, find and grep."
+    )
+    Input = BashInput
+
+    def execute(self, inp: BashInput) -> str:
+        ctx = self.ctx
+        if ctx.cancelled.is_set():
+            raise ToolError("cancelled")
+        timeout = inp.timeout if inp.timeout is not None else ctx.limits.bash_timeout
+        cap = ctx.limits.output_cap if ctx.limits.output_cap > 0 else _UNCAPPED
+        output = _Output(cap)
+        proc = _start(inp.command, ctx.workdir, ctx.env)
+        timed_out = self._supervise(proc, output, timeout)
+        if ctx.cancelled.is_set():
+            raise ToolError("cancelled")
+        if timed_out:
+            status = f"[command timed out after {timeout:g} s and was killed]"
+        elif proc.returncode < 0:
+            status = f"[killed by signal {signal_name(-proc.returncode)}]"
+        elif proc.returncode > 0:
+            status = f"[exit code {proc.returncode}]"
+        else:
+            return output.text(cap) or "(no output)"
+        text = output.text(max(cap - len(status) - 1, 1))
+        if text and not text.endswith("\n"):
+            text += "\n"
+        raise ToolError(text + status)
+
+    def _supervise(self, proc: subprocess.Popen[bytes], output: _Output, timeout: float) -> bool:
+        """Collect output until the command ends; True if it timed out.
+
+        Its process group is registered in the context while it runs, and killed
+        once it ends, which ends any background job the command left behind.
+        """
+        assert proc.stdout is not None
+        self.ctx.process_groups.add(proc.pid)
+        reader = threading.Thread(target=output.drain, args=(proc.stdout,), daemon=True)
+        reader.start()
+        try:
+            timed_out = _wait(proc, timeout, self.ctx.cancelled)
+            # a background job still holding the pipe gets a grace period to close it
+            reader.join(_EOF_GRACE)
+        finally:
+            signal_processes(signal.SIGKILL, groups=[proc.pid])
+            self.ctx.process_groups.discard(proc.pid)
+        reader.join(_EOF_GRACE)
+        return timed_out
+
+
+def _start(command: str, cwd: Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(
+            ["/bin/bash", "-c", command],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            process_group=0,
+        )
+    except OSError as exc:
+        raise ToolError(f"cannot start bash: {exc}") from None
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float, cancelled: threading.Event) -> bool:
+    """Wait for the command; kill its group on timeout or cancel. True if it timed out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            proc.wait(timeout=min(0.1, max(deadline - time.monotonic(), 0)))
+            return False
+        except subprocess.TimeoutExpired:
+            pass
+        if cancelled.is_set() or time.monotonic() >= deadline:
+            signal_processes(signal.SIGKILL, groups=[proc.pid])
+            proc.wait()
+            return not cancelled.is_set()
+
+
+class _Output:
+    """Collects a stream keeping only its first and last ``cap`` bytes and the total size."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.lock = threading.Lock()
+
+    def drain(self, stream: IO[bytes]) -> None:
+        fd = stream.fileno()
+        with stream:
+            while chunk := os.read(fd, _CHUNK):
+                with self.lock:
+                    self._add(chunk)
+
+    def _add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            del self.tail[: -self.cap]
+
+    def text(self, cap: int) -> str:
+        """The output decoded, within ``cap`` characters, the cut marked as ``truncate`` does."""
+        with self.lock:
+            head, tail, total = bytes(self.head), bytes(self.tail), self.total
+        if total == len(head) + len(tail):
+            return truncate((head + tail).decode("utf-8", "replace"), cap)
+        head_size, tail_size = keep_sizes(cap)
+        head_text = head.decode("utf-8", "replace")[:head_size]
+        # the tail buffer may start inside a multi-byte character: skip its continuation bytes
+        tail_text = tail.lstrip(bytes(range(0x80, 0xC0))).decode("utf-8", "replace")
+        tail_text = tail_text[max(len(tail_text) - tail_size, 0) :]
+        omitted = max(total - len(head_text.encode()) - len(tail_text.encode()), 0)
+        return mark_cut(head_text, tail_text, omitted, "bytes")

@@ -1,3 +1,0 @@
-from parent.cli import main
-
-main()

@@ -1,0 +1,3 @@
+from isoagent.parent.cli.main import main
+
+main()

@@ -1,0 +1,72 @@
+"""How a child process is started: its command, its environment, and the plain way to start it
+(fork and exec). The faster way, forking from a preloaded server, is ``forkserver``."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import isoagent.child
+from isoagent.child.agent.proc import TAG_VARIABLE
+from isoagent.parent.children.forkserver import ForkServer
+from isoagent.parent.children.process import ChildPipes, ChildProcess, attach
+
+PACKAGE_ROOT = Path(isoagent.child.__file__).resolve().parent.parent  # a cwd outside any workspace
+DEPTH_VARIABLE = "ISOAGENT_DEPTH"
+ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ")
+# -E -s -P: no PYTHON* variables, no user site, and not the working directory on sys.path
+# (a workspace could hold a folder named isoagent)
+CHILD_COMMAND = [sys.executable, "-E", "-s", "-P", "-m", "isoagent.child"]
+FORK_SERVER_COMMAND = [*CHILD_COMMAND[:-1], "isoagent.child.forkserver"]
+FORK_SERVER_VARIABLE = "ISOAGENT_FORK_SERVER"  # 0: start every child with fork and exec
+
+
+def allowed_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The allow-listed part of an environment: never a key or a token."""
+    return {k: v for k, v in environ.items() if k in ENV_ALLOW or k.startswith("LC_")}
+
+
+def nesting_depth(environ: Mapping[str, str] = os.environ) -> int:
+    """How many isoagent parents this process runs under (0: none)."""
+    return int(environ.get(DEPTH_VARIABLE, "0") or 0)
+
+
+def child_environment(tmpdir: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The child's whole environment: an allow-list, never a key or a token."""
+    env = allowed_environment(environ)
+    env["TMPDIR"] = tmpdir
+    env[TAG_VARIABLE] = tmpdir  # unique while the child lives; finds what it started
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env[DEPTH_VARIABLE] = str(nesting_depth(environ) + 1)
+    return env
+
+
+def fork_server_for(child_command: list[str] | None) -> ForkServer | None:
+    """A session's fork server (not started yet), or None: children from
+    ISOAGENT_CHILD_COMMAND, or ISOAGENT_FORK_SERVER=0, are started with fork and exec."""
+    if child_command or os.environ.get(FORK_SERVER_VARIABLE, "1").strip() == "0":
+        return None
+    return ForkServer(FORK_SERVER_COMMAND, cwd=PACKAGE_ROOT, env=allowed_environment())
+
+
+async def exec_child(argv: Sequence[str], *, cwd: Path, env: dict[str, str]) -> ChildProcess:
+    """Start ``argv`` as a child in a session of its own, the plain way (fork and exec)."""
+    pipes = ChildPipes()
+    try:
+        stdin, stdout, stderr = pipes.child_ends
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,
+            cwd=cwd,
+            env=env,
+        )
+        pipes.close_child_ends()
+        return await attach(process.pid, pipes, asyncio.ensure_future(process.wait()))
+    finally:
+        pipes.close()  # whatever is still ours: all of it, if the start failed

@@ -1,0 +1,339 @@
+"""Starting, feeding and ending child processes.
+
+Each child is ``python -m isoagent.child`` (or forked, ready, by the session's fork
+server: ``parent/children/forkserver.py``) in a session of its own, with an environment
+built from an allow-list (no credentials). The supervisor answers
+its ``ModelCall`` frames through the gateway, records its conversation as a
+transcript, forwards its progress, and ends its whole session when it is
+done, times out, or the run is interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from isoagent.child.agent.loop import text_of
+from isoagent.child.agent.proc import start_time
+from isoagent.parent.children.cleanup import describe_exit, end_session
+from isoagent.parent.children.connection import StderrLog, write_frame
+from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
+from isoagent.parent.children.launch import (
+    CHILD_COMMAND,
+    PACKAGE_ROOT,
+    child_environment,
+    exec_child,
+)
+from isoagent.parent.children.process import ChildProcess
+from isoagent.parent.children.sandbox_policy import SandboxChoice, SandboxRefused, sandbox_mode
+from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
+from isoagent.parent.model.conversation import ConversationRecorder
+from isoagent.parent.model.gateway import Gateway
+from isoagent.parent.run_folder import RunFolder, TranscriptWriter
+from isoagent.protocol import (
+    PROTOCOL_VERSION,
+    AgentSpec,
+    Cancel,
+    FrameError,
+    Hello,
+    Limits,
+    ModelCall,
+    ModelError,
+    ModelReply,
+    Progress,
+    Result,
+    Status,
+    Task,
+    Usage,
+)
+
+HELLO_TIMEOUT = 30.0
+CANCEL_GRACE = 2.0  # seconds a cancelled child has to send its Result
+
+
+class ChildFailed(Exception):
+    """The child broke the protocol or ended early; the message says how."""
+
+    def __init__(self, message: str, status: Status = "crashed") -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class ChildRequest:
+    description: str
+    prompt: str
+    agent: AgentSpec
+
+
+class Supervisor:
+    def __init__(
+        self,
+        *,
+        gateway: Gateway,
+        run: RunFolder,
+        sink: Sink,
+        workdir: Path,
+        model: str,
+        limits: Limits,
+        timeout: float,
+        max_parallel: int,
+        child_command: list[str] | None = None,
+        sandbox: SandboxChoice = "auto",
+        allow_unsandboxed: bool = False,
+        fork_server: ForkServer | None = None,
+    ) -> None:
+        self.fork_server = fork_server
+        self.sandbox = sandbox
+        self.allow_unsandboxed = allow_unsandboxed
+        self.gateway = gateway
+        self.child_command = child_command or CHILD_COMMAND
+        self.run_folder = run
+        self.sink = sink
+        self.workdir = workdir
+        self.model = model
+        self.limits = limits
+        self.timeout = timeout
+        self._slots = asyncio.Semaphore(max_parallel)
+        self._numbers = itertools.count(1)
+        self.finished: list[ChildFinished] = []
+
+    async def run(self, request: ChildRequest) -> ChildFinished:
+        """Run one child to its end; a failure becomes a Result, never an exception."""
+        async with self._slots:
+            return await _ChildRun(self, request, next(self._numbers)).run()
+
+
+class _ChildRun:
+    """One child process, from spawn to its last byte of stderr."""
+
+    def __init__(self, sup: Supervisor, request: ChildRequest, number: int) -> None:
+        self.sup = sup
+        self.request = request
+        self.agent = request.agent
+        self.id = f"{number:03d}"
+        stem = sup.run_folder.child_stem(number, request.agent.name)
+        self.transcript_path = stem.with_suffix(".jsonl")
+        self.stderr = StderrLog(stem.with_suffix(".stderr.log"))
+        self.transcript = TranscriptWriter(self.transcript_path)
+        self.transcript_label = sup.run_folder.display(self.transcript_path)
+        self.pid = 0
+        self.born = 0  # its start_time: what it started began later
+        self.last_progress: Progress | None = None
+        self.recorder = ConversationRecorder(self.emit, self.id)
+        self.usage = Usage()
+        self.last_text = ""  # the child's latest words: its summary so far, if it fails
+        self.cancelled = False
+        self.started = asyncio.get_running_loop().time()
+        self._finished: ChildFinished | None = None
+
+    def emit(self, event: Event) -> None:
+        self.transcript(event)
+        self.sup.sink(event)
+
+    async def run(self) -> ChildFinished:
+        tmpdir = tempfile.mkdtemp(prefix=f"isoagent-{self.id}-")
+        process: ChildProcess | None = None
+        drain: asyncio.Task[None] | None = None
+        result: Result | None = None
+        try:
+            task = self._task(tmpdir)
+            process = await self._spawn(tmpdir)
+            drain = asyncio.create_task(self.stderr.drain(process.stderr))
+            self.emit(
+                ChildStarted(
+                    child=self.id,
+                    agent=self.agent.name,
+                    description=self.request.description,
+                    prompt=self.request.prompt,
+                    model=task.model,
+                    pid=process.pid,
+                    transcript=self.transcript_label,
+                )
+            )
+            result = await self._outcome(process, task)
+        except ChildFailed as exc:
+            result = self._failure(exc.status, str(exc))
+        except asyncio.CancelledError:
+            result = self._failure("cancelled", "interrupted")
+            raise
+        finally:
+            try:  # an interruption here still records the child and removes its files
+                if process is not None:
+                    await asyncio.shield(end_session(process, tmpdir, self.born))
+                if drain is not None:
+                    await _finish(drain)
+            finally:
+                if drain is not None:
+                    drain.cancel()
+                if process is not None:  # a grandchild may still hold the pipes
+                    process.close_pipes()
+                if result is not None:
+                    self._finish(result, process)
+                self.transcript.close()
+                shutil.rmtree(tmpdir, ignore_errors=True)
+        assert self._finished is not None
+        return self._finished
+
+    def _task(self, tmpdir: str) -> Task:
+        sup = self.sup
+        try:
+            sandbox = sandbox_mode(self.agent, sup.sandbox, sup.allow_unsandboxed)
+        except SandboxRefused as exc:
+            raise ChildFailed(f"was not started: {exc}", "error") from None
+        limits = msgspec.structs.replace(
+            sup.limits,
+            max_turns=self.agent.max_turns or sup.limits.max_turns,
+            sandbox=sandbox,
+        )
+        return Task(
+            prompt=self.request.prompt,
+            agent=self.agent,
+            model=self.agent.model or sup.model,
+            workdir=str(sup.workdir),
+            tmpdir=tmpdir,
+            limits=limits,
+        )
+
+    async def _spawn(self, tmpdir: str) -> ChildProcess:
+        env = child_environment(tmpdir)
+        command = self.sup.child_command
+        process: ChildProcess | None = None
+        if self.sup.fork_server is not None:
+            with contextlib.suppress(ForkServerUnavailable):
+                try:
+                    process = await self.sup.fork_server.spawn(env, PACKAGE_ROOT)
+                except OSError as exc:
+                    raise ChildFailed(f"could not be forked: {exc}") from None
+        if process is None:
+            try:
+                process = await exec_child(command, cwd=PACKAGE_ROOT, env=env)
+            except OSError as exc:
+                raise ChildFailed(f"could not be started ({' '.join(command)}): {exc}") from None
+        self.pid = process.pid
+        self.born = start_time(process.pid)
+        return process
+
+    async def _outcome(self, process: ChildProcess, task: Task) -> Result:
+        """The child's Result, or one that says how the child failed."""
+        try:
+            try:
+                async with asyncio.timeout(self.sup.timeout):
+                    result = await self._converse(process, task)
+            except TimeoutError:
+                why = f"timed out after {self.sup.timeout:g} s"
+                result = await self._cancel(process, why)
+            await process.wait_exit(1.0)  # after its Result a child exits by itself
+            return result
+        except FrameError as exc:
+            return self._failure("crashed", f"sent a corrupt frame: {exc}")
+        except ChildFailed as exc:
+            await process.wait_exit(1.0)
+            return self._failure(exc.status, str(exc), process.returncode)
+
+    async def _cancel(self, process: ChildProcess, why: str) -> Result:
+        """Ask the child to stop (Cancel) and take the Result it sends within a moment."""
+        failure = self._failure("timeout", why)
+        self.cancelled = True
+        if not await write_frame(process.stdin, Cancel(why)):
+            return failure
+        with contextlib.suppress(TimeoutError, FrameError, ChildFailed):
+            async with asyncio.timeout(CANCEL_GRACE):
+                while True:
+                    frame = await self._answer(process)
+                    if isinstance(frame, Result):
+                        return msgspec.structs.replace(frame, status="timeout", error=failure.error)
+        return failure
+
+    async def _converse(self, process: ChildProcess, task: Task) -> Result:
+        try:
+            async with asyncio.timeout(HELLO_TIMEOUT):
+                hello = await process.frames.next()
+        except TimeoutError:
+            raise ChildFailed(f"sent no Hello within {HELLO_TIMEOUT:g} s") from None
+        if hello is None:
+            raise ChildFailed("exited before saying Hello")
+        if not isinstance(hello, Hello):
+            raise ChildFailed(f"spoke before saying Hello ({type(hello).__name__})")
+        if hello.version != PROTOCOL_VERSION:
+            raise ChildFailed(
+                f"speaks protocol version {hello.version}, this parent speaks "
+                f"{PROTOCOL_VERSION}: reinstall isoagent so both come from one version",
+                "error",
+            )
+        if not await write_frame(process.stdin, task):
+            raise ChildFailed("closed its input before taking its Task")
+        while True:
+            frame = await self._answer(process)
+            if isinstance(frame, Result):
+                return frame
+
+    async def _answer(self, process: ChildProcess) -> ModelCall | Progress | Result:
+        """Take the next frame and act on it: answer a model call, forward progress."""
+        frame = await process.frames.next()
+        if frame is None:
+            raise ChildFailed("exited before sending its Result")
+        if isinstance(frame, ModelCall):
+            self.recorder.before(frame)
+            if self.cancelled:  # it asked before it saw the Cancel: no more tokens for it
+                reply = ModelReply(frame.turn, error=ModelError("cancelled", "cancelled"))
+            else:
+                reply = await self.sup.gateway.call(frame)
+            self.recorder.after(frame, reply)
+            self.usage = self.usage + reply.usage
+            self.last_text = text_of(reply.content) or self.last_text
+            await write_frame(process.stdin, reply)
+        elif isinstance(frame, Progress):
+            self.last_progress = frame
+            self.sup.sink(ChildProgress(self.id, self.agent.name, self.request.description, frame))
+        elif not isinstance(frame, Result):
+            raise ChildFailed(f"sent an unexpected {type(frame).__name__} frame")
+        return frame
+
+    def _failure(self, status: Status, message: str, code: int | None = None) -> Result:
+        progress = self.last_progress
+        detail = f"child {message}"
+        if code is not None:
+            detail += f" ({describe_exit(code)})"
+        return Result(
+            summary=self.last_text,
+            status=status,
+            turns=progress.turns if progress else 0,
+            tool_calls=progress.tool_calls if progress else 0,
+            usage=self.usage,
+            duration=round(asyncio.get_running_loop().time() - self.started, 3),
+            error=detail,
+        )
+
+    def _finish(self, result: Result, process: ChildProcess | None) -> None:
+        lines = self.stderr.last_lines()
+        if result.status == "crashed" and lines:
+            result = msgspec.structs.replace(
+                result, error=result.error + "; last stderr: " + " | ".join(lines)
+            )
+        finished = ChildFinished(
+            child=self.id,
+            agent=self.agent.name,
+            description=self.request.description,
+            pid=self.pid,
+            transcript=self.transcript_label,
+            result=result,
+            exit_code=None if process is None else process.returncode,
+        )
+        self.sup.finished.append(finished)
+        self._finished = finished
+        self.emit(finished)
+
+
+async def _finish(drain: asyncio.Task[None], seconds: float = 1.0) -> None:
+    """Let the stderr copy reach EOF; not waiting for a grandchild that escaped with the pipe.
+    The copy has ended when this returns or raises (an interruption propagates)."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(drain, seconds)

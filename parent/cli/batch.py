@@ -1,0 +1,265 @@
+"""``isoagent batch``: one subagent process per input line, at most ``-j`` at once."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import click
+import msgspec
+
+from isoagent.parent.batch.display import BatchDisplay
+from isoagent.parent.batch.input import BatchTask, TaskId, parse_tasks
+from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
+from isoagent.parent.cli.options import (
+    agent_options,
+    build_settings,
+    describe,
+    fail,
+    pick_agent,
+    run_session,
+)
+from isoagent.parent.cli.output import JsonLines
+from isoagent.parent.events import ChildFinished, TaskRecord
+from isoagent.protocol import Result
+
+if TYPE_CHECKING:
+    from isoagent.parent.session import Session
+
+EPILOG = f"""\b
+Input, one task per line:
+  {{"id": "a1", "prompt": "...", "agent": "Explore"}}   (id and agent optional)
+  or a plain-text prompt; a task without an id is known by its line number.
+
+\b
+Output, one JSON line per task as it finishes:
+  id, status, line, agent, summary, turns, tool_calls, tokens, seconds,
+  transcript, error. status is a child's (ok, max_turns, error, timeout,
+  crashed, budget) or invalid for a line that could not be run.
+
+\b
+Examples:
+  isoagent batch tasks.jsonl -j 8 -o results.jsonl
+  cat tasks.jsonl | isoagent batch - -j 8 | jq -r .summary
+
+{EXIT_CODES_HELP}"""
+
+
+@click.command(epilog=EPILOG)
+@click.argument("source_name", metavar="FILE")
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(1),
+    help="Tasks running at once (default: --max-parallel).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "output_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Append the result lines to this file instead of stdout. Tasks whose id already "
+    "has an ok line there are skipped, so re-running the batch resumes it.",
+)
+@click.option(
+    "--agent", "-a", "agent_name", default="general-purpose", show_default=True,
+    help="Agent type for lines that name none (see `isoagent agents`).",
+)  # fmt: skip
+@agent_options
+def batch(
+    source_name: str, jobs: int | None, output_path: Path | None, agent_name: str, **options: Any
+) -> None:
+    """Run one subagent per line of FILE ('-' for stdin), each in its own process.
+
+    Progress goes to stderr; one JSON line per task goes to stdout or to --output,
+    written as soon as the task ends, so an interrupted batch loses no finished task.
+    """
+    source = open_tasks(source_name)
+    if output_path is not None and same_file(source, output_path):
+        fail(f"--output {output_path} is the input file: name another file", ExitCode.USAGE)
+    if jobs is not None:
+        options["max_parallel"] = jobs
+    settings = build_settings(options)
+    pick_agent(settings.agents, agent_name)
+    try:
+        with source:
+            items = list(parse_tasks(source, settings.agents, agent_name))
+    except UnicodeDecodeError as exc:
+        where = "stdin" if source_name == "-" else source_name
+        fail(f"{where} is not UTF-8 text: {exc.reason}", ExitCode.USAGE)
+    done, reported = read_previous(output_path) if output_path else (set(), set())
+    pending = [t for t in items if isinstance(t, BatchTask) and t.id not in done]
+    invalid = [r for r in items if isinstance(r, TaskRecord)]
+    skipped = sum(isinstance(t, BatchTask) and t.id in done for t in items)
+    if skipped:
+        tasks = "task" if skipped == 1 else "tasks"
+        click.echo(f"isoagent: skipping {skipped} {tasks} already done in {output_path}", err=True)
+    try:
+        sink = JsonLines(output_path.open("ab") if output_path else None)
+    except OSError as exc:
+        fail(f"cannot write {output_path}: {exc.strerror or exc}")
+    runner = _BatchRun(pending, invalid, reported, sink, resumable=output_path is not None)
+    # on a terminal the batch line replaces the per-child progress lines
+    sys.exit(run_session(options, settings, runner.run, progress=not runner.display.live))
+
+
+class _BatchRun:
+    def __init__(
+        self,
+        pending: list[BatchTask],
+        invalid: list[TaskRecord],
+        reported: set[tuple[TaskId, str]],
+        write: JsonLines,
+        *,
+        resumable: bool,
+    ) -> None:
+        self.pending = pending
+        self.invalid = invalid
+        self.reported = reported
+        self.write = write
+        self.resumable = resumable
+        self.records: list[TaskRecord] = []
+        self.display = BatchDisplay(len(pending) + len(invalid), live=sys.stderr.isatty())
+
+    async def run(self, session: Session) -> int:
+        self.display.start()
+        for record in self.invalid:  # each bad line once in the output, on stderr every time
+            if (record.id, record.error) not in self.reported:
+                self.write(record)
+            self.display.task_finished(record, ran=False)
+        queue = iter(self.pending)
+        ticker = asyncio.create_task(self._tick())
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(min(session.settings.max_parallel, len(self.pending))):
+                    group.create_task(self._worker(session, queue))
+        except asyncio.CancelledError:
+            again = ": run it again with the same -o to resume" if self.resumable else ""
+            self.display.close(f"; interrupted{again}")
+            raise
+        finally:
+            ticker.cancel()
+        self.display.close()
+        return self._finish(session)
+
+    async def _worker(self, session: Session, queue: Iterator[BatchTask]) -> None:
+        from isoagent.parent.children.supervisor import ChildRequest
+
+        for task in queue:
+            self.display.task_started()
+            request = ChildRequest(f"{task.id}: {describe(task.prompt)}", task.prompt, task.agent)
+            record = task_record(task, await session.supervisor.run(request))
+            self.write(record)
+            self.records.append(record)
+            self.display.task_finished(record)
+
+    async def _tick(self) -> None:
+        while self.display.live:
+            await asyncio.sleep(1)
+            self.display.draw()
+
+    def _finish(self, session: Session) -> int:
+        records = self.records
+        failed = sum(r.status != "ok" for r in records) + len(self.invalid)
+        total = len(records) + len(self.invalid)
+        usage = session.gateway.usage
+        result = Result(
+            summary=f"{total - failed} of {total} tasks ok",
+            status="error" if failed else "ok",
+            turns=sum(r.turns for r in records),
+            tool_calls=sum(r.tool_calls for r in records),
+            usage=usage,
+            duration=round(time.monotonic() - self.display.started, 3),
+            error=f"{failed} of {total} tasks not ok" if failed else "",
+        )
+        session.finish(result)
+        return ExitCode.TASKS_FAILED if failed else ExitCode.OK
+
+
+def open_tasks(name: str) -> IO[str]:
+    """FILE, or stdin for '-', as UTF-8 text; unreadable input is a usage error."""
+    if name != "-":
+        try:
+            return open(name, encoding="utf-8")
+        except OSError as exc:
+            fail(f"cannot read {name}: {exc.strerror or exc}", ExitCode.USAGE)
+    if sys.stdin is None:
+        fail("reading tasks from stdin, but stdin is closed", ExitCode.USAGE)
+    if sys.stdin.isatty():
+        fail("reading tasks from stdin, but stdin is a terminal", ExitCode.USAGE)
+    return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
+
+
+def same_file(source: IO[str], path: Path) -> bool:
+    """Whether ``path`` is (a link to) the file ``source`` reads."""
+    try:
+        return os.path.samestat(os.fstat(source.fileno()), path.stat())
+    except OSError:
+        return False
+
+
+def task_record(task: BatchTask, finished: ChildFinished) -> TaskRecord:
+    result = finished.result
+    return TaskRecord(
+        id=task.id,
+        status=result.status,
+        line=task.line,
+        agent=finished.agent,
+        summary=result.summary,
+        turns=result.turns,
+        tool_calls=result.tool_calls,
+        tokens=result.usage,
+        seconds=result.duration,
+        transcript=finished.transcript,
+        error=result.error,
+    )
+
+
+def read_previous(path: Path) -> tuple[set[TaskId], set[tuple[TaskId, str]]]:
+    """The ids with an ok line in ``path``, and the invalid lines already reported there.
+
+    A last line cut short (the batch was killed while writing it) is cut off; a whole
+    one that only lacks its newline gets it, so the lines appended next stay lines.
+    """
+    try:
+        with path.open("r+b") as file:
+            data = file.read()
+            end = data.rfind(b"\n") + 1
+            if end < len(data):
+                if is_json(data[end:]):
+                    file.write(b"\n")
+                    data += b"\n"
+                    end = len(data)
+                else:
+                    file.truncate(end)
+    except FileNotFoundError:
+        return set(), set()
+    except OSError as exc:
+        fail(f"cannot read {path}: {exc.strerror or exc}")
+    decoder = msgspec.json.Decoder(TaskRecord)
+    done: set[TaskId] = set()
+    reported: set[tuple[TaskId, str]] = set()
+    for line in data[:end].splitlines():
+        try:
+            record = decoder.decode(line)
+        except msgspec.DecodeError:
+            continue
+        if record.status == "ok":
+            done.add(record.id)
+        elif record.status == "invalid":
+            reported.add((record.id, record.error))
+    return done, reported
+
+
+def is_json(data: bytes) -> bool:
+    try:
+        msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return False
+    return True

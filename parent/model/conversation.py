@@ -1,0 +1,25 @@
+"""Turning a conversation's model calls into ``message`` events, each message once."""
+
+from __future__ import annotations
+
+from isoagent.parent.events import MessageAdded, Sink
+from isoagent.protocol import ModelCall, ModelReply
+
+
+class ConversationRecorder:
+    """Each ``ModelCall`` carries the whole history; only the new messages are emitted."""
+
+    def __init__(self, sink: Sink, child: str = "") -> None:
+        self.sink = sink
+        self.child = child
+        self._seen = 0
+
+    def before(self, call: ModelCall) -> None:
+        for message in call.messages[self._seen :]:
+            self.sink(MessageAdded(message.role, message.content, call.turn, self.child))
+        self._seen = len(call.messages)
+
+    def after(self, call: ModelCall, reply: ModelReply) -> None:
+        if reply.error is None:
+            self.sink(MessageAdded("assistant", reply.content, call.turn, self.child, reply.usage))
+            self._seen += 1

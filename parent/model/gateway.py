@@ -1,0 +1,40 @@
+"""The model gateway: the one place every model turn of a run goes through.
+
+Children never talk to the API; they send ``ModelCall`` frames and the
+supervisor hands them here. The gateway caps concurrent calls, keeps the
+token budget and the usage count, and asks its source (the SDK, a cassette)
+for the reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from isoagent.protocol import ModelCall, ModelError, ModelReply, Usage
+
+
+class ModelSource(Protocol):
+    async def complete(self, call: ModelCall) -> ModelReply: ...
+
+
+class Gateway:
+    def __init__(
+        self, source: ModelSource, *, max_concurrent: int = 16, max_tokens_total: int = 0
+    ) -> None:
+        self.source = source
+        self.max_tokens_total = max_tokens_total
+        self.usage = Usage()
+        self._slots = asyncio.Semaphore(max_concurrent)
+
+    async def call(self, call: ModelCall) -> ModelReply:
+        """One model turn. The budget is checked when the call gets its slot, so calls
+        already under way when it runs out still finish: a run can pass its budget by
+        what at most ``max_concurrent - 1`` concurrent calls use, never by more."""
+        async with self._slots:
+            if self.max_tokens_total and self.usage.total >= self.max_tokens_total:
+                budget = f"the run's token budget ({self.max_tokens_total}) is used up"
+                return ModelReply(turn=call.turn, error=ModelError("budget", budget))
+            reply = await self.source.complete(call)
+        self.usage = self.usage + reply.usage
+        return reply
