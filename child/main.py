@@ -52,7 +52,12 @@ def main() -> int:
         print(f"isoagent child: expected a Task frame, got {task!r:.80}", file=sys.stderr)
         return EXIT_BAD_START
 
-    ctx = ToolContext(Path(task.workdir), task.limits)
+    ctx = ToolContext(
+        Path(task.workdir),
+        task.limits,
+        bash_allow=task.agent.bash_allow,
+        bash_deny=task.agent.bash_deny,
+    )
     channel = ParentChannel(reader, writer, ctx)
 
     def end_on_sigterm(*_: object) -> None:

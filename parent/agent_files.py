@@ -1,49 +1,63 @@
-"""Load user-defined agent types from Claude Code's agent files.
+"""Load user-defined agent types from Claude Code's agent files, read as Claude Code reads them.
 
 An agent file is Markdown with YAML front matter::
 
     ---
     name: reviewer
     description: Reviews a diff for bugs.
-    tools: Read, Grep, Glob      # or a YAML list; absent = every base tool
-    model: sonnet                # optional; "inherit" or absent = the parent's model
-    maxTurns: 20                 # optional positive int
+    tools: Read, Grep, Bash(git:*)   # or a YAML list; absent = every base tool
+    disallowedTools: Write           # taken away; a name isoagent does not know rejects the file
+    model: sonnet                    # an alias or a model id; "inherit" or absent = the parent's
+    permissionMode: plan             # plan: read-only (no write tools, read-only sandbox)
+    maxTurns: 20
     ---
     You are a careful code reviewer...
 
-The Markdown body is the system prompt; unknown front-matter keys are ignored.
+The Markdown body is the system prompt. Parsing is as lenient as Claude Code's: a value
+that is not valid YAML on its own (``description: Use this when: ...``, ``**bold**``) is
+read as the literal text after the colon; names may hold spaces and dots; values of the
+wrong type for ``tools``, ``model`` or ``maxTurns`` are ignored; unknown keys are ignored.
+A file whose front matter cannot be read, or that lacks a name or a description, is
+rejected with one line (``path:line: message``); Markdown files without front matter
+(READMEs) are not agent files. Everything else worth knowing (tools isoagent lacks, names
+defined twice) goes into at most one summary line.
 
 Sources, lowest precedence first (a later one replaces an earlier one by name):
 
 1. the built-in agents (``child/agent/builtin_agents.py``);
-2. ``~/.claude/agents/*.md``;
-3. each ``--agents-dir`` directory, in the order given;
-4. ``<workspace>/.claude/agents/*.md``.
+2. ``~/.claude/agents/`` and its subfolders;
+3. each ``--agents-dir`` directory (and subfolders), in the order given;
+4. ``<workspace>/.claude/agents/`` and its subfolders.
 
-Within one directory files load in name order. A bad file is reported as an
-:class:`AgentFileError` (``path:line: message``) and the other files still load.
+Within one directory files load in path order.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Any
 
 import msgspec
 import yaml
 from yaml.reader import ReaderError
 
-from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS, TASK_TOOL
+from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS, WRITE_TOOLS
+from isoagent.parent.model.aliases import agent_model
 from isoagent.protocol import AgentSpec
 
-_NAME_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
-_PATH_KEY_RE = re.compile(r"at `\$\.([^`.\[]+)")
 _DELIMITER = "---"
+_TOP_LEVEL_KEY = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:[ \t]+(\S.*?)[ \t]*$")
+# "Read, Grep", "Read Grep", "Bash(git log:*)": names, each with an optional (rule)
+_TOOL_ENTRY = re.compile(r"[^,\s()\[\]]+(?:\([^)]*\))?")
+_RULE = re.compile(r"^([^(]+)\((.*)\)$")
 
 # Claude Code tool names -> ours; our own names map to themselves.
-_TOOL_NAMES: dict[str, str] = {
+CLAUDE_TOOLS: dict[str, str] = {
     "Read": "read_file",
     "Write": "write_file",
     "Edit": "edit_file",
@@ -54,10 +68,20 @@ _TOOL_NAMES: dict[str, str] = {
     "LS": "glob",
     **{tool: tool for tool in BASE_TOOLS},
 }
+# Claude Code tools isoagent does not give an agent; naming them is not an error.
+KNOWN_ELSEWHERE = frozenset(
+    {
+        "Task", "Agent", "task", "TodoWrite", "TodoRead", "WebFetch", "WebSearch",
+        "NotebookEdit", "NotebookRead", "BashOutput", "KillShell", "KillBash", "ExitPlanMode",
+        "SlashCommand", "Skill", "AskUserQuestion", "ListMcpResourcesTool",
+        "ReadMcpResourceTool", "LSP", "ToolSearch", "SendMessage", "TaskStop", "Monitor",
+    }
+)  # fmt: skip
+PLAN_MODE = "plan"
 
 
 class AgentFileError(msgspec.Struct, frozen=True):
-    """A malformed agent file: where, and what is wrong."""
+    """A rejected agent file: where, and what is wrong."""
 
     path: str
     line: int
@@ -79,24 +103,39 @@ class AgentFileErrorException(Exception):
         self.error = error
 
 
+class NotAnAgentFile(Exception):
+    """Markdown without front matter: a README in an agents folder, not an agent."""
+
+
 class AgentCatalog(msgspec.Struct):
-    """Every agent type available, plus what went wrong while loading them."""
+    """Every agent type available; ``warnings`` holds at most one summary line."""
 
     agents: dict[str, AgentSpec]
     warnings: list[str]
     errors: list[AgentFileError]
 
 
-class FrontMatter(msgspec.Struct):
-    """The front-matter keys we use, typed as Claude Code documents them."""
+class Notes:
+    """What a catalog's summary line tells: tools left out, files ignored, names redefined."""
 
-    name: str
-    description: str
-    tools: str | list[str] | None = None
-    model: str | None = None
-    max_turns: Annotated[int, msgspec.Meta(gt=0)] | None = msgspec.field(
-        default=None, name="maxTurns"
-    )
+    def __init__(self) -> None:
+        self.missing_tools: Counter[str] = Counter()
+        self.not_agents = 0
+        self.redefined: list[str] = []
+
+    def summary(self) -> str | None:
+        parts = []
+        if self.missing_tools:
+            named = ", ".join(
+                f"{tool} ({count} agent{'s' * (count > 1)})"
+                for tool, count in sorted(self.missing_tools.items())
+            )
+            parts.append(f"tools isoagent does not have were left out: {named}")
+        if self.redefined:
+            parts.append(f"defined again by a later file: {', '.join(sorted(self.redefined))}")
+        if self.not_agents:
+            parts.append(f"{self.not_agents} Markdown file(s) without front matter ignored")
+        return "agent files: " + "; ".join(parts) if parts else None
 
 
 def load_agents(
@@ -105,30 +144,43 @@ def load_agents(
     """Built-in agents overridden by agent files, in the precedence the module doc gives."""
     home = Path.home() if home is None else home
     catalog = AgentCatalog(agents=dict(BUILTIN_AGENTS), warnings=[], errors=[])
+    notes = Notes()
     dirs = [home / ".claude" / "agents", *extra_dirs, workdir / ".claude" / "agents"]
     for directory in dirs:
-        if not directory.is_dir():
-            continue
-        seen: dict[str, Path] = {}
-        for path in sorted(p for p in directory.glob("*.md") if p.is_file()):
+        seen: set[str] = set()
+        for path in agent_paths(directory):
             try:
-                spec, warnings = parse_agent_file(path)
+                spec, missing = parse_agent_file(path)
             except AgentFileErrorException as exc:
                 catalog.errors.append(exc.error)
                 continue
-            catalog.warnings.extend(warnings)
+            except NotAnAgentFile:
+                notes.not_agents += 1
+                continue
+            notes.missing_tools.update(set(missing))
             if spec.name in seen:
-                catalog.warnings.append(
-                    f"{path}: agent {spec.name!r} is also defined in {seen[spec.name]}; "
-                    f"using {path}"
-                )
-            seen[spec.name] = path
+                notes.redefined.append(spec.name)
+            seen.add(spec.name)
             catalog.agents[spec.name] = spec
+    if summary := notes.summary():
+        catalog.warnings.append(summary)
     return catalog
 
 
+def agent_paths(directory: Path) -> list[Path]:
+    """Every ``*.md`` file in ``directory`` and its subfolders (symlinked folders not
+    followed), in path order."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        dirs.sort()
+        found += [Path(root, name) for name in files if name.endswith(".md")]
+    return sorted(p for p in found if p.is_file())
+
+
 def parse_agent_file(path: Path) -> tuple[AgentSpec, list[str]]:
-    """Parse one agent file into an AgentSpec and its warnings; raise on a malformed file."""
+    """One agent file as an AgentSpec, and the Claude Code tools it names that isoagent
+    lacks. Raises AgentFileErrorException for a rejected file, NotAnAgentFile for a
+    Markdown file without front matter."""
 
     def fail(line: int, message: str) -> AgentFileErrorException:
         return AgentFileErrorException(AgentFileError(str(path), line, message))
@@ -142,20 +194,74 @@ def parse_agent_file(path: Path) -> tuple[AgentSpec, list[str]]:
     except UnicodeDecodeError as exc:
         raise fail(raw.count(b"\n", 0, exc.start) + 1, "not valid UTF-8") from None
 
-    lines = text.split("\n")
+    lines = text.replace("\r\n", "\n").split("\n")
     if lines[0].rstrip() != _DELIMITER:
-        raise fail(1, "no front matter: the file must start with a '---' line")
+        raise NotAnAgentFile(str(path))
     end = next((i for i in range(1, len(lines)) if lines[i].rstrip() == _DELIMITER), None)
     if end is None:
         raise fail(1, "unterminated front matter: no closing '---' line")
-    front = "\n".join(lines[1:end])
+    data, key_lines = read_front_matter(lines[1:end], fail)
 
+    def field_error(key: str, message: str) -> AgentFileErrorException:
+        return fail(key_lines.get(key, 1), message)
+
+    name, description = data.get("name"), data.get("description")
+    if not isinstance(name, str) or not name.strip() or not name.isprintable():
+        raise field_error("name", "`name` must be a non-empty line of text")
+    if not isinstance(description, str) or not description.strip():
+        raise field_error("description", "`description` must be non-empty text")
+    try:
+        return build_spec(
+            name.strip(),
+            description.strip(),
+            "\n".join(lines[end + 1 :]).strip(),
+            data,
+            source=str(path),
+        )
+    except InvalidAgent as exc:
+        raise field_error(exc.key, exc.message) from None
+
+
+def read_front_matter(lines: list[str], fail: Any) -> tuple[dict[str, Any], dict[str, int]]:
+    """The front matter's keys and values, and the file line of each key.
+
+    YAML first; where that fails, each top-level ``key: value`` whose value is no valid
+    YAML by itself is read as the literal text (Claude Code's leniency), and the
+    whole is parsed once more. The first attempt's error is the one reported.
+    """
+    try:
+        return _load_mapping("\n".join(lines), fail)
+    except AgentFileErrorException as first:
+        repaired = [_quote_if_invalid(line) for line in lines]
+        if repaired == lines:
+            raise
+        try:
+            return _load_mapping("\n".join(repaired), fail)
+        except AgentFileErrorException:
+            raise first from None
+
+
+def _quote_if_invalid(line: str) -> str:
+    match = _TOP_LEVEL_KEY.match(line)
+    if not match:
+        return line
+    try:
+        yaml.safe_load(f"key: {match.group(2)}")
+        return line
+    except (yaml.YAMLError, RecursionError):
+        return f"{match.group(1)}: {json.dumps(match.group(2))}"
+
+
+def _load_mapping(front: str, fail: Any) -> tuple[dict[str, Any], dict[str, int]]:
     def file_line(index: int) -> int:
         """The file's line number for an offset into the front matter (which starts on line 2)."""
         return 2 + front.count("\n", 0, index)
 
+    loader = None
     try:
-        node, data = _compose_and_load(front)
+        loader = yaml.SafeLoader(front)
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         raise fail(file_line(mark.index) if mark else 1, _yaml_message(exc)) from None
@@ -165,54 +271,17 @@ def parse_agent_file(path: Path) -> tuple[AgentSpec, list[str]]:
         raise fail(1, f"invalid YAML: {exc}") from None
     except RecursionError:
         raise fail(1, "invalid YAML: front matter nests too deeply") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
     if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
         raise fail(1, "front matter must be a YAML mapping of keys to values")
-
     key_lines = {
         key.value: file_line(key.start_mark.index)
         for key, _ in node.value
         if isinstance(key, yaml.ScalarNode)
     }
-    try:
-        meta = msgspec.convert({k: v for k, v in data.items() if isinstance(k, str)}, FrontMatter)
-    except msgspec.ValidationError as exc:
-        match = _PATH_KEY_RE.search(str(exc))
-        raise fail(key_lines.get(match.group(1), 1) if match else 1, str(exc)) from None
-
-    if not _NAME_RE.fullmatch(meta.name):
-        raise fail(
-            key_lines.get("name", 1),
-            f"invalid name {meta.name!r}: use 1-64 letters, digits, '-' or '_'",
-        )
-    if not meta.description.strip():
-        raise fail(key_lines.get("description", 1), "empty description")
-    body = "\n".join(lines[end + 1 :]).strip()
-    if not body:
-        raise fail(end + 1, "empty system prompt (the Markdown body after the front matter)")
-
-    warnings: list[str] = []
-    tools = _map_tools(meta.tools, path, warnings)
-    model = meta.model.strip() if meta.model else None
-    spec = AgentSpec(
-        name=meta.name,
-        description=meta.description.strip(),
-        system_prompt=body,
-        tools=tools,
-        model=None if model in (None, "", "inherit") else model,
-        max_turns=meta.max_turns,
-        source=str(path),
-    )
-    return spec, warnings
-
-
-def _compose_and_load(text: str) -> tuple[yaml.Node | None, object]:
-    """The YAML document's node tree (for key line numbers) and its Python value."""
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        return node, loader.construct_document(node) if node is not None else None
-    finally:
-        loader.dispose()
+    return {k: v for k, v in data.items() if isinstance(k, str)}, key_lines
 
 
 def _yaml_message(exc: yaml.MarkedYAMLError) -> str:
@@ -221,19 +290,132 @@ def _yaml_message(exc: yaml.MarkedYAMLError) -> str:
     return "invalid YAML: " + (", ".join(parts) or "syntax error")
 
 
-def _map_tools(tools: str | list[str] | None, path: Path, warnings: list[str]) -> list[str]:
-    """Our tool names for the file's ``tools`` value, deduplicated, in order."""
-    if tools is None:
-        return list(BASE_TOOLS)
-    names = tools.split(",") if isinstance(tools, str) else tools
-    result: list[str] = []
-    for name in (n.strip() for n in names):
-        if not name:
+class InvalidAgent(Exception):
+    """An agent definition isoagent refuses; ``key`` is the field at fault."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.message = message
+
+
+def build_spec(
+    name: str, description: str, prompt: str, fields: Mapping[str, Any], *, source: str
+) -> tuple[AgentSpec, list[str]]:
+    """An AgentSpec from an agent's fields (a file's front matter or an ``--agents``
+    entry), and the Claude Code tools it names that isoagent lacks."""
+    missing: list[str] = []
+    tools = fields.get("tools")
+    if isinstance(tools, str | list):
+        granted, allow = _grant(_entries(tools), missing)
+    else:  # absent, or of a type Claude Code ignores too
+        granted, allow = list(BASE_TOOLS), []
+    deny = _take_away(_entries(fields.get("disallowedTools")), granted)
+    if fields.get("permissionMode") == PLAN_MODE:
+        granted = [tool for tool in granted if tool not in WRITE_TOOLS]
+    model = fields.get("model")
+    turns = fields.get("maxTurns")
+    spec = AgentSpec(
+        name=name,
+        description=description,
+        system_prompt=prompt,
+        tools=granted,
+        model=agent_model(model) if isinstance(model, str) else None,
+        max_turns=turns if isinstance(turns, int) and turns > 0 else None,
+        source=source,
+        bash_allow=allow if "bash" in granted else [],
+        bash_deny=deny if "bash" in granted else [],
+    )
+    return spec, missing
+
+
+def _entries(value: object) -> list[str]:
+    """A tools value (``"Read, Bash(git:*)"`` or a list) as its entries."""
+    if isinstance(value, str):
+        return _TOOL_ENTRY.findall(value)
+    if isinstance(value, list):
+        return [str(item).strip() for item in value if str(item).strip()]
+    return []
+
+
+def _split_rule(entry: str) -> tuple[str, str | None]:
+    """``Bash(git:*)`` -> ("Bash", "git:*"); ``Read`` -> ("Read", None)."""
+    match = _RULE.match(entry)
+    return (match.group(1).strip(), match.group(2).strip()) if match else (entry, None)
+
+
+def _grant(entries: list[str], missing: list[str]) -> tuple[list[str], list[str]]:
+    """Our tools for a ``tools`` list, in order, and the bash allow rules (none: any
+    command). A rule isoagent cannot enforce (``Read(src/**)``) grants nothing."""
+    granted: list[str] = []
+    rules: list[str] = []
+    unrestricted_bash = False
+    for entry in entries:
+        tool, rule = _split_rule(entry)
+        ours = CLAUDE_TOOLS.get(tool)
+        if ours is None:
+            if tool not in ("Task", "Agent", "task"):  # children never start children
+                missing.append("mcp__*" if tool.startswith("mcp__") else tool)
             continue
-        if name.lower() == TASK_TOOL:
-            warnings.append(f"{path}: tool {name!r} dropped: child agents never get 'task'")
-        elif name not in _TOOL_NAMES:
-            warnings.append(f"{path}: tool {name!r} is not available in isoagent; dropped")
-        elif _TOOL_NAMES[name] not in result:
-            result.append(_TOOL_NAMES[name])
-    return result
+        if rule is not None and rule not in ("", "*") and ours != "bash":
+            missing.append(f"{tool}(...)")
+            continue
+        if ours == "bash":
+            if rule in (None, "", "*"):
+                unrestricted_bash = True
+            else:
+                rules.append(rule)
+        if ours not in granted:
+            granted.append(ours)
+    return granted, [] if unrestricted_bash else rules
+
+
+def _take_away(entries: list[str], granted: list[str]) -> list[str]:
+    """Remove what ``disallowedTools`` names from ``granted``; return the bash deny rules.
+    A name isoagent does not know is refused: it cannot keep away what it cannot name."""
+    deny: list[str] = []
+    for entry in entries:
+        tool, rule = _split_rule(entry)
+        ours = CLAUDE_TOOLS.get(tool)
+        if ours is None:
+            if tool in KNOWN_ELSEWHERE or tool.startswith("mcp__"):
+                continue  # never given anyway
+            raise InvalidAgent(
+                "disallowedTools",
+                f"disallowedTools names {tool!r}, a tool isoagent does not know; refusing the "
+                "agent rather than guessing what to keep from it",
+            )
+        if ours == "bash" and rule not in (None, "", "*"):
+            deny.append(rule)
+        elif ours in granted:  # a rule on another tool: the whole tool goes
+            granted.remove(ours)
+    return deny
+
+
+def inline_agents(text: str) -> dict[str, AgentSpec]:
+    """``--agents JSON``: ``{"name": {"description", "prompt", "tools": [...], ...}}``, as
+    Claude Code takes it; raises ValueError with a one-line reason."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("expected a JSON object of agent names to definitions")
+    agents: dict[str, AgentSpec] = {}
+    for name, fields in data.items():
+        if not isinstance(fields, dict):
+            raise ValueError(f"{name}: expected an object")
+        for key in ("description", "prompt"):
+            if not isinstance(fields.get(key), str):
+                raise ValueError(f"{name}.{key}: expected a string")
+        for key in ("tools", "disallowedTools"):
+            if key in fields and not isinstance(fields[key], list):
+                raise ValueError(f"{name}.{key}: expected an array")
+        try:
+            spec, _ = build_spec(
+                name, fields["description"], fields["prompt"], fields, source="--agents"
+            )
+        except InvalidAgent as exc:
+            raise ValueError(f"{name}: {exc.message}") from None
+        agents[name] = spec
+    return agents

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import msgspec
 
-PROTOCOL_VERSION = 2  # 2: thinking blocks
+PROTOCOL_VERSION = 3  # 2: thinking blocks; 3: bash rules (an older child would ignore them)
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -88,6 +88,9 @@ class AgentSpec(msgspec.Struct, omit_defaults=True):
     model: str | None = None
     max_turns: int | None = None
     source: str = "built-in"
+    # Claude Code's Bash(git:*) rules: commands bash may run (none: any) and may not
+    bash_allow: list[str] = []
+    bash_deny: list[str] = []
 
 
 # room for a thinking model's thinking and its answer (claude-sonnet-5 thinks by default)

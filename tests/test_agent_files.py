@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS
+from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS, writes
 from isoagent.parent.agent_files import (
     AgentCatalog,
     AgentFileError,
     AgentFileErrorException,
+    NotAnAgentFile,
+    inline_agents,
     load_agents,
     parse_agent_file,
 )
+from isoagent.parent.model.aliases import CURRENT_MODELS
 
 
 def agent_md(name: str, *front: str, body: str = "You review code.") -> str:
@@ -72,7 +76,7 @@ def test_workspace_agent_with_comma_separated_tools(workdir: Path, home: Path) -
     path = write(
         ws_agents(workdir),
         "reviewer.md",
-        agent_md("reviewer", "tools: Read, Grep", "model: sonnet", "maxTurns: 7", "color: red"),
+        agent_md("reviewer", "tools: Read, Grep", "model: claude-x-1", "maxTurns: 7", "color: red"),
     )
     catalog = load(workdir, home)
     spec = catalog.agents["reviewer"]
@@ -80,7 +84,7 @@ def test_workspace_agent_with_comma_separated_tools(workdir: Path, home: Path) -
     assert spec.source == str(path)
     assert spec.system_prompt == "You review code."
     assert spec.description == "The reviewer agent."
-    assert (spec.model, spec.max_turns) == ("sonnet", 7)
+    assert (spec.model, spec.max_turns) == ("claude-x-1", 7)
     assert list(catalog.agents)[: len(BUILTIN_AGENTS)] == list(BUILTIN_AGENTS)
     assert catalog.warnings == [] and catalog.errors == []
 
@@ -91,9 +95,9 @@ def test_list_tools_mapped_deduplicated_in_order(tmp_path: Path) -> None:
         "a.md",
         agent_md("a", "tools:", "  - Bash", "  - Edit", "  - MultiEdit", "  - LS", "  - glob"),
     )
-    spec, warnings = parse_agent_file(path)
+    spec, missing = parse_agent_file(path)
     assert spec.tools == ["bash", "edit_file", "glob"]
-    assert warnings == []
+    assert missing == []
 
 
 def test_absent_tools_means_all_base_tools_and_inherit_model(tmp_path: Path) -> None:
@@ -102,34 +106,34 @@ def test_absent_tools_means_all_base_tools_and_inherit_model(tmp_path: Path) -> 
     assert spec.model is None and spec.max_turns is None
 
 
-def test_unknown_tool_is_dropped_with_warning(workdir: Path, home: Path) -> None:
-    write(ws_agents(workdir), "web.md", agent_md("web", "tools: Read, WebFetch, mcp__x__y"))
+def test_tools_isoagent_lacks_are_named_once_in_one_summary_line(workdir: Path, home: Path) -> None:
+    for n in range(3):
+        write(ws_agents(workdir), f"web{n}.md", agent_md(f"web{n}", "tools: Read, NotebookEdit"))
+    write(ws_agents(workdir), "mcp.md", agent_md("mcp", "tools: Read, mcp__x__y, mcp__z__w"))
     catalog = load(workdir, home)
-    assert catalog.agents["web"].tools == ["read_file"]
-    assert len(catalog.warnings) == 2
-    assert all("web.md" in w for w in catalog.warnings)
-    assert "WebFetch" in catalog.warnings[0] and "mcp__x__y" in catalog.warnings[1]
+    assert catalog.agents["web0"].tools == ["read_file"]
+    assert catalog.agents["mcp"].tools == ["read_file"]
+    assert len(catalog.warnings) == 1
+    assert "NotebookEdit (3 agents)" in catalog.warnings[0]
+    assert "mcp__* (1 agent)" in catalog.warnings[0]
 
 
-@pytest.mark.parametrize("task", ["Task", "task"])
-def test_task_tool_dropped_with_warning(tmp_path: Path, task: str) -> None:
-    spec, warnings = parse_agent_file(
-        write(tmp_path, "a.md", agent_md("a", f"tools: {task}, Read"))
-    )
+@pytest.mark.parametrize("task", ["Task", "Agent", "task"])
+def test_task_tool_is_never_given_to_a_child(tmp_path: Path, task: str) -> None:
+    spec, missing = parse_agent_file(write(tmp_path, "a.md", agent_md("a", f"tools: {task}, Read")))
     assert spec.tools == ["read_file"]
-    assert len(warnings) == 1
-    assert "a.md" in warnings[0] and task in warnings[0] and "never" in warnings[0]
+    assert missing == []
 
 
 def test_malformed_yaml_reports_file_line_and_others_still_load(workdir: Path, home: Path) -> None:
     agents = ws_agents(workdir)
-    bad = write(agents, "bad.md", "---\nname: bad\ndescription: x\ntools: [Read,\n---\nbody\n")
+    bad = write(agents, "bad.md", "---\nname: bad\ndescription: x\n  tools: [Read\n---\nbody\n")
     write(agents, "good.md", agent_md("good"))
     catalog = load(workdir, home)
     assert "good" in catalog.agents and "bad" not in catalog.agents
     error = only_error(catalog)
     assert error.path == str(bad)
-    assert error.line == 4  # the "tools: [Read," line, counting the opening '---' as line 1
+    assert error.line == 4  # the "  tools: [Read" line, counting the opening '---' as line 1
     assert "YAML" in error.message
     assert str(error) == error.describe() == f"{bad}:4: {error.message}"
 
@@ -142,37 +146,110 @@ def test_yaml_error_line_is_offset_by_opening_delimiter(tmp_path: Path) -> None:
     assert str(info.value) == info.value.error.describe()
 
 
-def test_wrong_max_turns_type_names_key_and_line(tmp_path: Path) -> None:
-    path = write(tmp_path, "a.md", agent_md("a", "model: opus", "maxTurns: ten"))
-    with pytest.raises(AgentFileErrorException) as info:
-        parse_agent_file(path)
-    error = info.value.error
-    assert (error.path, error.line) == (str(path), 5)
-    assert "maxTurns" in error.message and "Expected `int" in error.message
-
-
 @pytest.mark.parametrize(
     ("text", "line", "needle"),
     [
-        ("just a prompt\n", 1, "no front matter"),
-        ("", 1, "no front matter"),
         ("---\nname: a\ndescription: d\nbody\n", 1, "unterminated"),
         ("---\ndescription: d\n---\nbody", 1, "`name`"),
-        ("---\nname: a\ndescription: d\ntools: 5\n---\nbody", 4, "$.tools"),
-        ("---\nname: a\ndescription: d\nmaxTurns: 0\n---\nbody", 4, "maxTurns"),
+        ("---\nname: 123\ndescription: d\n---\nbody", 2, "`name`"),
+        ("---\nname: ''\ndescription: d\n---\nbody", 2, "`name`"),
+        ("---\nname: a\n---\nbody", 1, "`description`"),
+        ("---\nname: a\ndescription: 42\n---\nbody", 3, "`description`"),
+        ("---\nname: a\ndescription: [a, b]\n---\nbody", 3, "`description`"),
         ("---\n- a list\n---\nbody", 1, "mapping"),
-        ("---\nname: a\ndescription: d\n---\n  \n", 4, "empty system prompt"),
-        ("---\nname: has space\ndescription: d\n---\nbody", 2, "invalid name"),
-        (f"---\nname: {'x' * 65}\ndescription: d\n---\nbody", 2, "invalid name"),
-        ("---\nname: a\ndescription: ''\n---\nbody", 3, "empty description"),
+        ("---\nname: a\ndescription: ''\n---\nbody", 3, "`description`"),
+        ("---\nname: a\ndescription: d\n  more: text\n---\nbody", 4, "invalid YAML"),
     ],
 )
-def test_malformed_files(tmp_path: Path, text: str, line: int, needle: str) -> None:
+def test_files_claude_code_rejects_are_rejected(
+    tmp_path: Path, text: str, line: int, needle: str
+) -> None:
     path = write(tmp_path, "a.md", text)
     with pytest.raises(AgentFileErrorException) as info:
         parse_agent_file(path)
     assert info.value.error.line == line
     assert needle in info.value.error.message
+
+
+@pytest.mark.parametrize("text", ["just a prompt\n", "", "\n---\nname: a\ndescription: d\n---\nb"])
+def test_markdown_without_front_matter_is_not_an_agent_and_counted_once(
+    workdir: Path, home: Path, text: str
+) -> None:
+    write(ws_agents(workdir), "README.md", text)
+    write(ws_agents(workdir) / "sub", "NOTES.md", text)
+    catalog = load(workdir, home)
+    assert catalog.errors == []
+    assert len(catalog.warnings) == 1
+    assert "2 Markdown file(s) without front matter ignored" in catalog.warnings[0]
+
+
+# Files Claude Code 2.1 loads, as it loads them (checked against its CLI): front matter
+# that is not valid YAML as a whole, odd names, values of the wrong type, an empty body.
+LENIENT_CORPUS = {
+    "colon.md": (
+        "---\nname: colon-desc\ndescription: Use this agent when: the user asks. "
+        "Example: foo\ntools: Read, Grep\n---\nBody.\n",
+        "colon-desc",
+        "Use this agent when: the user asks. Example: foo",
+    ),
+    "stars.md": (
+        "---\nname: stars\ndescription: **Important** agent\n---\nBody.\n",
+        "stars",
+        "**Important** agent",
+    ),
+    "dots.md": ("---\nname: my.agent.v2\ndescription: dotted\n---\nB\n", "my.agent.v2", "dotted"),
+    "space.md": ("---\nname: has spaces\ndescription: s\n---\nB\n", "has spaces", "s"),
+    "unclosed.md": ("---\nname: u\ndescription: [unclosed\n---\nB\n", "u", "[unclosed"),
+    "hash.md": ("---\nname: h\ndescription: Use #1 agent: x\n---\nB\n", "h", "Use"),
+    "quoted.md": (
+        '---\nname: q\ndescription: "Quoted" then more: text\n---\nB\n',
+        "q",
+        '"Quoted" then more: text',
+    ),
+    "crlf.md": ("---\r\nname: crlf\r\ndescription: w\r\n---\r\nBody.\r\n", "crlf", "w"),
+    "bom.md": ("\ufeff---\nname: bom\ndescription: b\n---\nB\n", "bom", "b"),
+    "empty-body.md": ("---\nname: nobody\ndescription: e\n---\n", "nobody", "e"),
+    "odd-values.md": (
+        "---\nname: odd\ndescription: o\ntools: 5\nmaxTurns: abc\nmodel: 5\n---\nB\n",
+        "odd",
+        "o",
+    ),
+    "zero-turns.md": ("---\nname: z\ndescription: z\nmaxTurns: 0\n---\nB\n", "z", "z"),
+}
+
+
+@pytest.mark.parametrize("filename", sorted(LENIENT_CORPUS))
+def test_files_claude_code_loads_are_loaded(tmp_path: Path, filename: str) -> None:
+    text, name, description = LENIENT_CORPUS[filename]
+    spec, _ = parse_agent_file(write(tmp_path, filename, text))
+    assert (spec.name, spec.description) == (name, description)
+
+
+def test_values_of_the_wrong_type_are_ignored_as_claude_code_does(tmp_path: Path) -> None:
+    text = LENIENT_CORPUS["odd-values.md"][0]
+    spec, _ = parse_agent_file(write(tmp_path, "odd.md", text))
+    assert spec.tools == list(BASE_TOOLS)
+    assert spec.max_turns is None and spec.model is None
+
+
+def test_subfolders_are_scanned_and_the_whole_corpus_gives_no_warning(
+    workdir: Path, home: Path
+) -> None:
+    for n, (filename, (text, _, _)) in enumerate(sorted(LENIENT_CORPUS.items())):
+        folder = ws_agents(workdir) / ("a" * (n % 3)) / ("b" * (n % 2))
+        write(folder, filename, text.encode())
+    catalog = load(workdir, home)
+    assert catalog.errors == [] and catalog.warnings == []
+    names = {name for _, name, _ in LENIENT_CORPUS.values()}
+    assert names <= set(catalog.agents)
+
+
+def test_a_symlinked_folder_is_not_followed(workdir: Path, home: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    write(outside, "x.md", agent_md("outsider"))
+    ws_agents(workdir).mkdir(parents=True)
+    (ws_agents(workdir) / "link").symlink_to(outside)
+    assert "outsider" not in load(workdir, home).agents
 
 
 def test_precedence_workspace_over_extra_over_home_over_builtin(
@@ -227,12 +304,16 @@ def test_extra_dir_loaded_non_md_ignored_missing_dir_fine(
     assert catalog.errors == [] and catalog.warnings == []
 
 
-def test_duplicate_name_in_one_dir_warns(workdir: Path, home: Path) -> None:
+def test_duplicate_name_in_one_dir_later_path_wins_named_in_the_summary(
+    workdir: Path, home: Path
+) -> None:
     write(ws_agents(workdir), "a.md", agent_md("dup", body="first"))
-    write(ws_agents(workdir), "b.md", agent_md("dup", body="second"))
+    write(ws_agents(workdir) / "sub", "b.md", agent_md("dup", body="second"))
     catalog = load(workdir, home)
     assert catalog.agents["dup"].system_prompt == "second"
-    assert len(catalog.warnings) == 1 and "dup" in catalog.warnings[0]
+    assert (
+        len(catalog.warnings) == 1 and "defined again by a later file: dup" in catalog.warnings[0]
+    )
 
 
 _front_matter = st.builds(
@@ -259,12 +340,130 @@ def test_fuzz_any_content_gives_agent_or_error(tmp_path: Path, content: str | by
     path = write(directory, "fuzz.md", content)
     try:
         spec, _ = parse_agent_file(path)
+    except NotAnAgentFile:
+        assert not load(tmp_path, home).errors
     except AgentFileErrorException as exc:
         assert exc.error.path == str(path)
         assert 1 <= exc.error.line <= path.read_bytes().count(b"\n") + 1
         catalog = load(tmp_path, home)
         assert catalog.errors == [exc.error]
     else:
-        assert spec.source == str(path) and spec.system_prompt
+        assert spec.source == str(path) and spec.name and spec.description
         catalog = load(tmp_path, home)
         assert catalog.errors == [] and catalog.agents[spec.name] == spec
+
+
+def test_disallowed_tools_are_taken_away(tmp_path: Path) -> None:
+    spec, _ = parse_agent_file(
+        write(tmp_path, "a.md", agent_md("a", "disallowedTools: Bash, Write, WebFetch, mcp__x"))
+    )
+    assert spec.tools == ["read_file", "edit_file", "glob", "grep"]
+
+
+def test_an_unknown_disallowed_tool_rejects_the_agent(tmp_path: Path) -> None:
+    path = write(tmp_path, "a.md", agent_md("a", "tools: Read, Bash", "disallowedTools: Bsh"))
+    with pytest.raises(AgentFileErrorException) as info:
+        parse_agent_file(path)
+    assert info.value.error.line == 5 and "'Bsh'" in info.value.error.message
+
+
+def test_a_rule_isoagent_cannot_enforce_on_a_disallowed_tool_takes_the_whole_tool(
+    tmp_path: Path,
+) -> None:
+    spec, _ = parse_agent_file(
+        write(tmp_path, "a.md", agent_md("a", "disallowedTools: Read(.env)"))
+    )
+    assert "read_file" not in spec.tools
+
+
+def test_a_path_rule_in_tools_grants_nothing(tmp_path: Path) -> None:
+    spec, missing = parse_agent_file(write(tmp_path, "a.md", agent_md("a", "tools: Read(src/**)")))
+    assert spec.tools == [] and missing == ["Read(...)"]
+
+
+def test_permission_mode_plan_makes_the_agent_read_only(tmp_path: Path) -> None:
+    spec, _ = parse_agent_file(write(tmp_path, "a.md", agent_md("a", "permissionMode: plan")))
+    assert not writes(spec)
+    assert spec.tools == ["bash", "read_file", "glob", "grep"]
+
+
+@pytest.mark.parametrize(
+    ("tools", "allow", "deny"),
+    [
+        ("Read, Bash(git:*)", ["git:*"], []),
+        ("Read Bash(git log:*) Bash(npm run test:*)", ["git log:*", "npm run test:*"], []),
+        ("Bash(git:*), Bash", [], []),
+        ("Bash(*)", [], []),
+    ],
+)
+def test_bash_rules_restrict_bash(
+    tmp_path: Path, tools: str, allow: list[str], deny: list[str]
+) -> None:
+    spec, _ = parse_agent_file(write(tmp_path, "a.md", agent_md("a", f"tools: {tools}")))
+    assert "bash" in spec.tools
+    assert (spec.bash_allow, spec.bash_deny) == (allow, deny)
+
+
+def test_a_bash_rule_in_disallowed_tools_is_a_deny_rule(tmp_path: Path) -> None:
+    spec, _ = parse_agent_file(
+        write(tmp_path, "a.md", agent_md("a", "disallowedTools: Bash(rm:*), Bash(git push:*)"))
+    )
+    assert "bash" in spec.tools and spec.bash_deny == ["rm:*", "git push:*"]
+
+
+@pytest.mark.parametrize(
+    ("model", "env", "expected"),
+    [
+        ("sonnet", {}, CURRENT_MODELS["sonnet"]),
+        ("Opus", {}, CURRENT_MODELS["opus"]),
+        ("haiku", {}, CURRENT_MODELS["haiku"]),
+        ("fable", {}, CURRENT_MODELS["fable"]),
+        ("sonnet[1m]", {}, CURRENT_MODELS["sonnet"]),
+        ("best", {}, CURRENT_MODELS["opus"]),
+        ("sonnet", {"ANTHROPIC_DEFAULT_SONNET_MODEL": "my-sonnet"}, "my-sonnet"),
+        ("fable", {"ANTHROPIC_DEFAULT_FABLE_MODEL": "my-fable"}, "my-fable"),
+        ("claude-x-9", {"ANTHROPIC_DEFAULT_SONNET_MODEL": "nope"}, "claude-x-9"),
+        ("inherit", {}, None),
+    ],
+)
+def test_model_aliases_resolve_as_in_claude_code(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    model: str,
+    env: dict[str, str],
+    expected: str | None,
+) -> None:
+    for family in CURRENT_MODELS:
+        monkeypatch.delenv(f"ANTHROPIC_DEFAULT_{family.upper()}_MODEL", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    spec, _ = parse_agent_file(write(tmp_path, "a.md", agent_md("a", f"model: {model}")))
+    assert spec.model == expected
+
+
+def test_inline_agents_json_as_claude_code_takes_it() -> None:
+    agents = inline_agents(
+        '{"rev": {"description": "reviews", "prompt": "You review.", "tools": ["Read", '
+        '"Bash(git:*)"], "disallowedTools": ["Write"], "model": "haiku", "maxTurns": 3, '
+        '"permissionMode": "plan", "color": "red"}}'
+    )
+    rev = agents["rev"]
+    assert (rev.description, rev.system_prompt, rev.max_turns) == ("reviews", "You review.", 3)
+    assert rev.tools == ["read_file", "bash"] and rev.bash_allow == ["git:*"]
+    assert rev.model == CURRENT_MODELS["haiku"] and rev.source == "--agents"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("{bad", "invalid JSON"),
+        ("[]", "JSON object"),
+        ('{"x": {"prompt": "p"}}', "x.description: expected a string"),
+        ('{"x": {"description": "d"}}', "x.prompt: expected a string"),
+        ('{"x": {"description": "d", "prompt": "p", "tools": "Read"}}', "x.tools: expected"),
+        ('{"x": {"description": "d", "prompt": "p", "disallowedTools": ["Zap"]}}', "'Zap'"),
+    ],
+)
+def test_invalid_inline_agents_are_refused_whole(text: str, needle: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        inline_agents(text)

@@ -66,7 +66,10 @@ def test_agents_lists_builtins_and_files_with_tools_and_source(
     assert "  tools: read_file, grep\n  max turns: 5\n" in out
     assert f"writer  ({extra / 'writer.md'})\n" in out
     assert "  tools: write_file, edit_file\n  model: claude-haiku-4-5\n" in out
-    assert "reviewer.md: tool 'WebSearch' is not available in isoagent; dropped" in done.stderr
+    assert done.stderr.splitlines() == [
+        "isoagent: warning: agent files: tools isoagent does not have were left out: "
+        "WebSearch (1 agent)"
+    ]
 
 
 def test_malformed_file_is_named_with_its_line_and_the_others_still_load(
@@ -74,7 +77,7 @@ def test_malformed_file_is_named_with_its_line_and_the_others_still_load(
 ) -> None:
     agents_dir = workspace / ".claude" / "agents"
     (agents_dir / "reviewer.md").write_text(REVIEWER)
-    (agents_dir / "broken.md").write_text("---\nname: broken\ndescription: [unclosed\n---\nx\n")
+    (agents_dir / "broken.md").write_text("---\nname: broken\ndescription: a\n  b: c\n---\nx\n")
     done = run_cli(["agents"], plain_env(home), cwd=workspace)
     assert done.returncode == 1
     assert "reviewer  (.claude/agents/reviewer.md)" in done.stdout
@@ -82,7 +85,7 @@ def test_malformed_file_is_named_with_its_line_and_the_others_still_load(
     assert "broken" not in done.stdout
     lines = [line for line in done.stderr.splitlines() if "broken.md" in line]
     assert len(lines) == 1 and lines[0].startswith("isoagent: agent file skipped: ")
-    assert f"{agents_dir / 'broken.md'}:3: invalid YAML" in lines[0]
+    assert f"{agents_dir / 'broken.md'}:4: invalid YAML" in lines[0]
     assert "Traceback" not in done.stderr
 
 

@@ -38,6 +38,9 @@ class ToolContext:
     process_groups: set[int] = field(default_factory=set)
     # the commands' environment (None: this process's own); it carries the tag below
     env: dict[str, str] | None = None
+    # the agent's Bash(...) rules (see bash_rules): commands allowed (none: any) and denied
+    bash_allow: list[str] = field(default_factory=list)
+    bash_deny: list[str] = field(default_factory=list)
 
     def end_commands(self) -> None:
         """SIGKILL every running command's process group, and every process carrying this

@@ -14,6 +14,7 @@ import msgspec
 
 from isoagent.child.agent.proc import signal_name, signal_processes
 from isoagent.child.agent.tools.base import Tool, ToolError
+from isoagent.child.agent.tools.bash_rules import CommandRefused, check
 from isoagent.child.agent.truncate import keep_sizes, mark_cut, truncate
 
 MAX_TIMEOUT = 600.0
@@ -49,6 +50,11 @@ class Bash(Tool[BashInput]):
         ctx = self.ctx
         if ctx.cancelled.is_set():
             raise ToolError("cancelled")
+        if ctx.bash_allow or ctx.bash_deny:
+            try:
+                check(inp.command, ctx.bash_allow, ctx.bash_deny)
+            except CommandRefused as exc:
+                raise ToolError(f"command refused: {exc}") from None
         timeout = inp.timeout if inp.timeout is not None else ctx.limits.bash_timeout
         cap = ctx.limits.output_cap if ctx.limits.output_cap > 0 else _UNCAPPED
         output = _Output(cap)
