@@ -7,14 +7,20 @@ parent is gone, so the child ends its commands and exits at once (no orphans).
 Every process of a child carries ``ISOAGENT_CHILD_TAG`` in its environment (the
 parent sets it), so one that left its process group and session with ``setsid``
 is still found and ended, by the child and by the parent.
+
+Over a link that can go silent without closing (a remote child's), both sides send a
+``Heartbeat`` every third of the Task's ``heartbeat`` seconds; a parent silent for
+that long counts as gone, as at EOF.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import sys
 import threading
+import time
 
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.protocol import (
@@ -23,6 +29,7 @@ from isoagent.protocol import (
     FrameError,
     FrameReader,
     FrameWriter,
+    Heartbeat,
     ModelCall,
     ModelError,
     ModelReply,
@@ -38,9 +45,30 @@ class ParentChannel:
         self.ctx = ctx
         self.replies: queue.Queue[ModelReply] = queue.Queue()
         self._write_lock = threading.Lock()
+        self._heard = time.monotonic()  # when the parent last sent a frame
 
-    def start(self) -> None:
+    def start(self, heartbeat: float = 0.0) -> None:
+        """Read the parent's frames from now on; over a link that can go silent
+        (``heartbeat`` > 0) also say "still here" and end when the parent stops saying it."""
         threading.Thread(target=self._read_forever, name="parent-reader", daemon=True).start()
+        if heartbeat > 0:
+            self._heard = time.monotonic()
+            for target in (self._beat, self._watch):
+                threading.Thread(target=target, args=(heartbeat,), daemon=True).start()
+
+    def _beat(self, silence: float) -> None:
+        with contextlib.suppress(OSError):  # the link is gone: the reader or _watch ends us
+            while True:
+                self.send(Heartbeat())
+                time.sleep(silence / 3)
+
+    def _watch(self, silence: float) -> None:
+        """A thread of its own: a send blocked on a dead link must not keep this one waiting."""
+        while (quiet := time.monotonic() - self._heard) < silence:
+            time.sleep(min(silence - quiet, silence / 3) + 0.01)
+        print(f"isoagent child: parent silent for {silence:g} s: ending", file=sys.stderr)
+        self.ctx.end_commands()
+        os._exit(EXIT_PARENT_GONE)
 
     def send(self, frame: ChildFrame) -> None:
         with self._write_lock:
@@ -61,6 +89,7 @@ class ParentChannel:
             if frame is None:
                 self.ctx.end_commands()
                 os._exit(EXIT_PARENT_GONE)
+            self._heard = time.monotonic()
             if isinstance(frame, ModelReply):
                 self.replies.put(frame)
             elif isinstance(frame, Cancel):

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
+
+import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.loop import Agent
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.child.channel import ParentChannel
+from isoagent.child.identity import settle_on_host
 from isoagent.protocol import (
     PROTOCOL_VERSION,
     FrameError,
@@ -51,6 +55,9 @@ def main() -> int:
     if not isinstance(task, Task):
         print(f"isoagent child: expected a Task frame, got {task!r:.80}", file=sys.stderr)
         return EXIT_BAD_START
+    if not task.tmpdir:  # on another host: nothing of the parent's is here
+        tmpdir = settle_on_host(task.identity)
+        task = msgspec.structs.replace(task, tmpdir=tmpdir, workdir=os.path.abspath(task.workdir))
 
     ctx = ToolContext(
         Path(task.workdir),
@@ -65,12 +72,16 @@ def main() -> int:
         os._exit(143)
 
     signal.signal(signal.SIGTERM, end_on_sigterm)
+    if not os.path.isdir(task.workdir):  # a tool would fail on every call: fail here, once
+        where = f"the workspace {task.workdir} does not exist on {socket.gethostname()}"
+        channel.send(Result("", "error", 0, 0, Usage(), 0.0, error=where))
+        return 1
     try:
         confine(task)  # before any thread starts: Landlock binds only the calling thread
     except Exception as exc:  # a sandbox that cannot be set up must not run unconfined
         channel.send(Result("", "error", 0, 0, Usage(), 0.0, error=f"sandbox: {exc}"))
         return 1
-    channel.start()
+    channel.start(task.heartbeat)
     tools = make_tools([name for name in task.agent.tools if name != TASK_TOOL], ctx)
     agent = Agent(
         channel,

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 import msgspec
 
-PROTOCOL_VERSION = 3  # 2: thinking blocks; 3: bash rules (an older child would ignore them)
+PROTOCOL_VERSION = 4  # 2: thinking blocks; 3: bash rules; 4: Heartbeat, Task.identity, .heartbeat
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -144,7 +144,9 @@ class Progress(msgspec.Struct, tag=True, omit_defaults=True):
     detail: str = ""
 
 
-Status = Literal["ok", "max_turns", "error", "cancelled", "budget", "timeout", "crashed"]
+Status = Literal[
+    "ok", "max_turns", "error", "cancelled", "budget", "timeout", "crashed", "launch_failed"
+]
 
 
 class Result(msgspec.Struct, tag=True, omit_defaults=True):
@@ -157,9 +159,23 @@ class Result(msgspec.Struct, tag=True, omit_defaults=True):
     error: str = ""
 
 
-ChildFrame = Hello | ModelCall | Progress | Result
+class Heartbeat(msgspec.Struct, tag=True):
+    """ "Still here", either way, over a link that can go silent (a remote child's)."""
+
+
+ChildFrame = Hello | ModelCall | Progress | Result | Heartbeat
 
 # --- parent -> child ---------------------------------------------------------
+
+
+class Identity(msgspec.Struct, omit_defaults=True):
+    """Who a child is. It travels in the Task, not in an environment: a remote child's
+    login environment has none of it."""
+
+    tag: str = ""  # every process the child starts carries it, to be found and ended
+    depth: int = 1  # isoagent parents above the child
+    run_id: str = ""
+    child: str = ""  # the child's id in its run
 
 
 class Task(msgspec.Struct, tag=True, omit_defaults=True):
@@ -167,8 +183,12 @@ class Task(msgspec.Struct, tag=True, omit_defaults=True):
     agent: AgentSpec
     model: str
     workdir: str
-    tmpdir: str
+    tmpdir: str  # "": the child is on another host and makes its own there
     limits: Limits = msgspec.field(default_factory=Limits)
+    identity: Identity = msgspec.field(default_factory=Identity)
+    # seconds of silence after which either side counts the link as dead, each sending
+    # a Heartbeat every third of it (0: a local pipe, whose end is seen, needs none)
+    heartbeat: float = 0.0
 
 
 class ModelError(msgspec.Struct, omit_defaults=True):
@@ -191,4 +211,4 @@ class Cancel(msgspec.Struct, tag=True):
     reason: str
 
 
-ParentFrame = Task | ModelReply | Cancel
+ParentFrame = Task | ModelReply | Cancel | Heartbeat

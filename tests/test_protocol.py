@@ -22,7 +22,9 @@ from isoagent.protocol import (
     FrameError,
     FrameReader,
     FrameWriter,
+    Heartbeat,
     Hello,
+    Identity,
     Message,
     ModelCall,
     ModelError,
@@ -51,12 +53,23 @@ CHILD_FRAMES = [
     ModelCall(3, "m", 100, "sys", CONVERSATION, [ToolSpec("bash", "run", {"type": "object"})]),
     Progress("tool_start", 1, 2, 0.5, tool="bash", detail="ls"),
     Result("done", "ok", 2, 1, Usage(5, 6), 1.5),
+    Heartbeat(),
 ]
 PARENT_FRAMES = [
     Task("go", AgentSpec("Explore", "d", "p", ["bash"]), "m", "/w", "/t"),
     ModelReply(3, [TextBlock("hi")], "end_turn", Usage(1, 2)),
     ModelReply(4, error=ModelError("auth", "bad key", 401)),
     Cancel("user pressed Ctrl-C"),
+    Heartbeat(),
+    Task(
+        "go",
+        AgentSpec("Explore", "d", "p", ["bash"]),
+        "m",
+        "ws",
+        "",
+        identity=Identity("run-1-003", 2, "run-1", "003"),
+        heartbeat=15.0,
+    ),
 ]
 
 

@@ -10,13 +10,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import isoagent.child
-from isoagent.child.agent.proc import TAG_VARIABLE
+from isoagent.child.identity import DEPTH_VARIABLE, allowed_environment, identity_environment
 from isoagent.parent.children.forkserver import ForkServer
 from isoagent.parent.children.process import ChildPipes, ChildProcess, attach
+from isoagent.protocol import Identity
 
 PACKAGE_ROOT = Path(isoagent.child.__file__).resolve().parent.parent  # a cwd outside any workspace
-DEPTH_VARIABLE = "ISOAGENT_DEPTH"
-ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ")
 # -E -s -P: no PYTHON* variables, no user site, and not the working directory on sys.path
 # (a workspace could hold a folder named isoagent)
 CHILD_COMMAND = [sys.executable, "-E", "-s", "-P", "-m", "isoagent.child"]
@@ -24,23 +23,22 @@ FORK_SERVER_COMMAND = [*CHILD_COMMAND[:-1], "isoagent.child.forkserver"]
 FORK_SERVER_VARIABLE = "ISOAGENT_FORK_SERVER"  # 0: start every child with fork and exec
 
 
-def allowed_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The allow-listed part of an environment: never a key or a token."""
-    return {k: v for k, v in environ.items() if k in ENV_ALLOW or k.startswith("LC_")}
-
-
 def nesting_depth(environ: Mapping[str, str] = os.environ) -> int:
     """How many isoagent parents this process runs under (0: none)."""
     return int(environ.get(DEPTH_VARIABLE, "0") or 0)
 
 
+def child_identity(tag: str, environ: Mapping[str, str] = os.environ, **more: str) -> Identity:
+    """A child's identity: ``tag`` (unique while it lives: it finds what the child started),
+    one level deeper than this process."""
+    return Identity(tag=tag, depth=nesting_depth(environ) + 1, **more)
+
+
 def child_environment(tmpdir: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The child's whole environment: an allow-list, never a key or a token."""
+    """A local child's whole environment: an allow-list, never a key or a token, and its
+    identity (the same as its Task's); its tag is its temporary folder."""
     env = allowed_environment(environ)
-    env["TMPDIR"] = tmpdir
-    env[TAG_VARIABLE] = tmpdir  # unique while the child lives; finds what it started
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env[DEPTH_VARIABLE] = str(nesting_depth(environ) + 1)
+    env.update(identity_environment(child_identity(tmpdir, environ), tmpdir))
     return env
 
 

@@ -29,6 +29,7 @@ from isoagent.parent.children.launch import (
     CHILD_COMMAND,
     PACKAGE_ROOT,
     child_environment,
+    child_identity,
     exec_child,
 )
 from isoagent.parent.children.process import ChildProcess
@@ -200,6 +201,7 @@ class _ChildRun:
             workdir=str(sup.workdir),
             tmpdir=tmpdir,
             limits=limits,
+            identity=child_identity(tmpdir, run_id=sup.run_folder.run_id, child=self.id),
         )
 
     async def _spawn(self, tmpdir: str) -> ChildProcess:

@@ -27,6 +27,7 @@ STATUS_EXIT = {
     "cancelled": ExitCode.INTERRUPTED,
     "timeout": ExitCode.CHILD_FAILED,
     "crashed": ExitCode.CHILD_FAILED,
+    "launch_failed": ExitCode.CHILD_FAILED,
 }
 
 
@@ -36,6 +37,6 @@ def exit_code_for(status: Status) -> ExitCode:
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 error (API, key, server), 2 usage, 3 turn limit, "
-    "4 child failed (crash, kill, timeout), 5 token budget, 6 batch: some task not ok, "
+    "4 child failed (crash, kill, timeout, launch), 5 token budget, 6 batch: some task not ok, "
     "130 interrupted, 141 stdout's reader went away."
 )
