@@ -60,17 +60,32 @@ class ToolSpec(msgspec.Struct, omit_defaults=True):
 
 
 class Usage(msgspec.Struct):
+    """Tokens of model calls, as the Messages API counts them: ``input_tokens`` are the
+    ones after the last cache breakpoint; the prefix was written to the prompt cache
+    (``cache_creation_input_tokens``) or read from it (``cache_read_input_tokens``)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
         )
 
     @property
     def total(self) -> int:
-        return self.input_tokens + self.output_tokens
+        """Every token the calls processed, cached or not: what the token budget counts."""
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_creation_input_tokens
+            + self.cache_read_input_tokens
+        )
 
 
 # --- what a child is asked to do ---------------------------------------------

@@ -54,7 +54,7 @@ def test_text_tool_use_and_thinking_blocks_arrive_as_structs_and_others_are_drop
     ]
     assert reply.stop_reason == "tool_use" and reply.usage == Usage(12, 7)
     request = api_server.requests[0]
-    assert request.body["system"] == "sys" and "tools" not in request.body
+    assert request.system == "sys" and "tools" not in request.body
 
 
 def test_api_error_becomes_a_model_error_not_an_exception(

@@ -4,10 +4,14 @@ The SDK is imported here only, and only when a run needs a model: it costs
 about a second and 75 MB, which ``--help``, ``agents`` and replays never pay.
 Credentials and the server come from the SDK's own environment variables
 (``ANTHROPIC_API_KEY`` or ``ANTHROPIC_AUTH_TOKEN``, ``ANTHROPIC_BASE_URL``).
+
+Every request carries prompt-caching breakpoints where Claude Code puts them,
+so each turn of a conversation reads the turns before it from the cache.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any
 
@@ -40,10 +44,25 @@ def check_credentials(environ: os._Environ[str] | dict[str, str] = os.environ) -
         )
 
 
+def _import_sdk() -> Any:
+    """``import anthropic`` with the cyclic GC off: the import makes hundreds of thousands
+    of objects that live as long as the process, and collecting while they are made is a
+    fifth of the import's CPU. They are then frozen, so no later collection walks them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        import anthropic
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+    return anthropic
+
+
 class AnthropicSource:
     def __init__(self, *, max_retries: int = 3, timeout: float = 600.0) -> None:
         check_credentials()
-        import anthropic
+        anthropic = _import_sdk()
 
         self._anthropic = anthropic
         key = None if any(os.environ.get(n) for n in KEY_VARIABLES) else "no-key"
@@ -56,19 +75,14 @@ class AnthropicSource:
             raise MissingCredentials(f"invalid ANTHROPIC_BASE_URL {url!r}: {exc}") from None
 
     async def complete(self, call: ModelCall) -> ModelReply:
-        kwargs: dict[str, Any] = {
-            "model": call.model,
-            "max_tokens": call.max_tokens,
-            "messages": msgspec.to_builtins(call.messages),
-        }
-        if call.system:
-            kwargs["system"] = call.system
-        if call.tools:
-            kwargs["tools"] = msgspec.to_builtins(call.tools)
         try:
-            # the raw body, decoded by msgspec into our own Structs: no pydantic models
-            response = await self.client.messages.with_raw_response.create(**kwargs)
-            return _reply(call.turn, await response.read())
+            # The SDK's generic POST with the body encoded by msgspec, and the raw answer
+            # decoded by msgspec into our own Structs: the SDK's retries, headers and errors,
+            # without its deep copy of every request or pydantic models of every reply.
+            body = await self.client.post(
+                "/v1/messages", cast_to=bytes, content=_encoder.encode(request_body(call))
+            )
+            return _reply(call.turn, body)
         except self._anthropic.APIError as exc:
             return ModelReply(turn=call.turn, error=self._describe(exc))
         except msgspec.DecodeError as exc:  # a proxy that answers 200 with something else
@@ -96,14 +110,53 @@ class AnthropicSource:
         return ModelError("api", str(exc))
 
 
+EPHEMERAL = {"type": "ephemeral"}
+# the API refuses a breakpoint on these, and on empty text
+_NOT_CACHEABLE = frozenset({"thinking", "redacted_thinking"})
+
+
+def request_body(call: ModelCall) -> dict[str, Any]:
+    """The Messages API request for ``call``, with cache breakpoints (``cache_control``) on
+    the last tool, the system prompt and the newest message's last block: 3 of the 4 a
+    request may have. The prefix up to each is written to the cache on this turn and read
+    from it on the next, whose prefix is this turn's plus the reply and the tool results."""
+    messages = msgspec.to_builtins(call.messages)
+    for block in reversed(messages[-1]["content"] if messages else []):
+        if block.get("type") not in _NOT_CACHEABLE and block.get("text") != "":
+            block["cache_control"] = EPHEMERAL
+            break
+    body: dict[str, Any] = {"model": call.model, "max_tokens": call.max_tokens}
+    if call.tools:
+        tools = msgspec.to_builtins(call.tools)
+        tools[-1]["cache_control"] = EPHEMERAL
+        body["tools"] = tools
+    if call.system:
+        body["system"] = [{"type": "text", "text": call.system, "cache_control": EPHEMERAL}]
+    body["messages"] = messages
+    return body
+
+
+class _Usage(msgspec.Struct):
+    """Usage as sent: some servers send the cache counts as null, or not at all."""
+
+    input_tokens: int | None = 0
+    output_tokens: int | None = 0
+    cache_creation_input_tokens: int | None = 0
+    cache_read_input_tokens: int | None = 0
+
+    def counts(self) -> Usage:
+        return Usage(*(value or 0 for value in msgspec.structs.astuple(self)))
+
+
 class _Message(msgspec.Struct):
     """What we read of a Messages API response; the other fields are ignored."""
 
     content: list[dict[str, Any]]
-    usage: Usage
+    usage: _Usage
     stop_reason: str | None = None
 
 
+_encoder = msgspec.json.Encoder()
 _message_decoder = msgspec.json.Decoder(_Message)
 _BLOCK_TYPES: dict[str, type[Block]] = {
     "text": TextBlock,
@@ -122,7 +175,7 @@ def _reply(turn: int, body: bytes) -> ModelReply:
         for block in message.content
         if block.get("type") in _BLOCK_TYPES
     ]
-    return ModelReply(turn, content, message.stop_reason or "", message.usage)
+    return ModelReply(turn, content, message.stop_reason or "", message.usage.counts())
 
 
 def _api_message(exc: Any) -> str:

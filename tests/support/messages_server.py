@@ -163,6 +163,7 @@ class Reply:
     content: list[dict[str, Any]] = field(default_factory=list)
     stop_reason: str = "end_turn"
     usage: tuple[int, int] = (10, 5)
+    cache: tuple[int, int] = (0, 0)  # prompt-cache tokens (written, read), as the API counts them
     status: int = 200
     error_type: str = ""
     error_message: str = ""
@@ -521,7 +522,12 @@ class MessagesServer:
             "content": content,
             "stop_reason": reply.stop_reason,
             "stop_sequence": None,
-            "usage": {"input_tokens": reply.usage[0], "output_tokens": reply.usage[1]},
+            "usage": {
+                "input_tokens": reply.usage[0],
+                "output_tokens": reply.usage[1],
+                "cache_creation_input_tokens": reply.cache[0],
+                "cache_read_input_tokens": reply.cache[1],
+            },
         }
 
     def _serve(self, request: Request) -> tuple[int, bytes, str, dict[str, str]]:
