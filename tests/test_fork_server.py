@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import signal
 import sys
@@ -253,6 +254,26 @@ def test_server_exits_when_closed_and_its_children_live_on(tmp_path: Path) -> No
         child.close_pipes()
 
     with_server(body)
+
+
+def test_a_child_outliving_the_servers_reader_still_has_its_end_seen(tmp_path: Path) -> None:
+    """An event loop that shuts down cancels the reader before the children are ended (as
+    an interrupted CLI's loop may): their ends are still seen, not waited for in vain."""
+
+    async def body(server: ForkServer) -> bool:
+        child = await spawn(server, tmp_path)
+        await hello(child)
+        reader = server._reader
+        assert reader is not None
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+        os.kill(child.pid, signal.SIGTERM)
+        seen = await child.wait_exit(30)
+        child.close_pipes()
+        return seen
+
+    assert with_server(body)
 
 
 # --- through the CLI ----------------------------------------------------------------

@@ -199,12 +199,12 @@ class ForkServer:
                 raise
             if not self._closing:
                 self._fail(why)
-        finally:
+        finally:  # also when cancelled: whoever still waits for a child's exit is answered
             self._stop()
             sock.close()
-        for pid, exit in self._exits.items():  # no Exited will come for these
-            self._keep(_watch_gone(pid, exit))
-        self._exits.clear()
+            for pid, exit in self._exits.items():  # no Exited will come for these
+                self._keep(_watch_gone(pid, exit))
+            self._exits.clear()
 
     def _dispatch(self, message: Spawned | SpawnFailed | Exited) -> None:
         if isinstance(message, Exited):
