@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
-from isoagent.protocol import Status
+if TYPE_CHECKING:  # --help imports this module, and nothing that needs msgspec
+    from isoagent.protocol import Status
 
 
 class ExitCode(IntEnum):

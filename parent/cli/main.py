@@ -1,7 +1,13 @@
-"""The ``isoagent`` command group."""
+"""The ``isoagent`` command group.
+
+Each command's module is imported only when that command runs (or shows its own help):
+``isoagent --help`` imports click and this module, not asyncio, the SDK or the other
+commands.
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Iterator
@@ -10,13 +16,31 @@ from typing import Any
 
 import click
 
-from isoagent.parent.cli.agents import agents
-from isoagent.parent.cli.batch import batch
-from isoagent.parent.cli.demo import demo
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
-from isoagent.parent.cli.output import silence
-from isoagent.parent.cli.run import run
-from isoagent.parent.cli.task import task
+
+# name: (module defining the command function of that name, its short help for the list)
+COMMANDS = {
+    "run": (
+        "isoagent.parent.cli.run",
+        "Run the parent agent on PROMPT ('-' reads it from stdin); the answer goes to stdout.",
+    ),
+    "task": (
+        "isoagent.parent.cli.task",
+        "Run one subagent on PROMPT in its own process and print its summary.",
+    ),
+    "batch": (
+        "isoagent.parent.cli.batch",
+        "Run one subagent per line of FILE ('-' for stdin), each in its own process.",
+    ),
+    "agents": (
+        "isoagent.parent.cli.agents",
+        "List the agent types: built-ins, ~/.claude/agents/, --agents-dir, .claude/agents/.",
+    ),
+    "demo": (
+        "isoagent.parent.cli.demo",
+        "Run three subagent examples offline: scripted model turns, real child processes.",
+    ),
+}
 
 
 @contextmanager
@@ -26,11 +50,33 @@ def _reader_gone_quietly() -> Iterator[None]:
     try:
         yield
     except BrokenPipeError:
+        from isoagent.parent.cli.output import silence
+
         silence(sys.stdout)
         sys.exit(ExitCode.READER_GONE)
 
 
 class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        command: click.Command = getattr(importlib.import_module(COMMANDS[name][0]), name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The list of commands, from ``COMMANDS``: importing each to ask would cost more
+        than the rest of ``--help``."""
+        limit = formatter.width - 6 - max(map(len, COMMANDS))
+        rows = [
+            (name, click.Command(name, help=COMMANDS[name][1]).get_short_help_str(limit))
+            for name in self.list_commands(ctx)
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
     def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
         with _reader_gone_quietly():  # --help
             return super().make_context(*args, **kwargs)
@@ -44,13 +90,6 @@ class _Group(click.Group):
 @click.version_option(package_name="isoagent")
 def cli() -> None:
     """Run Claude subagents as separate OS processes."""
-
-
-cli.add_command(run)
-cli.add_command(task)
-cli.add_command(batch)
-cli.add_command(agents)
-cli.add_command(demo)
 
 
 def main() -> None:

@@ -1,0 +1,56 @@
+"""What the CLI imports: ``--help`` nothing heavy, a command only its own module."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from isoagent.parent.cli.main import COMMANDS
+
+HEAVY = {"asyncio", "ssl", "anthropic", "httpx", "httpx2", "pydantic", "msgspec", "yaml"}
+
+
+# the CLI's own entry point, listing every module loaded by the time the process exits
+SCRIPT = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: print(*sys.modules, sep='\\n', file=sys.stderr))\n"
+    "from isoagent.parent.cli.main import main\n"
+    "main()\n"
+)
+
+
+def imported(args: list[str], cwd: Path) -> set[str]:
+    """Every module ``isoagent ARGS`` has loaded when it exits."""
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, *args], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(done.stderr.split())
+
+
+def test_help_imports_click_and_no_command_asyncio_ssl_or_sdk(tmp_path: Path) -> None:
+    modules = imported(["--help"], tmp_path)
+    assert "click" in modules
+    assert not {m.split(".")[0] for m in modules} & HEAVY
+    assert not {module for module, _ in COMMANDS.values()} & modules
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_command_imports_its_own_module_and_no_other_command(name: str, tmp_path: Path) -> None:
+    modules = imported([name, "--help"], tmp_path)
+    own = COMMANDS[name][0]
+    assert own in modules
+    assert not {module for module, _ in COMMANDS.values() if module != own} & modules
+    assert "anthropic" not in {m.split(".")[0] for m in modules}
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_the_command_list_shows_each_commands_own_short_help(name: str) -> None:
+    module, short_help = COMMANDS[name]
+    command = getattr(importlib.import_module(module), name)
+    assert command.name == name
+    assert command.get_short_help_str(limit=1000) == short_help
