@@ -68,6 +68,7 @@ class RunFinished(Event, tag="result"):
     result: Result
     run_dir: str
     children: list[ChildFinished] = []
+    api_seconds: float = 0.0  # time spent waiting for model replies, all agents together
 
 
 class TaskRecord(msgspec.Struct):

@@ -26,7 +26,7 @@ def test_budget_ends_child_and_parent_with_status_budget(
     done = run_cli(args, cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 5, done.stderr
     final = json.loads(done.stdout)
-    assert final["result"]["status"] == "budget"
+    assert final["status"] == "budget" and final["is_error"] is True
     (child,) = final["children"]
     assert child["result"]["status"] == "budget"
     assert "token budget (40)" in child["result"]["error"]

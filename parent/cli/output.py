@@ -1,10 +1,11 @@
 """What ``run`` and ``task`` print on stdout: ``--output-format text|json|stream-json``.
 
 - ``text``: the final answer (the summary) only.
-- ``json``: one object at the end, the run's ``result`` event (the result with its
-  status, turns, usage and duration, and one record per child).
-- ``stream-json``: every event as one JSON line while it happens, in the shapes of
-  the transcripts (``parent/events.py``), ending with the same ``result`` event.
+- ``json``: one object at the end: Claude Code's ``result`` object (``claude -p
+  --output-format json``), plus isoagent's status, run folder and one record per child.
+- ``stream-json``: Claude Code's stream (``claude -p --output-format stream-json
+  --verbose``), one JSON line per message while it happens, ending with that ``result``;
+  see ``claude_format.py``. The transcripts keep isoagent's own event shapes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO
 import click
 import msgspec
 
+from isoagent.parent.cli.claude_format import ClaudeFormat
 from isoagent.parent.cli.exit_codes import ExitCode, exit_code_for
 from isoagent.parent.events import RunFinished
 
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class JsonLines:
-    """Writes msgspec Structs as JSON lines, each flushed as soon as it is written.
+    """Writes objects (msgspec Structs, dicts) as JSON lines, each flushed as soon as written.
 
     When the reader goes away (``| head -1``) the lines stop quietly; the run goes on.
     """
@@ -34,7 +36,7 @@ class JsonLines:
         self._encoder = msgspec.json.Encoder()
         self._closed = False
 
-    def __call__(self, item: msgspec.Struct) -> None:
+    def __call__(self, item: object) -> None:
         if self._closed:
             return
         try:
@@ -55,20 +57,23 @@ def silence(stream: IO[Any]) -> None:
 
 
 class Output:
-    def __init__(self, output_format: str) -> None:
+    def __init__(self, output_format: str, *, main_child: bool = False) -> None:
+        """``main_child``: the run has no parent agent (``isoagent task``)."""
         self.format = output_format
         self.lines = JsonLines()
+        streaming = output_format == "stream-json"
+        self.claude = ClaudeFormat(self.lines if streaming else None, main_child=main_child)
 
     def sinks(self) -> list[Sink]:
-        """For stream-json: every event of the session, as it happens."""
-        return [self.lines] if self.format == "stream-json" else []
+        """json and stream-json follow every event (stream-json prints them)."""
+        return [self.claude] if self.format != "text" else []
 
     def finish(self, final: RunFinished) -> ExitCode:
         """Print the end of the run (stream-json has already written its ``result`` line),
         say on stderr why it failed if it did, and return the exit code."""
         result = final.result
         if self.format == "json":
-            self.lines(final)
+            self.lines(self.claude.result(final))
         elif self.format == "text" and result.summary:
             click.echo(result.summary)
         if result.status != "ok":

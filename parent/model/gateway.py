@@ -9,6 +9,7 @@ for the reply.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Protocol
 
 from isoagent.protocol import ModelCall, ModelError, ModelReply, Usage
@@ -25,6 +26,7 @@ class Gateway:
         self.source = source
         self.max_tokens_total = max_tokens_total
         self.usage = Usage()
+        self.api_seconds = 0.0  # summed over calls, concurrent ones included
         self._slots = asyncio.Semaphore(max_concurrent)
 
     async def call(self, call: ModelCall) -> ModelReply:
@@ -35,6 +37,8 @@ class Gateway:
             if self.max_tokens_total and self.usage.total >= self.max_tokens_total:
                 budget = f"the run's token budget ({self.max_tokens_total}) is used up"
                 return ModelReply(turn=call.turn, error=ModelError("budget", budget))
+            started = time.monotonic()
             reply = await self.source.complete(call)
+            self.api_seconds += time.monotonic() - started
         self.usage = self.usage + reply.usage
         return reply

@@ -1,0 +1,300 @@
+"""A run's events as Claude Code prints them with ``--output-format stream-json|json``.
+
+Programs written for ``claude -p`` (and the claude-agent-sdk's ``parse_message``) read
+these lines unchanged: ``system``/``init``; ``assistant`` and ``user`` messages with
+``parent_tool_use_id`` (None for the parent, the ``task`` tool_use id for a child's);
+``system`` ``task_started``/``task_progress``/``task_notification`` for children; and the
+final ``result``. isoagent's own facts ride along in fields Claude Code does not use
+(``run_dir``, ``status``, ``children``, ``pid``, ``transcript`` ...).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL
+from isoagent.parent.events import (
+    ChildFinished,
+    ChildProgress,
+    ChildStarted,
+    Event,
+    MessageAdded,
+    RunFinished,
+    RunStarted,
+)
+from isoagent.parent.model.prices import cost_usd
+from isoagent.protocol import Result, ThinkingBlock, ToolUseBlock, Usage
+
+Message = dict[str, Any]
+
+_SUBTYPES = {"ok": "success", "max_turns": "error_max_turns"}
+_TERMINAL = {"ok": "completed", "max_turns": "max_turns", "budget": "budget"}
+_TASK_STATUS = {"ok": "completed", "cancelled": "stopped"}
+
+
+@dataclass
+class _Child:
+    tool_use_id: str | None
+    model: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+
+class ClaudeFormat:
+    """Turns isoagent events into Claude Code messages; ``write`` gets each message.
+
+    ``main_child``: the run has no parent agent (``isoagent task``), so the child's
+    messages are the main conversation (``parent_tool_use_id`` None).
+    """
+
+    def __init__(
+        self, write: Callable[[Message], None] | None, *, main_child: bool = False
+    ) -> None:
+        self.write = write
+        self.main_child = main_child
+        self.session_id = ""
+        self.model = ""
+        self._pending_tasks: list[ToolUseBlock] = []  # the parent's task calls not yet started
+        self._children: dict[str, _Child] = {}
+        self._usage_by_model: dict[str, Usage] = {}
+
+    def __call__(self, event: Event) -> None:
+        message = self.convert(event)
+        if message is not None and self.write is not None:
+            self.write(message)
+
+    def convert(self, event: Event) -> Message | None:
+        """The Claude Code message for ``event`` (None: Claude Code shows nothing for it)."""
+        if isinstance(event, RunStarted):
+            return self._init(event)
+        if isinstance(event, MessageAdded):
+            return self._message(event)
+        if isinstance(event, ChildStarted):
+            child = self._child(event.child, event.description, event.prompt, event.agent)
+            child.model = event.model
+            return self._system(
+                "task_started",
+                task_id=event.child,
+                tool_use_id=child.tool_use_id,
+                description=event.description,
+                subagent_type=event.agent,
+                task_type="local_agent",
+                prompt=event.prompt,
+                model=event.model,
+                pid=event.pid,
+                transcript=event.transcript,
+            )
+        if isinstance(event, ChildProgress):
+            child = self._child(event.child, event.description, "", event.agent)
+            progress = event.progress
+            return self._system(
+                "task_progress",
+                task_id=event.child,
+                tool_use_id=child.tool_use_id,
+                description=progress.detail or event.description,
+                subagent_type=event.agent,
+                usage=_task_usage(child.usage, progress.tool_calls, progress.elapsed),
+                last_tool_name=progress.tool or None,
+                progress=msgspec.to_builtins(progress),
+            )
+        if isinstance(event, ChildFinished):
+            return self._notification(event)
+        if isinstance(event, RunFinished):
+            return self.result(event)
+        return None
+
+    # -- messages -------------------------------------------------------------
+
+    def _init(self, event: RunStarted) -> Message:
+        self.session_id = event.run_id
+        self.model = event.model
+        tools = [] if self.main_child else [*BASE_TOOLS, TASK_TOOL]
+        return self._system(
+            "init",
+            cwd=event.workdir,
+            tools=tools,
+            mcp_servers=[],
+            model=event.model,
+            permissionMode="default",
+            slash_commands=[],
+            apiKeySource="ANTHROPIC_API_KEY",
+            output_style="default",
+            agents=event.agents,
+            skills=[],
+            plugins=[],
+            run_id=event.run_id,
+            run_dir=event.run_dir,
+        )
+
+    def _message(self, event: MessageAdded) -> Message | None:
+        content = [_block(block) for block in event.content]
+        parent = self._parent_of(event.child)
+        if event.role == "user":
+            if not any(block["type"] == "tool_result" for block in content):
+                return None  # the prompt itself: Claude Code does not echo it
+            return self._stamp(
+                {
+                    "type": "user",
+                    "message": {"role": "user", "content": content},
+                    "parent_tool_use_id": parent,
+                },
+                event.child,
+            )
+        model = self._children[event.child].model if event.child in self._children else ""
+        model = model or self.model
+        usage = event.usage or Usage()
+        self._count(event.child, model, usage)
+        if not event.child:
+            self._pending_tasks += [
+                b for b in event.content if isinstance(b, ToolUseBlock) and b.name == TASK_TOOL
+            ]
+        return self._stamp(
+            {
+                "type": "assistant",
+                "message": {
+                    "id": f"msg_{uuid.uuid4().hex[:24]}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": content,
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": _usage(usage),
+                },
+                "parent_tool_use_id": parent,
+            },
+            event.child,
+        )
+
+    def _notification(self, event: ChildFinished) -> Message:
+        child = self._child(event.child, event.description, "", event.agent)
+        result = event.result
+        return self._system(
+            "task_notification",
+            task_id=event.child,
+            tool_use_id=child.tool_use_id,
+            status=_TASK_STATUS.get(result.status, "failed"),
+            output_file=event.transcript,
+            summary=result.summary,
+            usage=_task_usage(result.usage, result.tool_calls, result.duration),
+            subagent_type=event.agent,
+            result=msgspec.to_builtins(result),
+            pid=event.pid,
+            exit_code=event.exit_code,
+        )
+
+    def result(self, final: RunFinished) -> Message:
+        """Claude Code's final ``result`` object, with isoagent's run facts added."""
+        result = final.result
+        is_error = result.status != "ok"
+        message: Message = {
+            "type": "result",
+            "subtype": _SUBTYPES.get(result.status, "error_during_execution"),
+            "is_error": is_error,
+            "duration_ms": round(result.duration * 1000),
+            "duration_api_ms": round(final.api_seconds * 1000),
+            "num_turns": result.turns,
+            "result": result.summary,
+            "stop_reason": None,
+            "session_id": self.session_id,
+            "total_cost_usd": sum(
+                cost_usd(model, usage) for model, usage in self._usage_by_model.items()
+            ),
+            "usage": _usage(result.usage),
+            "modelUsage": {
+                model: {
+                    "inputTokens": usage.input_tokens,
+                    "outputTokens": usage.output_tokens,
+                    "cacheReadInputTokens": usage.cache_read_input_tokens,
+                    "cacheCreationInputTokens": usage.cache_creation_input_tokens,
+                    "webSearchRequests": 0,
+                    "costUSD": cost_usd(model, usage),
+                }
+                for model, usage in self._usage_by_model.items()
+            },
+            "permission_denials": [],
+            "terminal_reason": _TERMINAL.get(result.status, "error"),
+            "uuid": str(uuid.uuid4()),
+        }
+        if is_error:
+            message["errors"] = [_error_text(result)]
+        # isoagent's own facts
+        message["status"] = result.status
+        message["error"] = result.error
+        message["tool_calls"] = result.tool_calls
+        message["run_dir"] = final.run_dir
+        message["children"] = msgspec.to_builtins(final.children)
+        return message
+
+    # -- helpers --------------------------------------------------------------
+
+    def _system(self, subtype: str, **fields: Any) -> Message:
+        return {
+            "type": "system",
+            "subtype": subtype,
+            **fields,
+            "uuid": str(uuid.uuid4()),
+            "session_id": self.session_id,
+        }
+
+    def _stamp(self, message: Message, child: str) -> Message:
+        message["session_id"] = self.session_id
+        message["uuid"] = str(uuid.uuid4())
+        if child:
+            message["child"] = child
+        return message
+
+    def _child(self, child: str, description: str, prompt: str, agent: str) -> _Child:
+        """The record of ``child``, made at its first event by claiming the parent's
+        ``task`` call it answers (the same description, prompt and type; else the oldest)."""
+        if child not in self._children:
+            tool_use_id = None
+            if self._pending_tasks and not self.main_child:
+                wanted = {"description": description, "prompt": prompt, "subagent_type": agent}
+                match = next(
+                    (b for b in self._pending_tasks if b.input == wanted), self._pending_tasks[0]
+                )
+                self._pending_tasks.remove(match)
+                tool_use_id = match.id
+            self._children[child] = _Child(tool_use_id)
+        return self._children[child]
+
+    def _parent_of(self, child: str) -> str | None:
+        if not child or self.main_child:
+            return None
+        return self._children[child].tool_use_id if child in self._children else None
+
+    def _count(self, child: str, model: str, usage: Usage) -> None:
+        if child in self._children:
+            self._children[child].usage = self._children[child].usage + usage
+        self._usage_by_model[model] = self._usage_by_model.get(model, Usage()) + usage
+
+
+def _block(block: msgspec.Struct) -> dict[str, Any]:
+    data: dict[str, Any] = msgspec.to_builtins(block)
+    if isinstance(block, ThinkingBlock):
+        data.setdefault("signature", "")  # Claude Code always sends one
+    return data
+
+
+def _usage(usage: Usage) -> dict[str, int]:
+    """The Messages API's usage object (Usage has its field names)."""
+    return msgspec.to_builtins(usage)  # type: ignore[no-any-return]
+
+
+def _task_usage(usage: Usage, tool_uses: int, seconds: float) -> dict[str, int]:
+    return {
+        "total_tokens": usage.total,
+        "tool_uses": tool_uses,
+        "duration_ms": round(seconds * 1000),
+    }
+
+
+def _error_text(result: Result) -> str:
+    if result.status == "max_turns":
+        return f"Reached maximum number of turns ({result.turns})"
+    return result.error or result.status

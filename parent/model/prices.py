@@ -1,0 +1,41 @@
+"""What a run's tokens cost, in US dollars, for the result's ``total_cost_usd``.
+
+Prices per million input and output tokens, as Claude Code 2.1 counts them (a prompt-cache
+write costs 1.25 times an input token, a cache read 0.1 times); a model id
+not listed is priced by its family (the word ``opus``, ``sonnet``, ``haiku`` or ``fable``
+in it), and at zero when it names none (a local server's model).
+"""
+
+from __future__ import annotations
+
+from isoagent.protocol import Usage
+
+PER_MILLION: dict[str, tuple[float, float]] = {
+    "claude-opus-5-5": (4.0, 20.0),
+    "claude-opus-4-1": (4.0, 20.0),
+    "claude-sonnet-5-5": (2.0, 10.0),
+    "claude-sonnet-5": (2.0, 10.0),
+    "claude-sonnet-4-5": (3.0, 15.0),
+    "claude-haiku-5-5": (0.5, 0.5),
+    "claude-haiku-4-5": (1.0, 5.0),
+    "claude-fable-5-2": (8.0, 40.0),
+}
+FAMILY_PRICES = {
+    "opus": PER_MILLION["claude-opus-5-5"],
+    "sonnet": PER_MILLION["claude-sonnet-5-5"],
+    "haiku": PER_MILLION["claude-haiku-5-5"],
+    "fable": PER_MILLION["claude-fable-5-2"],
+}
+
+
+def cost_usd(model: str, usage: Usage) -> float:
+    """The price of ``usage`` on ``model``."""
+    prices = PER_MILLION.get(model) or next(
+        (price for family, price in FAMILY_PRICES.items() if family in model), (0.0, 0.0)
+    )
+    inputs = (
+        usage.input_tokens
+        + 1.25 * usage.cache_creation_input_tokens
+        + 0.1 * usage.cache_read_input_tokens
+    )
+    return (inputs * prices[0] + usage.output_tokens * prices[1]) / 1_000_000
