@@ -16,7 +16,7 @@ from isoagent.protocol import (
     ToolUseBlock,
     Usage,
 )
-from tests.support.messages_server import MessagesServer, Reply
+from tests.support.messages_server import MessagesServer, Reply, error_reply
 
 CALL = ModelCall(0, "m", 100, "sys", [Message("user", [TextBlock("hi")])])
 
@@ -66,3 +66,40 @@ def test_api_error_becomes_a_model_error_not_an_exception(
     reply = asyncio.run(source.complete(CALL))
     assert reply.error is not None and reply.error.kind == "bad_request"
     assert reply.error.message == "400: invalid_request_error: max_tokens too large"
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type", "message"),
+    [
+        (400, "auth_error", "Authentication Error, Invalid proxy server token passed."),
+        (400, "invalid_request_error", "Invalid API key provided"),
+        (401, "authentication_error", "invalid x-api-key"),
+        (403, "permission_error", "not allowed"),
+    ],
+)
+def test_a_refused_key_is_an_auth_error_whatever_status_a_proxy_gives(
+    api_server: MessagesServer, source: AnthropicSource, status: int, error_type: str, message: str
+) -> None:
+    api_server.handler = lambda req: error_reply(status, error_type, message)
+    reply = asyncio.run(source.complete(CALL))
+    assert reply.error is not None and reply.error.kind == "auth"
+    assert reply.error.status_code == status and "check ANTHROPIC_API_KEY" in reply.error.message
+
+
+def test_a_bad_request_that_is_not_about_the_key_stays_a_bad_request(
+    api_server: MessagesServer, source: AnthropicSource
+) -> None:
+    api_server.handler = lambda req: error_reply(400, "invalid_request_error", "prompt too long")
+    reply = asyncio.run(source.complete(CALL))
+    assert reply.error is not None and reply.error.kind == "bad_request"
+
+
+@pytest.mark.parametrize("suffix", ["/v1", "/v1/", ""])
+def test_a_base_url_ending_in_v1_reaches_the_messages_endpoint(
+    api_server: MessagesServer, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api_server.base_url + suffix)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    reply = asyncio.run(AnthropicSource(max_retries=0).complete(CALL))
+    assert reply.error is None, reply.error
+    assert len(api_server.requests) == 1

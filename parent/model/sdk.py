@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 from typing import Any
 
 import msgspec
@@ -68,7 +69,10 @@ class AnthropicSource:
         key = None if any(os.environ.get(n) for n in KEY_VARIABLES) else "no-key"
         try:
             self.client = anthropic.AsyncAnthropic(
-                api_key=key, max_retries=max_retries, timeout=timeout
+                api_key=key,
+                max_retries=max_retries,
+                timeout=timeout,
+                base_url=server_root(os.environ.get("ANTHROPIC_BASE_URL")),
             )
         except Exception as exc:  # the SDK's URL parser raises its own error types
             url = os.environ.get("ANTHROPIC_BASE_URL", "")
@@ -92,7 +96,10 @@ class AnthropicSource:
     def _describe(self, exc: Exception) -> ModelError:
         anthropic = self._anthropic
         url = str(self.client.base_url).rstrip("/")
-        if isinstance(exc, anthropic.AuthenticationError | anthropic.PermissionDeniedError):
+        if isinstance(exc, anthropic.APIStatusError) and (
+            isinstance(exc, anthropic.AuthenticationError | anthropic.PermissionDeniedError)
+            or _says_auth(exc)
+        ):
             return ModelError(
                 "auth",
                 f"{url} rejected the credentials ({exc.status_code}: {_api_message(exc)}); "
@@ -176,6 +183,42 @@ def _reply(turn: int, body: bytes) -> ModelReply:
         if block.get("type") in _BLOCK_TYPES
     ]
     return ModelReply(turn, content, message.stop_reason or "", message.usage.counts())
+
+
+def server_root(url: str | None) -> str | None:
+    """``ANTHROPIC_BASE_URL`` without a trailing ``/v1``, which proxies' documentation
+    often includes and the SDK adds itself (None: the SDK's default)."""
+    if not url:
+        return None
+    root = url.rstrip("/")
+    return root.removesuffix("/v1") if root.endswith("/v1") else url
+
+
+_AUTH_TYPES = frozenset(
+    {"authentication_error", "permission_error", "auth_error", "invalid_api_key"}
+)
+_AUTH_WORDS = re.compile(
+    r"authenticat|unauthori[sz]ed|invalid (?:api |proxy server |x-api-)?(?:key|token)"
+    r"|api key not (?:valid|found)",
+    re.IGNORECASE,
+)
+
+
+def _says_auth(exc: Any) -> bool:
+    """A 4xx whose body says the credentials were refused: proxies such as LiteLLM answer
+    a wrong key with 400 and an ``auth_error`` (or a 401 code in the body)."""
+    status = getattr(exc, "status_code", 0)
+    body = getattr(exc, "body", None)
+    if not 400 <= status < 500 or not isinstance(body, dict):
+        return False
+    error = body.get("error")
+    if not isinstance(error, dict):
+        return bool(_AUTH_WORDS.search(str(error or body.get("message") or "")))
+    return (
+        error.get("type") in _AUTH_TYPES
+        or str(error.get("code")) in ("401", "403")
+        or bool(_AUTH_WORDS.search(str(error.get("message") or "")))
+    )
 
 
 def _api_message(exc: Any) -> str:
