@@ -36,6 +36,10 @@ COMMANDS = {
         "isoagent.parent.cli.agents",
         "List the agent types: built-ins, ~/.claude/agents/, --agents-dir, .claude/agents/.",
     ),
+    "logs": (
+        "isoagent.parent.cli.logs",
+        "List the latest runs, or show RUN as a tree of its agents, turns and tool calls.",
+    ),
     "demo": (
         "isoagent.parent.cli.demo",
         "Run three subagent examples offline: scripted model turns, real child processes.",
