@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
-import tempfile
 from collections.abc import Mapping
 
 from isoagent.child.agent.proc import TAG_VARIABLE, signal_processes
@@ -43,6 +41,8 @@ def settle_on_host(identity: Identity) -> str:
     """For a child on another host: make its temporary folder where that host keeps
     them, reduce this process's environment to what a local child's holds, and leave
     a janitor behind (``_clean_up_after``). Returns the folder."""
+    import tempfile  # here: a local child never needs it, and it costs its start a millisecond
+
     tmpdir = tempfile.mkdtemp(prefix="isoagent-")  # the host's TMPDIR, read before it goes
     env = allowed_environment()
     env.update(identity_environment(identity, tmpdir))
@@ -69,6 +69,8 @@ def _clean_up_after(tmpdir: str, tag: str) -> None:
         with contextlib.suppress(OSError):
             os.read(alive_read, 1)  # returns at the child's end
         signal_processes(signal.SIGKILL, tag=tag)
+        import shutil
+
         shutil.rmtree(tmpdir, ignore_errors=True)
     finally:
         os._exit(0)

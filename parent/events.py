@@ -33,8 +33,9 @@ class ChildStarted(Event, tag="child_started"):
     description: str
     prompt: str
     model: str
-    pid: int
+    pid: int  # with --hosts, the launcher's (ssh's) pid on this machine
     transcript: str
+    host: str = ""  # with --hosts: where it runs
 
 
 class MessageAdded(Event, tag="message"):

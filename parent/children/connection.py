@@ -4,21 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections import deque
 from io import FileIO
 from pathlib import Path
 
 from isoagent.parent.run_folder import write_all
-from isoagent.protocol import ChildFrame, FrameError, ParentFrame, encode_frame
+from isoagent.protocol import ChildFrame, FrameError, Heartbeat, ParentFrame, encode_frame
 from isoagent.protocol.framing import FrameAssembler
 
 
 class FrameInbox(asyncio.Protocol):
     """A child's frames, as the protocol of its stdout pipe: bytes go straight from the
     pipe into the frame they belong to, and decoded frames wait in a queue, so a consumer
-    that stops waiting (a timeout) never cuts a frame in half."""
+    that stops waiting (a timeout) never cuts a frame in half. ``last_heard``: when the
+    last bytes came (a Heartbeat is only that: it is not queued)."""
 
     def __init__(self, grace: float = 1.0) -> None:
+        self.last_heard = time.monotonic()
         self._frames = FrameAssembler(ChildFrame)
         self._queue: asyncio.Queue[ChildFrame | Exception | None] = asyncio.Queue()
         self._grace = grace
@@ -44,9 +47,11 @@ class FrameInbox(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._ended:
             return
+        self.last_heard = time.monotonic()
         try:
             for frame in self._frames.feed(data):
-                self._queue.put_nowait(frame)  # type: ignore[arg-type]
+                if not isinstance(frame, Heartbeat):
+                    self._queue.put_nowait(frame)  # type: ignore[arg-type]
         except FrameError as exc:
             self._end(exc)
 

@@ -6,6 +6,10 @@ built from an allow-list (no credentials). The supervisor answers
 its ``ModelCall`` frames through the gateway, records its conversation as a
 transcript, forwards its progress, and ends its whole session when it is
 done, times out, or the run is interrupted.
+
+With ``--hosts`` each child is placed on a host with a free slot and started there
+through the launcher (``remote.py``); a launch that fails, or a link that dies, is
+tried again on another host, up to ``--retries`` times.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import asyncio
 import contextlib
 import itertools
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +30,7 @@ from isoagent.child.agent.proc import start_time
 from isoagent.parent.children.cleanup import describe_exit, end_session
 from isoagent.parent.children.connection import StderrLog, write_frame
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
+from isoagent.parent.children.hosts import HostEntry, NoHostLeft
 from isoagent.parent.children.launch import (
     CHILD_COMMAND,
     PACKAGE_ROOT,
@@ -33,6 +39,13 @@ from isoagent.parent.children.launch import (
     exec_child,
 )
 from isoagent.parent.children.process import ChildProcess
+from isoagent.parent.children.remote import (
+    LINK_FAILED,
+    Launcher,
+    RemoteSettings,
+    keep_link,
+    launcher_environment,
+)
 from isoagent.parent.children.sandbox_policy import SandboxChoice, SandboxRefused, sandbox_mode
 from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
 from isoagent.parent.model.conversation import ConversationRecorder
@@ -90,8 +103,11 @@ class Supervisor:
         sandbox: SandboxChoice = "auto",
         allow_unsandboxed: bool = False,
         fork_server: ForkServer | None = None,
+        remote: RemoteSettings | None = None,
     ) -> None:
         self.fork_server = fork_server
+        self.remote = remote
+        self.launcher = None if remote is None else Launcher(remote.launcher, remote.remote_python)
         self.sandbox = sandbox
         self.allow_unsandboxed = allow_unsandboxed
         self.gateway = gateway
@@ -109,18 +125,73 @@ class Supervisor:
     async def run(self, request: ChildRequest) -> ChildFinished:
         """Run one child to its end; a failure becomes a Result, never an exception."""
         async with self._slots:
-            return await _ChildRun(self, request, next(self._numbers)).run()
+            number = next(self._numbers)
+            if self.remote is None:
+                finished = await _ChildRun(self, request, number).run()
+            else:
+                finished = await self._placed(request, number, self.remote)
+        self.finished.append(finished)
+        return finished
+
+    async def _placed(
+        self, request: ChildRequest, number: int, remote: RemoteSettings
+    ) -> ChildFinished:
+        """Run the child on a host of the pool; again on another one after a failed
+        launch or a lost link (and a crash, with ``retry_crashed``)."""
+        tried: set[str] = set()
+        attempt = 0
+        while True:
+            try:
+                host = await remote.pool.acquire(tried)
+            except NoHostLeft as exc:
+                refused = _ChildRun(self, request, number, attempt=attempt, refused=str(exc))
+                return await refused.run()
+            tried.add(host.name)
+            child = _ChildRun(self, request, number, host, attempt)
+            try:
+                finished = await child.run()
+            finally:
+                remote.pool.release(host, child.launched)
+            why = child.worth_retrying(remote.retry_crashed)
+            if not why or attempt >= remote.retries:
+                return finished
+            attempt += 1
+            print(
+                f"isoagent: child {child.id} {why}; retry {attempt} of {remote.retries}",
+                file=sys.stderr,
+            )
+
+    def close(self) -> None:
+        """End what outlives single children: the hosts' ssh control masters."""
+        if self.launcher is not None:
+            self.launcher.close()
 
 
 class _ChildRun:
     """One child process, from spawn to its last byte of stderr."""
 
-    def __init__(self, sup: Supervisor, request: ChildRequest, number: int) -> None:
+    def __init__(
+        self,
+        sup: Supervisor,
+        request: ChildRequest,
+        number: int,
+        host: HostEntry | None = None,
+        attempt: int = 0,
+        refused: str = "",
+    ) -> None:
         self.sup = sup
         self.request = request
         self.agent = request.agent
         self.id = f"{number:03d}"
+        self.host = host
+        # started through the launcher, on another host (or where the engine puts it)
+        self.remote = sup.remote if host is not None and not host.is_local else None
+        self.refused = refused  # why it cannot be started at all
+        self.launched: bool | None = None  # for a remote child: whether it said Hello
+        self.link_lost = False
         stem = sup.run_folder.child_stem(number, request.agent.name)
+        if attempt:  # the failed attempts' transcripts and logs stay beside this one's
+            stem = stem.with_name(f"{stem.name}-retry{attempt}")
         self.transcript_path = stem.with_suffix(".jsonl")
         self.stderr = StderrLog(stem.with_suffix(".stderr.log"))
         self.transcript = TranscriptWriter(self.transcript_path)
@@ -140,7 +211,8 @@ class _ChildRun:
         self.sup.sink(event)
 
     async def run(self) -> ChildFinished:
-        tmpdir = tempfile.mkdtemp(prefix=f"isoagent-{self.id}-")
+        # a remote child makes its own, on its host; locally, its tag is its temp folder
+        tmpdir = "" if self.remote else tempfile.mkdtemp(prefix=f"isoagent-{self.id}-")
         process: ChildProcess | None = None
         drain: asyncio.Task[None] | None = None
         result: Result | None = None
@@ -157,6 +229,7 @@ class _ChildRun:
                     model=task.model,
                     pid=process.pid,
                     transcript=self.transcript_label,
+                    host="" if self.host is None else self.host.name,
                 )
             )
             result = await self._outcome(process, task)
@@ -179,7 +252,8 @@ class _ChildRun:
                 if result is not None:
                     self._finish(result, process)
                 self.transcript.close()
-                shutil.rmtree(tmpdir, ignore_errors=True)
+                if tmpdir:
+                    shutil.rmtree(tmpdir, ignore_errors=True)
         assert self._finished is not None
         return self._finished
 
@@ -194,17 +268,34 @@ class _ChildRun:
             max_turns=self.agent.max_turns or sup.limits.max_turns,
             sandbox=sandbox,
         )
+        run_id = sup.run_folder.run_id
+        if self.remote is None:
+            return Task(
+                prompt=self.request.prompt,
+                agent=self.agent,
+                model=self.agent.model or sup.model,
+                workdir=str(sup.workdir),
+                tmpdir=tmpdir,
+                limits=limits,
+                identity=child_identity(tmpdir, run_id=run_id, child=self.id),
+            )
+        tag = f"isoagent-{run_id}-{self.transcript_path.stem}"  # unique on any host
         return Task(
             prompt=self.request.prompt,
             agent=self.agent,
             model=self.agent.model or sup.model,
-            workdir=str(sup.workdir),
-            tmpdir=tmpdir,
+            workdir=self.remote.remote_workdir or str(sup.workdir),
+            tmpdir="",
             limits=limits,
-            identity=child_identity(tmpdir, run_id=sup.run_folder.run_id, child=self.id),
+            identity=child_identity(tag, run_id=run_id, child=self.id),
+            heartbeat=self.remote.heartbeat,
         )
 
     async def _spawn(self, tmpdir: str) -> ChildProcess:
+        if self.refused:
+            raise ChildFailed(f"was not started: {self.refused}", "launch_failed")
+        if self.remote is not None:
+            return await self._launch()
         env = child_environment(tmpdir)
         command = self.sup.child_command
         process: ChildProcess | None = None
@@ -223,6 +314,22 @@ class _ChildRun:
         self.born = start_time(process.pid)
         return process
 
+    async def _launch(self) -> ChildProcess:
+        """Start the launcher that starts this child on its host."""
+        launcher, host = self.sup.launcher, self.host
+        assert launcher is not None and host is not None
+        env = launcher_environment()
+        await launcher.warm(host, env)
+        argv = launcher.argv(host)
+        try:
+            process = await exec_child(argv, cwd=self.sup.workdir, env=env)
+        except OSError as exc:
+            self.launched = False
+            why = f"could not run the launcher {argv[0]}: {exc}"
+            raise ChildFailed(why, "launch_failed") from None
+        self.pid = process.pid  # the launcher's: the child's own is on its host
+        return process
+
     async def _outcome(self, process: ChildProcess, task: Task) -> Result:
         """The child's Result, or one that says how the child failed."""
         try:
@@ -238,7 +345,11 @@ class _ChildRun:
             return self._failure("crashed", f"sent a corrupt frame: {exc}")
         except ChildFailed as exc:
             await process.wait_exit(1.0)
-            return self._failure(exc.status, str(exc), process.returncode)
+            message = str(exc)
+            if self.launched and exc.status == "crashed" and process.returncode == LINK_FAILED:
+                self.link_lost = True  # ssh's code for a dropped connection
+                message = f"lost its link to host {self._host_name}: {message}"
+            return self._failure(exc.status, message, process.returncode)
 
     async def _cancel(self, process: ChildProcess, why: str) -> Result:
         """Ask the child to stop (Cancel) and take the Result it sends within a moment."""
@@ -255,13 +366,17 @@ class _ChildRun:
         return failure
 
     async def _converse(self, process: ChildProcess, task: Task) -> Result:
+        # a remote child's launch (a queue's wait included) ends with its Hello
+        hello_timeout = HELLO_TIMEOUT if self.remote is None else self.remote.launch_timeout
         try:
-            async with asyncio.timeout(HELLO_TIMEOUT):
+            async with asyncio.timeout(hello_timeout):
                 hello = await process.frames.next()
         except TimeoutError:
-            raise ChildFailed(f"sent no Hello within {HELLO_TIMEOUT:g} s") from None
+            raise self._not_started(f"sent no Hello within {hello_timeout:g} s") from None
         if hello is None:
-            raise ChildFailed("exited before saying Hello")
+            raise self._not_started("exited before saying Hello")
+        if self.remote:
+            self.launched = True
         if not isinstance(hello, Hello):
             raise ChildFailed(f"spoke before saying Hello ({type(hello).__name__})")
         if hello.version != PROTOCOL_VERSION:
@@ -272,10 +387,50 @@ class _ChildRun:
             )
         if not await write_frame(process.stdin, task):
             raise ChildFailed("closed its input before taking its Task")
+        if self.remote is None:
+            return await self._talk(process)
+        talk = asyncio.ensure_future(self._talk(process))
+        watch = asyncio.ensure_future(keep_link(process.stdin, process.frames, task.heartbeat))
+        try:
+            await asyncio.wait([talk, watch], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for part in (talk, watch):
+                part.cancel()
+            await asyncio.gather(talk, watch, return_exceptions=True)
+        if not talk.cancelled():
+            return talk.result()
+        self.link_lost = True
+        raise ChildFailed(
+            f"lost its link to host {self._host_name}: nothing heard for {task.heartbeat:g} s"
+        )
+
+    async def _talk(self, process: ChildProcess) -> Result:
         while True:
             frame = await self._answer(process)
             if isinstance(frame, Result):
                 return frame
+
+    @property
+    def _host_name(self) -> str:
+        return "" if self.host is None else self.host.name
+
+    def _not_started(self, why: str) -> ChildFailed:
+        if self.remote is None:
+            return ChildFailed(why)
+        self.launched = False
+        return ChildFailed(f"did not start on host {self._host_name}: {why}", "launch_failed")
+
+    def worth_retrying(self, retry_crashed: bool) -> str:
+        """Why this child should be tried again elsewhere ("": it should not)."""
+        assert self._finished is not None
+        result = self._finished.result
+        if self.refused or not (
+            result.status == "launch_failed"
+            or self.link_lost
+            or (result.status == "crashed" and retry_crashed)
+        ):
+            return ""
+        return result.error.removeprefix("child ")
 
     async def _answer(self, process: ChildProcess) -> ModelCall | Progress | Result:
         """Take the next frame and act on it: answer a model call, forward progress."""
@@ -316,7 +471,7 @@ class _ChildRun:
 
     def _finish(self, result: Result, process: ChildProcess | None) -> None:
         lines = self.stderr.last_lines()
-        if result.status == "crashed" and lines:
+        if result.status in ("crashed", "launch_failed") and lines:
             result = msgspec.structs.replace(
                 result, error=result.error + "; last stderr: " + " | ".join(lines)
             )
@@ -329,7 +484,6 @@ class _ChildRun:
             result=result,
             exit_code=None if process is None else process.returncode,
         )
-        self.sup.finished.append(finished)
         self._finished = finished
         self.emit(finished)
 
