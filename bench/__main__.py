@@ -16,11 +16,20 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import cli_start, flows, imports, spawn, wire
+from bench import cli_start, flows, imports, references, spawn, wire
 from bench.flows import BatchSize
 from bench.stats import Line, markdown
 
-ROWS = ("child-start", "memory", "delegation", "batch", "protocol", "cli-start")
+ROWS = (
+    "child-start",
+    "memory",
+    "delegation",
+    "batch",
+    "task-cpu",
+    "one-shot",
+    "protocol",
+    "cli-start",
+)
 DEFAULT_JSON = Path(__file__).parent / "results.json"
 
 
@@ -32,7 +41,11 @@ class Sizes:
     delegation_rounds: int
     latency: float
     batches: list[BatchSize]
-    target_jobs: int  # the batch row's target is for this -j
+    cpu_tasks: int  # the task CPU row: batches of this many tasks and twice as many
+    cpu_jobs: int
+    cpu_repeats: int
+    idle: int  # other processes running in the row's second line
+    one_shot_runs: int
     codec_repeats: int
     codec_seconds: float
     pipe_bytes: int
@@ -50,11 +63,15 @@ FULL = Sizes(
     batches=[
         BatchSize(64, 1, 1),
         BatchSize(64, 4, 1),
-        BatchSize(64, 16, 3),
+        BatchSize(64, 16, 3, target=1.05),
         BatchSize(64, 16, 3, plain=True),
-        BatchSize(64, 64, 3),
+        BatchSize(64, 64, 3, target=1.15),
     ],
-    target_jobs=16,
+    cpu_tasks=64,
+    cpu_jobs=64,
+    cpu_repeats=3,
+    idle=1000,
+    one_shot_runs=5,
     codec_repeats=5,
     codec_seconds=0.3,
     pipe_bytes=50_000_000,
@@ -68,8 +85,12 @@ QUICK = Sizes(
     memory_runs=1,
     delegation_rounds=1,
     latency=0.02,
-    batches=[BatchSize(4, 1, 1), BatchSize(4, 4, 1), BatchSize(4, 4, 1, plain=True)],
-    target_jobs=4,
+    batches=[BatchSize(4, 1, 1), BatchSize(4, 4, 1, target=1.15), BatchSize(4, 4, 1, plain=True)],
+    cpu_tasks=2,
+    cpu_jobs=2,
+    cpu_repeats=1,
+    idle=10,
+    one_shot_runs=1,
     codec_repeats=1,
     codec_seconds=0.02,
     pipe_bytes=1_000_000,
@@ -84,7 +105,11 @@ def measure(sizes: Sizes, rows: list[str]) -> tuple[list[Line], list[str]]:
     steps: dict[str, Callable[[], list[Line]]] = {
         "child-start": lambda: spawn.child_start(sizes.start_runs, sizes.naive_runs),
         "delegation": lambda: flows.delegation(sizes.delegation_rounds),
-        "batch": lambda: flows.batch(sizes.batches, sizes.latency, sizes.target_jobs),
+        "batch": lambda: flows.batch(sizes.batches, sizes.latency),
+        "task-cpu": lambda: references.task_cpu(
+            sizes.cpu_tasks, sizes.cpu_jobs, sizes.cpu_repeats, sizes.idle
+        ),
+        "one-shot": lambda: references.one_shot(sizes.one_shot_runs, skipped),
         "memory": lambda: spawn.memory(sizes.memory_runs),
         "protocol": lambda: (
             wire.codec(30, sizes.codec_repeats, sizes.codec_seconds)

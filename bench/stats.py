@@ -62,7 +62,17 @@ def ratio(value: Stat, reference: Stat, name: str) -> str:
     return f"{value.median / reference.median:.2f}x {name}"
 
 
-ORDER = ("child start", "delegation", "batch", "memory", "CPU", "protocol", "CLI start")
+ORDER = (
+    "child start",
+    "delegation",
+    "batch",
+    "task CPU",
+    "one-shot",
+    "memory",
+    "CPU",
+    "protocol",
+    "CLI start",
+)
 
 
 def reference(row: str, what: str, stat: Stat, versus: str = "") -> Line:
