@@ -86,8 +86,8 @@ QUICK = Sizes(
     delegation_rounds=1,
     latency=0.02,
     batches=[BatchSize(4, 1, 1), BatchSize(4, 4, 1, target=1.15), BatchSize(4, 4, 1, plain=True)],
-    cpu_tasks=2,
-    cpu_jobs=2,
+    cpu_tasks=16,  # fewer: start-up's noise hides the difference
+    cpu_jobs=16,
     cpu_repeats=1,
     idle=10,
     one_shot_runs=1,

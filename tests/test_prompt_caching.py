@@ -100,7 +100,7 @@ def test_cache_token_counts_reach_the_json_output_and_the_transcripts(
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr
-    usage = json.loads(done.stdout)["result"]["usage"]
+    usage = json.loads(done.stdout)["usage"]  # Claude Code's result object
     assert usage == {
         "input_tokens": 20,
         "output_tokens": 10,
