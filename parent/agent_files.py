@@ -66,12 +66,14 @@ CLAUDE_TOOLS: dict[str, str] = {
     "Glob": "glob",
     "Grep": "grep",
     "LS": "glob",
-    **{tool: tool for tool in BASE_TOOLS},
+    "TodoWrite": "todo_write",
+    "WebFetch": "web_fetch",
+    **{tool: tool for tool in (*BASE_TOOLS, "todo_write", "web_fetch")},
 }
 # Claude Code tools isoagent does not give an agent; naming them is not an error.
 KNOWN_ELSEWHERE = frozenset(
     {
-        "Task", "Agent", "task", "TodoWrite", "TodoRead", "WebFetch", "WebSearch",
+        "Task", "Agent", "task", "TodoRead", "WebSearch",
         "NotebookEdit", "NotebookRead", "BashOutput", "KillShell", "KillBash", "ExitPlanMode",
         "SlashCommand", "Skill", "AskUserQuestion", "ListMcpResourcesTool",
         "ReadMcpResourceTool", "LSP", "ToolSearch", "SendMessage", "TaskStop", "Monitor",

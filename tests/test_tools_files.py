@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tracemalloc
 from pathlib import Path
@@ -250,12 +251,14 @@ def test_make_tools_unknown_name_is_value_error(tmp_path: Path) -> None:
         make_tools(["bash", "task"], ToolContext(tmp_path))
 
 
-def test_registry_has_the_six_base_tools_with_strict_schemas() -> None:
-    assert set(TOOL_CLASSES) == {"bash", "read_file", "write_file", "edit_file", "glob", "grep"}
+def test_registry_has_the_base_tools_and_claude_codes_extras_with_strict_schemas() -> None:
+    base = {"bash", "read_file", "write_file", "edit_file", "glob", "grep"}
+    assert set(TOOL_CLASSES) == base | {"todo_write", "web_fetch"}
     for name, cls in TOOL_CLASSES.items():
         assert cls.name == name
         schema = cls(ToolContext(Path("."))).spec.input_schema
         assert schema["additionalProperties"] is False
+        assert "$ref" not in json.dumps(schema)  # the API takes no references
         assert all(prop.get("description") for prop in schema["properties"].values())
     read_only = {name for name, cls in TOOL_CLASSES.items() if cls.parallel_safe}
     assert read_only == {"read_file", "glob", "grep"}

@@ -88,10 +88,20 @@ _schemas: dict[type, dict[str, Any]] = {}
 
 
 def input_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
-    """The JSON schema of a tool input Struct, inlined (the API wants no ``$ref``)."""
+    """The JSON schema of a tool input Struct, nested Structs inlined (the API wants no
+    ``$ref``)."""
     if struct not in _schemas:
         _, components = msgspec.json.schema_components([struct], ref_template="{name}")
-        schema = dict(components[struct.__name__])
-        schema.pop("title", None)
+        schema = _inline(components[struct.__name__], components)
         _schemas[struct] = schema
     return _schemas[struct]
+
+
+def _inline(node: Any, components: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_inline(item, components) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if set(node) == {"$ref"}:
+        return _inline(components[node["$ref"]], components)
+    return {k: _inline(v, components) for k, v in node.items() if k != "title"}

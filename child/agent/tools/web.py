@@ -1,0 +1,90 @@
+"""``web_fetch``: Claude Code's WebFetch, a web page as text, fetched by the child itself.
+
+A child started with ``--child-network off`` has no network: the tool says so rather
+than failing on a socket error.
+"""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from typing import Annotated
+
+import msgspec
+
+from isoagent.child.agent.tools.base import Tool, ToolError
+
+MAX_BYTES = 5_000_000
+TIMEOUT = 30.0
+_SKIPPED = frozenset({"script", "style", "noscript", "template", "svg", "head"})
+_BREAKS = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre"})
+
+
+class WebFetchInput(msgspec.Struct, forbid_unknown_fields=True):
+    url: Annotated[str, msgspec.Meta(description="The http(s) URL to fetch.")]
+    prompt: Annotated[
+        str, msgspec.Meta(description="What you want from the page (for your own reading).")
+    ] = ""
+
+
+class WebFetch(Tool[WebFetchInput]):
+    name = "web_fetch"
+    description = (
+        "Fetch a web page (http or https) and return its text (HTML reduced to text, "
+        "scripts and styles dropped). Long pages are truncated."
+    )
+    Input = WebFetchInput
+
+    def execute(self, inp: WebFetchInput) -> str:
+        if not self.ctx.limits.network:
+            raise ToolError(
+                "web_fetch is not available: this agent runs without network (--child-network off)"
+            )
+        if not inp.url.startswith(("http://", "https://")):
+            raise ToolError("only http:// and https:// URLs can be fetched")
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(inp.url, headers={"User-Agent": "isoagent-web-fetch"})
+        try:
+            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+                body = response.read(MAX_BYTES + 1)
+                kind = response.headers.get_content_type()
+                charset = response.headers.get_content_charset() or "utf-8"
+        except urllib.error.HTTPError as exc:
+            raise ToolError(f"{inp.url}: HTTP {exc.code} {exc.reason}") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise ToolError(f"cannot fetch {inp.url}: {getattr(exc, 'reason', exc)}") from None
+        text = body[:MAX_BYTES].decode(charset, errors="replace")
+        if kind in ("text/html", "application/xhtml+xml"):
+            text = html_text(text)
+        cut = " (first 5 MB)" if len(body) > MAX_BYTES else ""
+        return f"{inp.url} ({kind}){cut}:\n\n{text.strip()}"
+
+
+class _TextOf(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skipping = 0
+
+    def handle_starttag(self, tag: str, attrs: object) -> None:
+        if tag in _SKIPPED:
+            self.skipping += 1
+        elif tag in _BREAKS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _SKIPPED and self.skipping:
+            self.skipping -= 1
+
+    def handle_data(self, data: str) -> None:
+        if not self.skipping:
+            self.parts.append(data)
+
+
+def html_text(html: str) -> str:
+    """The readable text of an HTML page, one line per block, blank runs squeezed."""
+    parser = _TextOf()
+    parser.feed(html)
+    lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
+    return "\n".join(line for line in lines if line)

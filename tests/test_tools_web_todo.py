@@ -1,0 +1,90 @@
+"""Claude Code's TodoWrite and WebFetch, as the child's ``todo_write`` and ``web_fetch``."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from isoagent.child.agent.tools import make_tools
+from isoagent.child.agent.tools.base import ToolContext
+from isoagent.parent.agent_files import parse_agent_file
+from isoagent.protocol import Limits
+
+PAGE = b"""<html><head><title>t</title><style>p {color: red}</style></head>
+<body><script>var secret = 1;</script><h1>Release notes</h1><p>Version 2 &amp; more.</p>
+<ul><li>fast</li><li>small</li></ul></body></html>"""
+
+
+class _Pages(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        status, body = (200, PAGE) if self.path == "/notes" else (404, b"missing")
+        self.send_response(status)
+        self.send_header("content-type", "text/html; charset=utf-8")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def site() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def tool(name: str, tmp_path: Path, *, network: bool = True):  # type: ignore[no-untyped-def]
+    [made] = make_tools([name], ToolContext(tmp_path, Limits(network=network)))
+    return made
+
+
+def test_web_fetch_returns_the_pages_text_without_scripts_or_styles(
+    site: str, tmp_path: Path
+) -> None:
+    out = tool("web_fetch", tmp_path).run({"url": f"{site}/notes", "prompt": "what changed?"})
+    assert not out.is_error, out.text
+    assert "Release notes\nVersion 2 & more.\nfast\nsmall" in out.text
+    assert "secret" not in out.text and "color" not in out.text
+
+
+def test_web_fetch_errors_are_tool_errors(site: str, tmp_path: Path) -> None:
+    missing = tool("web_fetch", tmp_path).run({"url": f"{site}/gone"})
+    assert missing.is_error and "HTTP 404" in missing.text
+    local = tool("web_fetch", tmp_path).run({"url": "file:///etc/passwd"})
+    assert local.is_error and "only http:// and https://" in local.text
+
+
+def test_web_fetch_in_a_child_without_network_is_refused_clearly(site: str, tmp_path: Path) -> None:
+    out = tool("web_fetch", tmp_path, network=False).run({"url": f"{site}/notes"})
+    assert out.is_error and "runs without network (--child-network off)" in out.text
+
+
+def test_todo_write_keeps_the_agents_own_list(tmp_path: Path) -> None:
+    todo = tool("todo_write", tmp_path)
+    out = todo.run(
+        {
+            "todos": [
+                {"content": "read code", "status": "completed", "activeForm": "Reading"},
+                {"content": "fix bug", "status": "in_progress", "activeForm": "Fixing"},
+            ]
+        }
+    )
+    assert out.text == "Task list updated:\n[x] read code\n[~] fix bug"
+    bad = todo.run({"todos": [{"content": "x", "status": "done"}]})
+    assert bad.is_error and "status" in bad.text
+
+
+def test_agent_files_naming_todo_write_and_web_fetch_get_them(tmp_path: Path) -> None:
+    path = tmp_path / "a.md"
+    path.write_text("---\nname: a\ndescription: d\ntools: Read, TodoWrite, WebFetch\n---\nx\n")
+    spec, missing = parse_agent_file(path)
+    assert spec.tools == ["read_file", "todo_write", "web_fetch"] and missing == []
