@@ -11,10 +11,12 @@ task as an in-process agent. It prints the phases of each as JSON on stdout.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +24,13 @@ from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
 from isoagent.child.agent.loop import Agent
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
-from isoagent.parent.children.launch import fork_server_for
+from isoagent.parent.bridge import GatewayBridge, run_in_thread
 from isoagent.parent.children.supervisor import ChildRequest
 from isoagent.parent.events import ChildFinished
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.sdk import AnthropicSource
-from isoagent.parent.session import Session, Settings, _GatewayBridge, run_in_thread
+from isoagent.parent.session import Session
+from isoagent.parent.settings import Settings
 from isoagent.protocol import Limits, Message, ModelCall, ModelReply, TextBlock
 
 AGENT = BUILTIN_AGENTS["general-purpose"]
@@ -48,7 +51,8 @@ class TimedSource:
         return reply
 
 
-async def _open(workdir: Path) -> tuple[Session, TimedSource]:
+@contextlib.asynccontextmanager
+async def _open(workdir: Path) -> AsyncIterator[tuple[Session, TimedSource]]:
     source = TimedSource()
     settings = Settings(
         workdir=workdir,
@@ -57,12 +61,11 @@ async def _open(workdir: Path) -> tuple[Session, TimedSource]:
         run_base=workdir / "runs",
         agents=dict(BUILTIN_AGENTS),
     )
-    session = Session(settings, source, fork_server_for(settings.child_command))
-    session.start()
-    # The SDK's first call builds its HTTP client and imports lazily; not part of any row.
-    call = ModelCall(0, "claude-bench", 64, "", [Message("user", [TextBlock(WARMUP)])])
-    await session.gateway.call(call)
-    return session, source
+    async with Session.open(settings, source=source) as session:
+        # The SDK's first call builds its HTTP client and imports lazily; not part of any row.
+        call = ModelCall(0, "claude-bench", 64, "", [Message("user", [TextBlock(WARMUP)])])
+        await session.gateway.call(call)
+        yield session, source
 
 
 def _check(finished: ChildFinished) -> None:
@@ -83,32 +86,32 @@ def _phases(started: float, marks: list[tuple[float, float]], ended: float) -> d
 
 async def delegate(workdir: Path, rounds: int) -> dict[str, Any]:
     """One two-turn task, alternately as a child process and as an in-process agent."""
-    session, source = await _open(workdir)
-    loop = asyncio.get_running_loop()
-    out: dict[str, Any] = {"child": [], "in_process": []}
-    for i in range(rounds + 1):  # round 0 warms both paths up and is not counted
-        prompt = f"delegation round {i}: say hi with bash"
-        started = time.perf_counter()
-        _check(await session.supervisor.run(ChildRequest("bench", prompt, AGENT)))
-        child = _phases(started, source.marks, time.perf_counter())
+    async with _open(workdir) as (session, source):
+        loop = asyncio.get_running_loop()
+        out: dict[str, Any] = {"child": [], "in_process": []}
+        for i in range(rounds + 1):  # round 0 warms both paths up and is not counted
+            prompt = f"delegation round {i}: say hi with bash"
+            started = time.perf_counter()
+            _check(await session.supervisor.run(ChildRequest("bench", prompt, AGENT)))
+            child = _phases(started, source.marks, time.perf_counter())
 
-        ctx = ToolContext(workdir, session.settings.limits)
-        agent = Agent(
-            _GatewayBridge(session.gateway, loop, ConversationRecorder(lambda _: None)),
-            make_tools(AGENT.tools, ctx),
-            system=AGENT.system_prompt,
-            model_name=session.settings.model,
-            agent_name=AGENT.name,
-        )
-        started = time.perf_counter()
-        result = await run_in_thread(agent.run, prompt)
-        if result.status != "ok":
-            raise SystemExit(f"in-process agent failed: {result.error}")
-        in_process = _phases(started, source.marks, time.perf_counter())
-        if i:
-            out["child"].append(child)
-            out["in_process"].append(in_process)
-    return out
+            ctx = ToolContext(workdir, session.settings.limits)
+            agent = Agent(
+                GatewayBridge(session.gateway, loop, ConversationRecorder(lambda _: None)),
+                make_tools(AGENT.tools, ctx),
+                system=AGENT.system_prompt,
+                model_name=session.settings.model,
+                agent_name=AGENT.name,
+            )
+            started = time.perf_counter()
+            result = await run_in_thread(agent.run, prompt)
+            if result.status != "ok":
+                raise SystemExit(f"in-process agent failed: {result.error}")
+            in_process = _phases(started, source.marks, time.perf_counter())
+            if i:
+                out["child"].append(child)
+                out["in_process"].append(in_process)
+        return out
 
 
 def main(rounds: int) -> None:

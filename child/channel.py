@@ -90,9 +90,10 @@ class ParentChannel:
                 self.ctx.end_commands()
                 os._exit(EXIT_PARENT_GONE)
             self._heard = time.monotonic()
-            if isinstance(frame, ModelReply):
-                self.replies.put(frame)
-            elif isinstance(frame, Cancel):
-                self.ctx.cancelled.set()
-                self.ctx.end_commands()
-                self.replies.put(ModelReply(turn=-1, error=ModelError("cancelled", frame.reason)))
+            match frame:
+                case ModelReply():
+                    self.replies.put(frame)
+                case Cancel(reason=reason):
+                    self.ctx.cancelled.set()
+                    self.ctx.end_commands()
+                    self.replies.put(ModelReply(turn=-1, error=ModelError("cancelled", reason)))

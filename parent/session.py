@@ -1,6 +1,7 @@
-"""One invocation's machinery: the run folder, the gateway, the supervisor, the event sinks.
+"""One invocation: its run folder, gateway, supervisor, fork server, signals and final records.
 
-``run``, ``task`` and ``batch`` all open a Session; only what they ask of it differs.
+Every command, the demo and the Python API go through ``Session.open``; only what they ask of
+the session differs.
 """
 
 from __future__ import annotations
@@ -8,19 +9,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TypeVar
+import signal
+import sys
+from collections.abc import AsyncIterator, Iterator, Sequence
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS
 from isoagent.child.agent.loop import Agent
 from isoagent.child.agent.proc import TAG_VARIABLE
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
+from isoagent.parent.bridge import GatewayBridge, run_in_thread
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
-from isoagent.parent.children.sandbox_policy import SandboxChoice
+from isoagent.parent.children.launch import fork_server_for, nesting_depth
+from isoagent.parent.children.sandbox_policy import unsandboxed_warning
 from isoagent.parent.children.supervisor import Supervisor
 from isoagent.parent.events import (
     Broadcast,
@@ -29,15 +30,18 @@ from isoagent.parent.events import (
     Event,
     RunFinished,
     RunStarted,
+    Sink,
 )
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway, ModelSource
 from isoagent.parent.model.sdk import KEY_VARIABLES
 from isoagent.parent.run_folder import RunFolder, TranscriptWriter
+from isoagent.parent.settings import Settings
 from isoagent.parent.task_tool import TaskTool
-from isoagent.protocol import AgentSpec, Limits, ModelCall, ModelReply, Result
+from isoagent.protocol import Result
 
-T = TypeVar("T")
+# the signals that end a run: each cancels the session's task, which ends every child
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 PARENT_PROMPT = """\
 You are isoagent, a coding agent working in the directory {workdir}.
@@ -48,31 +52,44 @@ context small, and launch independent subagents in one message so they run concu
 When you are done, answer the user directly and concisely."""
 
 
-@dataclass
-class Settings:
-    workdir: Path
-    model: str
-    limits: Limits
-    timeout: float = 600.0
-    max_parallel: int = 4
-    max_tokens_total: int = 0
-    run_base: Path | None = None
-    agents: dict[str, AgentSpec] = field(default_factory=dict)
-    child_command: list[str] | None = None  # how to start a child; default python -m isoagent.child
-    sandbox: SandboxChoice = "auto"
-    allow_unsandboxed: bool = False
+class SessionError(Exception):
+    """The session could not start: no credentials, a bad recording, no run folder, nesting."""
 
-    @property
-    def runs_dir(self) -> Path:
-        return self.run_base or self.workdir / ".isoagent" / "runs"
+
+class Interrupted(Exception):
+    """A signal ended the session; the exit status is 128 + its number, as a shell's."""
+
+    def __init__(self, signum: int, run_dir: str) -> None:
+        super().__init__(f"interrupted; transcripts so far are in {run_dir}")
+        self.exit_code = 128 + signum
+
+
+def model_source(settings: Settings) -> ModelSource:
+    """Replayed, or the SDK (credentials from the environment), optionally recorded."""
+    from isoagent.parent.model.cassette import CassetteError, RecordingSource, ReplaySource
+    from isoagent.parent.model.sdk import AnthropicSource, MissingCredentials
+
+    try:
+        if settings.replay is not None:
+            source: ModelSource = ReplaySource(settings.replay, settings.replay_match)
+        else:
+            source = AnthropicSource()
+        if settings.record is not None:
+            source = RecordingSource(source, settings.record)
+    except (MissingCredentials, CassetteError) as exc:
+        raise SessionError(str(exc)) from None
+    return source
+
+
+def warn(message: str) -> None:
+    print(f"isoagent: {message}", file=sys.stderr, flush=True)
 
 
 class Session:
     def __init__(
         self, settings: Settings, source: ModelSource, fork_server: ForkServer | None
     ) -> None:
-        """``fork_server``: see ``supervisor.fork_server_for``; the session starts it, and
-        whoever made it closes it (``Session.open`` does)."""
+        """Use ``Session.open``, which also starts and ends what the session owns."""
         self.settings = settings
         self.run = RunFolder.create(settings.runs_dir)
         self.events = Broadcast()
@@ -85,19 +102,73 @@ class Session:
         )
         self.fork_server = fork_server
         self.supervisor = Supervisor(
-            gateway=self.gateway,
-            run=self.run,
-            sink=self.events,
-            workdir=settings.workdir,
-            model=settings.model,
-            limits=settings.limits,
-            timeout=settings.timeout,
-            max_parallel=settings.max_parallel,
-            child_command=settings.child_command,
-            sandbox=settings.sandbox,
-            allow_unsandboxed=settings.allow_unsandboxed,
-            fork_server=self.fork_server,
+            settings, gateway=self.gateway, run=self.run, sink=self.events, fork_server=fork_server
         )
+        self.signal = 0  # the signal that ended the session, if one did
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        source: ModelSource | None = None,
+        sinks: Sequence[Sink] = (),
+    ) -> AsyncIterator[Session]:
+        """A started session with ``sinks`` attached before its first event; on the way out,
+        whatever the end, its fork server is closed. SIGINT, SIGTERM and SIGHUP cancel the
+        task that opened it, which ends every child, and leave as ``Interrupted``.
+
+        ``source``: the model (default: from ``settings``: a replay, or the SDK).
+        """
+        if nesting_depth() >= 1:
+            raise SessionError(
+                "refusing to start model-backed work inside an isoagent child (nesting depth 1)"
+            )
+        fork_server = fork_server_for(settings.child_command)
+        try:
+            if fork_server is not None:  # it loads while the SDK is imported
+                with contextlib.suppress(ForkServerUnavailable):
+                    fork_server.launch()
+            if source is None:
+                source = model_source(settings)
+            if warning := unsandboxed_warning(settings.sandbox):
+                warn(warning)
+            try:
+                session = cls(settings, source, fork_server)
+            except OSError as exc:
+                where = settings.runs_dir
+                raise SessionError(
+                    f"cannot create the run folder in {where}: {exc.strerror or exc}"
+                ) from None
+            session.events.sinks.extend(sinks)
+            with session._stopped_by_signals():
+                session._start()
+                try:
+                    yield session
+                except asyncio.CancelledError:
+                    if not session.signal:
+                        raise
+                    raise Interrupted(
+                        session.signal, session.run.display(session.run.path)
+                    ) from None
+        finally:
+            if fork_server is not None:
+                fork_server.close()
+
+    @contextlib.contextmanager
+    def _stopped_by_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def stop(signum: int) -> None:
+            self.signal = self.signal or signum
+            task.cancel()
+
+        for signum in STOP_SIGNALS:
+            loop.add_signal_handler(signum, stop, signum)
+        yield  # the handlers stay until the loop closes: a late signal is not a traceback
 
     def _log_run_event(self, event: Event) -> None:
         """run.jsonl holds the run's own story; children's messages live in their transcripts."""
@@ -106,7 +177,7 @@ class Session:
         ):
             self.log(event)
 
-    def start(self) -> None:
+    def _start(self) -> None:
         if self.fork_server is not None:  # it imports while the first model call is made
             with contextlib.suppress(ForkServerUnavailable):
                 self.fork_server.start()
@@ -150,7 +221,7 @@ class Session:
             loop.call_soon_threadsafe(emit, event)
 
         agent = Agent(
-            _GatewayBridge(self.gateway, loop, ConversationRecorder(thread_safe)),
+            GatewayBridge(self.gateway, loop, ConversationRecorder(thread_safe)),
             tools,
             system=PARENT_PROMPT.format(workdir=settings.workdir),
             model_name=settings.model,
@@ -168,45 +239,3 @@ class Session:
             raise
         finally:
             ctx.end_commands()  # and whatever the parent's own commands left running
-
-
-class _GatewayBridge:
-    """The parent loop runs in a thread; its model turns go through the loop's gateway."""
-
-    def __init__(
-        self, gateway: Gateway, loop: asyncio.AbstractEventLoop, recorder: ConversationRecorder
-    ) -> None:
-        self.gateway = gateway
-        self.loop = loop
-        self.recorder = recorder
-
-    def complete(self, call: ModelCall) -> ModelReply:
-        self.recorder.before(call)
-        reply = asyncio.run_coroutine_threadsafe(self.gateway.call(call), self.loop).result()
-        self.recorder.after(call, reply)
-        return reply
-
-
-async def run_in_thread(fn: Callable[..., T], *args: object) -> T:
-    """Like ``asyncio.to_thread``, but on a daemon thread that a Ctrl-C never waits for."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-
-    def settle(value: object, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)  # type: ignore[arg-type]
-
-    def target() -> None:
-        try:
-            value = fn(*args)
-        except BaseException as exc:
-            loop.call_soon_threadsafe(settle, None, exc)
-        else:
-            loop.call_soon_threadsafe(settle, value, None)
-
-    threading.Thread(target=target, daemon=True, name="parent-agent").start()
-    return await future

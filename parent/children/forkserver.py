@@ -207,14 +207,17 @@ class ForkServer:
             self._exits.clear()
 
     def _dispatch(self, message: Spawned | SpawnFailed | Exited) -> None:
-        if isinstance(message, Exited):
-            exit = self._exits.pop(message.pid, None)
-            if exit is not None and not exit.done():
-                exit.set_result(message.returncode)
-            return
-        if isinstance(message, SpawnFailed) and message.request == 0:  # it could not read
-            self._fail(f"rejected a request ({message.error})")  # one of ours: it is broken
-            return
+        match message:
+            case Exited(pid=pid, returncode=returncode):
+                exit = self._exits.pop(pid, None)
+                if exit is not None and not exit.done():
+                    exit.set_result(returncode)
+            case SpawnFailed(request=0, error=error):  # it could not read one of ours: broken
+                self._fail(f"rejected a request ({error})")
+            case Spawned() | SpawnFailed():
+                self._answer(message)
+
+    def _answer(self, message: Spawned | SpawnFailed) -> None:
         answer = self._answers.pop(message.request, None)
         if answer is None or answer.done():
             if isinstance(message, Spawned):  # the asker gave up: its child gets EOF and ends

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import functools
-from typing import Literal
 
 from isoagent.child.agent.builtin_agents import writes
+from isoagent.parent.settings import SandboxChoice
 from isoagent.protocol import AgentSpec
 from isoagent.protocol.frames import SandboxMode
-
-SandboxChoice = Literal["auto", "off", "workspace", "read-only"]
 
 
 class SandboxRefused(Exception):

@@ -21,7 +21,6 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 
 import msgspec
 
@@ -46,18 +45,18 @@ from isoagent.parent.children.remote import (
     keep_link,
     launcher_environment,
 )
-from isoagent.parent.children.sandbox_policy import SandboxChoice, SandboxRefused, sandbox_mode
+from isoagent.parent.children.sandbox_policy import SandboxRefused, sandbox_mode
 from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway
 from isoagent.parent.run_folder import RunFolder, TranscriptWriter
+from isoagent.parent.settings import Settings
 from isoagent.protocol import (
     PROTOCOL_VERSION,
     AgentSpec,
     Cancel,
     FrameError,
     Hello,
-    Limits,
     ModelCall,
     ModelError,
     ModelReply,
@@ -88,37 +87,27 @@ class ChildRequest:
 
 
 class Supervisor:
+    """Runs children for one session, at most ``settings.max_parallel`` at once."""
+
     def __init__(
         self,
+        settings: Settings,
         *,
         gateway: Gateway,
         run: RunFolder,
         sink: Sink,
-        workdir: Path,
-        model: str,
-        limits: Limits,
-        timeout: float,
-        max_parallel: int,
-        child_command: list[str] | None = None,
-        sandbox: SandboxChoice = "auto",
-        allow_unsandboxed: bool = False,
         fork_server: ForkServer | None = None,
         remote: RemoteSettings | None = None,
     ) -> None:
+        self.settings = settings
         self.fork_server = fork_server
         self.remote = remote
         self.launcher = None if remote is None else Launcher(remote.launcher, remote.remote_python)
-        self.sandbox = sandbox
-        self.allow_unsandboxed = allow_unsandboxed
         self.gateway = gateway
-        self.child_command = child_command or CHILD_COMMAND
+        self.child_command = settings.child_command or CHILD_COMMAND
         self.run_folder = run
         self.sink = sink
-        self.workdir = workdir
-        self.model = model
-        self.limits = limits
-        self.timeout = timeout
-        self._slots = asyncio.Semaphore(max_parallel)
+        self._slots = asyncio.Semaphore(settings.max_parallel)
         self._numbers = itertools.count(1)
         self.finished: list[ChildFinished] = []
 
@@ -260,12 +249,12 @@ class _ChildRun:
     def _task(self, tmpdir: str) -> Task:
         sup = self.sup
         try:
-            sandbox = sandbox_mode(self.agent, sup.sandbox, sup.allow_unsandboxed)
+            sandbox = sandbox_mode(self.agent, sup.settings.sandbox, sup.settings.allow_unsandboxed)
         except SandboxRefused as exc:
             raise ChildFailed(f"was not started: {exc}", "error") from None
         limits = msgspec.structs.replace(
-            sup.limits,
-            max_turns=self.agent.max_turns or sup.limits.max_turns,
+            sup.settings.limits,
+            max_turns=self.agent.max_turns or sup.settings.limits.max_turns,
             sandbox=sandbox,
         )
         run_id = sup.run_folder.run_id
@@ -273,8 +262,8 @@ class _ChildRun:
             return Task(
                 prompt=self.request.prompt,
                 agent=self.agent,
-                model=self.agent.model or sup.model,
-                workdir=str(sup.workdir),
+                model=self.agent.model or sup.settings.model,
+                workdir=str(sup.settings.workdir),
                 tmpdir=tmpdir,
                 limits=limits,
                 identity=child_identity(tmpdir, run_id=run_id, child=self.id),
@@ -283,8 +272,8 @@ class _ChildRun:
         return Task(
             prompt=self.request.prompt,
             agent=self.agent,
-            model=self.agent.model or sup.model,
-            workdir=self.remote.remote_workdir or str(sup.workdir),
+            model=self.agent.model or sup.settings.model,
+            workdir=self.remote.remote_workdir or str(sup.settings.workdir),
             tmpdir="",
             limits=limits,
             identity=child_identity(tag, run_id=run_id, child=self.id),
@@ -322,7 +311,7 @@ class _ChildRun:
         await launcher.warm(host, env)
         argv = launcher.argv(host)
         try:
-            process = await exec_child(argv, cwd=self.sup.workdir, env=env)
+            process = await exec_child(argv, cwd=self.sup.settings.workdir, env=env)
         except OSError as exc:
             self.launched = False
             why = f"could not run the launcher {argv[0]}: {exc}"
@@ -334,10 +323,10 @@ class _ChildRun:
         """The child's Result, or one that says how the child failed."""
         try:
             try:
-                async with asyncio.timeout(self.sup.timeout):
+                async with asyncio.timeout(self.sup.settings.timeout):
                     result = await self._converse(process, task)
             except TimeoutError:
-                why = f"timed out after {self.sup.timeout:g} s"
+                why = f"timed out after {self.sup.settings.timeout:g} s"
                 result = await self._cancel(process, why)
             await process.wait_exit(1.0)  # after its Result a child exits by itself
             return result
@@ -437,21 +426,25 @@ class _ChildRun:
         frame = await process.frames.next()
         if frame is None:
             raise ChildFailed("exited before sending its Result")
-        if isinstance(frame, ModelCall):
-            self.recorder.before(frame)
-            if self.cancelled:  # it asked before it saw the Cancel: no more tokens for it
-                reply = ModelReply(frame.turn, error=ModelError("cancelled", "cancelled"))
-            else:
-                reply = await self.sup.gateway.call(frame)
-            self.recorder.after(frame, reply)
-            self.usage = self.usage + reply.usage
-            self.last_text = text_of(reply.content) or self.last_text
-            await write_frame(process.stdin, reply)
-        elif isinstance(frame, Progress):
-            self.last_progress = frame
-            self.sup.sink(ChildProgress(self.id, self.agent.name, self.request.description, frame))
-        elif not isinstance(frame, Result):
-            raise ChildFailed(f"sent an unexpected {type(frame).__name__} frame")
+        match frame:
+            case ModelCall():
+                self.recorder.before(frame)
+                if self.cancelled:  # it asked before it saw the Cancel: no more tokens for it
+                    reply = ModelReply(frame.turn, error=ModelError("cancelled", "cancelled"))
+                else:
+                    reply = await self.sup.gateway.call(frame)
+                self.recorder.after(frame, reply)
+                self.usage = self.usage + reply.usage
+                self.last_text = text_of(reply.content) or self.last_text
+                await write_frame(process.stdin, reply)
+            case Progress():
+                self.last_progress = frame
+                event = ChildProgress(self.id, self.agent.name, self.request.description, frame)
+                self.sup.sink(event)
+            case Result():
+                pass
+            case _:
+                raise ChildFailed(f"sent an unexpected {type(frame).__name__} frame")
         return frame
 
     def _failure(self, status: Status, message: str, code: int | None = None) -> Result:

@@ -3,30 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import os
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 import click
 import msgspec
 
 from isoagent.parent.batch.display import BatchDisplay
 from isoagent.parent.batch.input import BatchTask, TaskId, parse_tasks
+from isoagent.parent.cli.display import ProgressDisplay
+from isoagent.parent.cli.errors import fail, run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
-from isoagent.parent.cli.options import (
-    agent_options,
-    build_settings,
-    describe,
-    fail,
-    pick_agent,
-    run_session,
-)
+from isoagent.parent.cli.options import pick_agent, settings_options
 from isoagent.parent.cli.output import JsonLines
+from isoagent.parent.cli.prompts import describe
 from isoagent.parent.events import ChildFinished, TaskRecord
+from isoagent.parent.settings import Settings
 from isoagent.protocol import Result
 
 if TYPE_CHECKING:
@@ -71,9 +69,13 @@ Examples:
     "--agent", "-a", "agent_name", default="general-purpose", show_default=True,
     help="Agent type for lines that name none (see `isoagent agents`).",
 )  # fmt: skip
-@agent_options
+@settings_options
 def batch(
-    source_name: str, jobs: int | None, output_path: Path | None, agent_name: str, **options: Any
+    source_name: str,
+    jobs: int | None,
+    output_path: Path | None,
+    agent_name: str,
+    settings: Settings,
 ) -> None:
     """Run one subagent per line of FILE ('-' for stdin), each in its own process.
 
@@ -84,8 +86,7 @@ def batch(
     if output_path is not None and same_file(source, output_path):
         fail(f"--output {output_path} is the input file: name another file", ExitCode.USAGE)
     if jobs is not None:
-        options["max_parallel"] = jobs
-    settings = build_settings(options)
+        settings = dataclasses.replace(settings, max_parallel=jobs)
     pick_agent(settings.agents, agent_name)
     try:
         with source:
@@ -106,7 +107,15 @@ def batch(
         fail(f"cannot write {output_path}: {exc.strerror or exc}")
     runner = _BatchRun(pending, invalid, reported, sink, resumable=output_path is not None)
     # on a terminal the batch line replaces the per-child progress lines
-    sys.exit(run_session(options, settings, runner.run, progress=not runner.display.live))
+    sinks = [] if runner.display.live else [ProgressDisplay(verbose=settings.verbose)]
+
+    async def main() -> int:
+        from isoagent.parent.session import Session
+
+        async with Session.open(settings, sinks=sinks) as session:
+            return await runner.run(session)
+
+    run_command(main)
 
 
 class _BatchRun:

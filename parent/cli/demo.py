@@ -20,15 +20,14 @@ from typing import TYPE_CHECKING
 
 import click
 
+from isoagent.parent.cli.errors import fail, run_session_body
 from isoagent.parent.cli.exit_codes import exit_code_for
-from isoagent.parent.cli.options import DEFAULT_MODEL, fail, run_with_signals
 from isoagent.parent.events import MessageAdded
 from isoagent.protocol import Limits, Result, ToolResultBlock, ToolUseBlock
 
 if TYPE_CHECKING:
     from isoagent.parent.events import ChildFinished, Event, Sink
     from isoagent.parent.model.gateway import ModelSource
-    from isoagent.parent.session import Session
 
 EXAMPLES = (
     "Use a subtask to find what testing framework this project uses",
@@ -115,13 +114,11 @@ async def run_examples(
     """Run each example as a ``run`` in ``root/project``, adding its outcome to ``outcomes``
     as it ends (an interrupt keeps those); stop after one that fails."""
     from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
-    from isoagent.parent.children.launch import fork_server_for
-    from isoagent.parent.cli.options import session_main
-    from isoagent.parent.session import Settings
+    from isoagent.parent.session import Session
+    from isoagent.parent.settings import Settings
 
     settings = Settings(
         workdir=root / "project",
-        model=DEFAULT_MODEL,
         limits=Limits(),
         run_base=root / "runs",
         agents=dict(BUILTIN_AGENTS),
@@ -130,16 +127,10 @@ async def run_examples(
     for number, prompt in enumerate(EXAMPLES, 1):
         echo(f"\n[{number}/{len(EXAMPLES)}] {prompt}")
         tally = Tally()
-
-        async def body(session: Session, prompt: str = prompt, tally: Tally = tally) -> int:
-            session.events.sinks.append(tally)
+        async with Session.open(settings, source=source, sinks=[display, tally]) as session:
             result = await session.run_parent(prompt)
             finished = session.finish(result)
             outcomes.append(Outcome(prompt, result, session.run.path, finished.children, tally))
-            return exit_code_for(result.status)
-
-        fork_server = fork_server_for(settings.child_command)
-        await session_main(settings, source, fork_server, [display], body)
         outcome = outcomes[-1]
         if outcome.result.summary:
             echo(outcome.result.summary)
@@ -172,7 +163,7 @@ def demo() -> None:
         await run_examples(root, source, display, click.echo, outcomes)
         return 0
 
-    code = run_with_signals(main)
+    code = run_session_body(main)
     click.echo(
         f"\nTranscripts: {root / 'runs'} (a folder per example: run.jsonl is the parent's "
         "story, child-*.jsonl each child's whole conversation)"

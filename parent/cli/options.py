@@ -1,68 +1,40 @@
-"""What the commands share: option bundles, prompt reading, errors, running a session."""
+"""The option bundles the commands share, and the one ``Settings`` they become."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
 import os
 import shlex
-import signal
-import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from isoagent.parent.batch.input import unknown_agent
+from isoagent.parent.cli.errors import fail
 from isoagent.parent.cli.exit_codes import ExitCode
+from isoagent.parent.settings import Settings
 from isoagent.protocol import Limits
 
 if TYPE_CHECKING:
     from isoagent.parent.agent_files import AgentCatalog
-    from isoagent.parent.children.forkserver import ForkServer
-    from isoagent.parent.events import Sink
-    from isoagent.parent.model.gateway import ModelSource
-    from isoagent.parent.session import Session, Settings
     from isoagent.protocol import AgentSpec
 
-DEFAULT_MODEL = "claude-sonnet-5"
-
-SessionBody = Callable[["Session"], Awaitable[int]]
-
-
-def fail(message: str, code: int = ExitCode.ERROR) -> NoReturn:
-    """One clear line on stderr and a non-zero exit."""
-    click.echo(f"isoagent: {message}", err=True)
-    sys.exit(code)
+DEFAULTS = Settings(workdir=Path("."))
+LIMITS = DEFAULTS.limits
 
 
-def read_prompt(prompt: str) -> str:
-    """``-`` means stdin; an empty prompt is a usage error. Bytes that are not UTF-8
-    (in the argument or on stdin) become U+FFFD."""
-    if prompt == "-":
-        if sys.stdin is None:
-            fail("reading the prompt from stdin, but stdin is closed", ExitCode.USAGE)
-        if sys.stdin.isatty():
-            fail("reading the prompt from stdin, but stdin is a terminal", ExitCode.USAGE)
-        prompt = sys.stdin.buffer.read().decode("utf-8", errors="replace")
-    prompt = prompt.encode("utf-8", "surrogateescape").decode("utf-8", errors="replace")
-    if not prompt.strip():
-        fail("the prompt is empty", ExitCode.USAGE)
-    return prompt
-
-
-def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The options every model-backed command shares."""
+def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The options every model-backed command shares, handed to it as one ``settings``."""
     options = [
         click.option(
-            "--model", envvar="ISOAGENT_MODEL", default=DEFAULT_MODEL, show_default=True,
+            "--model", envvar="ISOAGENT_MODEL", default=DEFAULTS.model, show_default=True,
             help="Model for the parent and for children whose agent type names none "
             "[env ISOAGENT_MODEL].",
         ),
         click.option(
-            "--max-turns", type=click.IntRange(0), default=0,
+            "--max-turns", type=click.IntRange(0), default=LIMITS.max_turns,
             help="Turn limit per agent; 0 (the default, as in Claude Code): none, the "
             "timeout and the token budget still hold. An agent file's maxTurns wins.",
         ),
@@ -72,11 +44,12 @@ def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             default=".", help="Workspace the agents work in (default: the current directory).",
         ),
         click.option(
-            "--timeout", type=click.FloatRange(min=1), default=600.0, show_default=True,
+            "--timeout", type=click.FloatRange(min=1), default=DEFAULTS.timeout, show_default=True,
             help="Wall-clock seconds per child before its processes are ended.",
         ),
         click.option(
-            "--max-parallel", type=click.IntRange(1), default=4, show_default=True,
+            "--max-parallel", type=click.IntRange(1), default=DEFAULTS.max_parallel,
+            show_default=True,
             help="Children running at once.",
         ),
         click.option(
@@ -95,18 +68,25 @@ def agent_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Answer model calls from a file written by --record: no network, no key.",
         ),
         click.option(
-            "--replay-match", type=click.Choice(["strict", "loose"]), default="strict",
+            "--replay-match", type=click.Choice(["strict", "loose"]), default=DEFAULTS.replay_match,
             show_default=True,
             help="loose: ignore tool outputs when matching a replayed call.",
         ),
     ]  # fmt: skip
-    return _apply(options, fn)
+    names = _names(options)
+
+    @functools.wraps(fn)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        values = {name: kwargs.pop(name) for name in names}
+        return fn(*args, settings=settings_from(values), **kwargs)
+
+    return _apply(options, command)
 
 
 LIMIT_OPTIONS = [
     click.option(
         "--sandbox", type=click.Choice(["auto", "off", "workspace", "read-only"]),
-        default="auto", show_default=True,
+        default=DEFAULTS.sandbox, show_default=True,
         help="OS sandbox for children (Landlock). auto: agents without write tools are "
         "read-only, the others may write only in the workspace.",
     ),
@@ -119,23 +99,24 @@ LIMIT_OPTIONS = [
         help="off: children run in an empty network namespace (they never need one for the model).",
     ),
     click.option(
-        "--max-tokens-total", type=click.IntRange(0), default=0,
+        "--max-tokens-total", type=click.IntRange(0), default=DEFAULTS.max_tokens_total,
         help="Token budget for the whole run (0: none); past it agents end with status budget.",
     ),
     click.option(
-        "--cpu-seconds", type=click.IntRange(0), default=900, show_default=True,
+        "--cpu-seconds", type=click.IntRange(0), default=LIMITS.cpu_seconds, show_default=True,
         help="CPU-time limit per child process and per command it runs (0: none).",
     ),
     click.option(
-        "--memory-mb", type=click.IntRange(0), default=8192, show_default=True,
+        "--memory-mb", type=click.IntRange(0), default=LIMITS.address_space_mb, show_default=True,
         help="Address-space limit per child process and command, in MiB (0: none).",
     ),
     click.option(
-        "--max-processes", type=click.IntRange(0), default=512, show_default=True,
+        "--max-processes", type=click.IntRange(0), default=LIMITS.max_processes, show_default=True,
         help="Process limit (RLIMIT_NPROC; the kernel does not apply it to root) (0: none).",
     ),
     click.option(
-        "--max-file-size-mb", type=click.IntRange(0), default=4096, show_default=True,
+        "--max-file-size-mb", type=click.IntRange(0), default=LIMITS.file_size_mb,
+        show_default=True,
         help="Largest file a child's command may write, in MiB (0: none).",
     ),
 ]  # fmt: skip
@@ -163,6 +144,12 @@ def _apply(options: list[Callable[..., Any]], fn: Callable[..., Any]) -> Callabl
     return fn
 
 
+def _names(options: list[Callable[..., Any]]) -> list[str]:
+    """The parameter names a list of click option decorators declares."""
+    probe = _apply(options, lambda: None)
+    return [param.name for param in probe.__click_params__ if param.name]  # type: ignore[attr-defined]
+
+
 def load_catalog(workdir: Path, agents_dirs: tuple[Path, ...]) -> AgentCatalog:
     """Built-in and file-defined agent types; file problems are reported, never fatal."""
     from isoagent.parent.agent_files import load_agents
@@ -175,9 +162,8 @@ def load_catalog(workdir: Path, agents_dirs: tuple[Path, ...]) -> AgentCatalog:
     return catalog
 
 
-def build_settings(options: dict[str, Any]) -> Settings:
-    from isoagent.parent.session import Settings
-
+def settings_from(options: Mapping[str, Any]) -> Settings:
+    """``Settings`` from the values of ``settings_options``; agent files are read here."""
     limits = Limits(
         max_turns=options["max_turns"],
         cpu_seconds=options["cpu_seconds"],
@@ -197,113 +183,11 @@ def build_settings(options: dict[str, Any]) -> Settings:
         allow_unsandboxed=options["allow_unsandboxed"],
         agents=load_catalog(options["workdir"], options["agents_dirs"]).agents,
         child_command=shlex.split(os.environ.get("ISOAGENT_CHILD_COMMAND", "")) or None,
+        verbose=options["verbose"],
+        record=options["record"],
+        replay=options["replay"],
+        replay_match=options["replay_match"],
     )
-
-
-def model_source(options: dict[str, Any]) -> ModelSource:
-    """Replayed, or the SDK (credentials from the environment), optionally recorded."""
-    from isoagent.parent.model.cassette import CassetteError
-    from isoagent.parent.model.sdk import AnthropicSource, MissingCredentials
-
-    try:
-        if options["replay"] is not None:
-            from isoagent.parent.model.cassette import ReplaySource
-
-            source: ModelSource = ReplaySource(options["replay"], options["replay_match"])
-        else:
-            source = AnthropicSource()
-        if options["record"] is not None:
-            from isoagent.parent.model.cassette import RecordingSource
-
-            source = RecordingSource(source, options["record"])
-    except (MissingCredentials, CassetteError) as exc:
-        fail(str(exc))
-    return source
-
-
-def run_session(
-    options: dict[str, Any],
-    settings: Settings,
-    body: SessionBody,
-    *,
-    sinks: Sequence[Sink] = (),
-    progress: bool = True,
-) -> int:
-    """Open a session with ``sinks`` (and the progress display) and run ``body`` in it,
-    under signal handling."""
-    from isoagent.parent.children.forkserver import ForkServerUnavailable
-    from isoagent.parent.children.launch import fork_server_for, nesting_depth
-    from isoagent.parent.children.sandbox_policy import unsandboxed_warning
-    from isoagent.parent.cli.display import ProgressDisplay
-
-    if nesting_depth() >= 1:
-        fail("refusing to start model-backed work inside an isoagent child (nesting depth 1)")
-    fork_server = fork_server_for(settings.child_command)
-    try:
-        if fork_server is not None:  # it loads while the SDK is imported
-            with contextlib.suppress(ForkServerUnavailable):
-                fork_server.launch()
-        source = model_source(options)
-        if warning := unsandboxed_warning(settings.sandbox):
-            click.echo(f"isoagent: {warning}", err=True)
-        if progress:
-            sinks = [*sinks, ProgressDisplay(verbose=options["verbose"])]
-        main = functools.partial(session_main, settings, source, fork_server, sinks, body)
-        return run_with_signals(main)
-    finally:  # session_main closes it too; this is for a failure before the session
-        if fork_server is not None:
-            fork_server.close()
-
-
-async def session_main(
-    settings: Settings,
-    source: ModelSource,
-    fork_server: ForkServer | None,
-    sinks: Sequence[Sink],
-    body: SessionBody,
-) -> int:
-    """Open a session, attach ``sinks`` before its first event, and run ``body`` in it;
-    then close ``fork_server``, whatever the end."""
-    from isoagent.parent.session import Session
-
-    try:
-        session = Session(settings, source, fork_server)
-    except OSError as exc:
-        fail(f"cannot create the run folder in {settings.runs_dir}: {exc.strerror or exc}")
-    session.events.sinks.extend(sinks)
-    session.start()
-    try:
-        return await body(session)
-    except asyncio.CancelledError:
-        where = session.run.display(session.run.path)
-        click.echo(f"isoagent: interrupted; transcripts so far are in {where}", err=True)
-        raise
-    finally:
-        if fork_server is not None:
-            fork_server.close()
-
-
-def run_with_signals(main: Callable[[], Awaitable[int]]) -> int:
-    """Run ``main``; SIGINT and SIGTERM cancel it, which ends every child; exit 130/143."""
-    received: list[int] = []
-
-    async def guarded() -> int:
-        loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None
-
-        def stop(sig: int) -> None:
-            received.append(sig)
-            task.cancel()
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop, sig)
-        try:
-            return await main()
-        except asyncio.CancelledError:
-            return 128 + (received[0] if received else signal.SIGINT)
-
-    return asyncio.run(guarded())
 
 
 def pick_agent(agents: Mapping[str, AgentSpec], name: str) -> AgentSpec:
@@ -312,9 +196,3 @@ def pick_agent(agents: Mapping[str, AgentSpec], name: str) -> AgentSpec:
     if agent is None:
         fail(unknown_agent(name, agents), ExitCode.USAGE)
     return agent
-
-
-def describe(prompt: str, width: int = 50) -> str:
-    """A short title for the display and the transcript: the prompt's first line."""
-    line = prompt.strip().splitlines()[0].strip()
-    return line if len(line) <= width else line[: width - 3] + "..."

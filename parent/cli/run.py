@@ -2,40 +2,37 @@
 
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING, Any
-
 import click
 
+from isoagent.parent.cli.display import ProgressDisplay
+from isoagent.parent.cli.errors import run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP
-from isoagent.parent.cli.options import (
-    agent_options,
-    build_settings,
-    output_options,
-    read_prompt,
-    run_session,
-)
+from isoagent.parent.cli.options import output_options, settings_options
 from isoagent.parent.cli.output import Output
-
-if TYPE_CHECKING:
-    from isoagent.parent.session import Session
+from isoagent.parent.cli.prompts import read_prompt
+from isoagent.parent.events import Sink
+from isoagent.parent.settings import Settings
 
 
 @click.command(epilog=EXIT_CODES_HELP)
 @click.argument("prompt")
-@agent_options
+@settings_options
 @output_options
-def run(prompt: str, output_format: str, **options: Any) -> None:
+def run(prompt: str, output_format: str, settings: Settings) -> None:
     """Run the parent agent on PROMPT ('-' reads it from stdin); the answer goes to stdout.
 
     The parent can delegate to subagents with its `task` tool; each runs as its own
     process and only its summary comes back. Progress goes to stderr.
     """
+    from isoagent.parent.session import Session
+
     prompt = read_prompt(prompt)
     output = Output(output_format)
+    sinks: list[Sink] = [*output.sinks(), ProgressDisplay(verbose=settings.verbose)]
 
-    async def body(session: Session) -> int:
-        result = await session.run_parent(prompt)
-        return output.finish(session.finish(result))
+    async def main() -> int:
+        async with Session.open(settings, sinks=sinks) as session:
+            result = await session.run_parent(prompt)
+            return output.finish(session.finish(result))
 
-    sys.exit(run_session(options, build_settings(options), body, sinks=output.sinks()))
+    run_command(main)

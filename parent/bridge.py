@@ -1,0 +1,61 @@
+"""The one bridge between the parent's agent loop and its event loop.
+
+The agent loop (``child/agent/loop.py``) is synchronous: a child runs it on its main thread.
+The parent runs the same loop on a thread of its own, so that the event loop stays free for the
+children, the gateway and the signals; its model turns cross back through ``GatewayBridge``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+from isoagent.parent.model.conversation import ConversationRecorder
+from isoagent.parent.model.gateway import Gateway
+from isoagent.protocol import ModelCall, ModelReply
+
+T = TypeVar("T")
+
+
+class GatewayBridge:
+    """The parent loop runs in a thread; its model turns go through the loop's gateway."""
+
+    def __init__(
+        self, gateway: Gateway, loop: asyncio.AbstractEventLoop, recorder: ConversationRecorder
+    ) -> None:
+        self.gateway = gateway
+        self.loop = loop
+        self.recorder = recorder
+
+    def complete(self, call: ModelCall) -> ModelReply:
+        self.recorder.before(call)
+        reply = asyncio.run_coroutine_threadsafe(self.gateway.call(call), self.loop).result()
+        self.recorder.after(call, reply)
+        return reply
+
+
+async def run_in_thread(fn: Callable[..., T], *args: object) -> T:
+    """Like ``asyncio.to_thread``, but on a daemon thread that a Ctrl-C never waits for."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: object, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)  # type: ignore[arg-type]
+
+    def target() -> None:
+        try:
+            value = fn(*args)
+        except BaseException as exc:
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, value, None)
+
+    threading.Thread(target=target, daemon=True, name="parent-agent").start()
+    return await future

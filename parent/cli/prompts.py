@@ -1,0 +1,60 @@
+"""Reading a prompt: from the argument, from stdin (``-``), with piped stdin attached."""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+from isoagent.parent.cli.errors import fail
+from isoagent.parent.cli.exit_codes import ExitCode
+
+
+def read_prompt(prompt: str) -> str:
+    """``-`` means stdin; an empty prompt is a usage error. Bytes that are not UTF-8
+    (in the argument or on stdin) become U+FFFD."""
+    if prompt == "-":
+        if sys.stdin is None:
+            fail("reading the prompt from stdin, but stdin is closed", ExitCode.USAGE)
+        if sys.stdin.isatty():
+            fail("reading the prompt from stdin, but stdin is a terminal", ExitCode.USAGE)
+        prompt = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    prompt = prompt.encode("utf-8", "surrogateescape").decode("utf-8", errors="replace")
+    if not prompt.strip():
+        fail("the prompt is empty", ExitCode.USAGE)
+    return prompt
+
+
+def task_prompt(prompt: str) -> str:
+    """The prompt, with piped stdin (if any) attached as a delimited block."""
+    if prompt == "-":
+        return read_prompt(prompt)
+    prompt = read_prompt(prompt)
+    piped = read_piped_stdin()
+    if piped.strip():
+        prompt = f"{prompt.rstrip()}\n\n<stdin>\n{piped.rstrip()}\n</stdin>"
+    return prompt
+
+
+def read_piped_stdin() -> str:
+    """What a pipe or a redirected file on stdin holds; "" for a terminal, /dev/null or none
+    (also a closed stdin).
+
+    Only pipes and files are read, so a stdin nobody writes to (a socket, a terminal)
+    never makes the command wait.
+    """
+    if sys.stdin is None:
+        return ""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError):
+        return ""
+    if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
+        return ""
+    return sys.stdin.buffer.read().decode("utf-8", errors="replace")
+
+
+def describe(prompt: str, width: int = 50) -> str:
+    """A short title for the display and the transcript: the prompt's first line."""
+    line = prompt.strip().splitlines()[0].strip()
+    return line if len(line) <= width else line[: width - 3] + "..."

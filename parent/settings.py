@@ -1,0 +1,42 @@
+"""Everything one invocation is set to, typed, built once (by the CLI's option bundle or the
+Python API) and passed whole."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from isoagent.protocol import AgentSpec, Limits
+
+DEFAULT_MODEL = "claude-sonnet-5"
+SandboxChoice = Literal["auto", "off", "workspace", "read-only"]
+ReplayMatch = Literal["strict", "loose"]
+
+
+def default_limits() -> Limits:
+    """What each child may use unless told otherwise (0 in ``Limits`` means no limit)."""
+    return Limits(cpu_seconds=900, address_space_mb=8192, max_processes=512, file_size_mb=4096)
+
+
+@dataclass(frozen=True)
+class Settings:
+    workdir: Path
+    model: str = DEFAULT_MODEL
+    limits: Limits = field(default_factory=default_limits)
+    timeout: float = 600.0  # wall-clock seconds per child
+    max_parallel: int = 4  # children at once
+    max_tokens_total: int = 0  # the run's token budget; 0: none
+    agents: dict[str, AgentSpec] = field(default_factory=dict)
+    sandbox: SandboxChoice = "auto"
+    allow_unsandboxed: bool = False
+    child_command: list[str] | None = None  # how to start a child; None: python -m isoagent.child
+    run_base: Path | None = None  # where run folders go; None: <workdir>/.isoagent/runs
+    verbose: bool = False
+    record: Path | None = None  # write every model call here
+    replay: Path | None = None  # answer model calls from here instead of the API
+    replay_match: ReplayMatch = "strict"
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.run_base or self.workdir / ".isoagent" / "runs"
