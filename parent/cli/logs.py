@@ -29,7 +29,9 @@ _decode = msgspec.json.Decoder(AnyEvent).decode
 RUNS = Path(".isoagent") / "runs"
 
 
-@click.command()
+@click.command(
+    short_help="List the latest runs, or show RUN as a tree of its agents, turns and tool calls."
+)
 @click.argument("run_id", metavar="[RUN]", required=False)
 @click.option(
     "--workdir",
