@@ -309,10 +309,10 @@ def build_spec(
     missing: list[str] = []
     tools = fields.get("tools")
     if isinstance(tools, str | list):
-        granted, allow = _grant(_entries(tools), missing)
+        granted, allow = _grant(tool_entries(tools), missing)
     else:  # absent, or of a type Claude Code ignores too
         granted, allow = list(BASE_TOOLS), []
-    deny = _take_away(_entries(fields.get("disallowedTools")), granted)
+    deny = _take_away(tool_entries(fields.get("disallowedTools")), granted)
     if fields.get("permissionMode") == PLAN_MODE:
         granted = [tool for tool in granted if tool not in WRITE_TOOLS]
     model = fields.get("model")
@@ -331,7 +331,7 @@ def build_spec(
     return spec, missing
 
 
-def _entries(value: object) -> list[str]:
+def tool_entries(value: object) -> list[str]:
     """A tools value (``"Read, Bash(git:*)"`` or a list) as its entries."""
     if isinstance(value, str):
         return _TOOL_ENTRY.findall(value)

@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 
-from isoagent.child.agent.builtin_agents import BASE_TOOLS
+from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.loop import Agent
 from isoagent.child.agent.proc import TAG_VARIABLE
 from isoagent.child.agent.tools import make_tools
@@ -28,6 +28,7 @@ from isoagent.parent.events import (
     ChildFinished,
     ChildStarted,
     Event,
+    MessageAdded,
     RunFinished,
     RunStarted,
     Sink,
@@ -35,6 +36,7 @@ from isoagent.parent.events import (
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway, ModelSource
 from isoagent.parent.model.sdk import KEY_VARIABLES
+from isoagent.parent.parent_agent import earlier_conversation, parent_prompt, parent_tools
 from isoagent.parent.run_folder import RunFolder, TranscriptWriter
 from isoagent.parent.settings import Settings
 from isoagent.parent.task_tool import TaskTool
@@ -196,6 +198,7 @@ class Session:
             result=result,
             run_dir=self.run.display(self.run.path),
             children=list(self.supervisor.finished),
+            api_seconds=self.gateway.api_seconds,
         )
         self.events(final)
         self.log.close()
@@ -209,21 +212,31 @@ class Session:
         return env
 
     async def run_parent(self, prompt: str) -> Result:
-        """The parent agent: the child's loop, plus ``task``, with the gateway as its model."""
+        """The parent agent: the child's loop, plus ``task``, with the gateway as its model;
+        with ``settings.resume``, it continues that run's conversation."""
         loop = asyncio.get_running_loop()
         settings = self.settings
-        ctx = ToolContext(settings.workdir, settings.limits, env=self.command_environment())
-        tools = make_tools(BASE_TOOLS, ctx)
-        tools.append(TaskTool(ctx, self.supervisor, loop, settings.agents))
+        spec = parent_tools(settings)
+        ctx = ToolContext(
+            settings.workdir, settings.limits, env=self.command_environment(),
+            bash_allow=spec.bash_allow, bash_deny=spec.bash_deny,
+        )  # fmt: skip
+        tools = make_tools([name for name in spec.tools if name != TASK_TOOL], ctx)
+        if TASK_TOOL in spec.tools:
+            tools.append(TaskTool(ctx, self.supervisor, loop, settings.agents))
         emit = self.events
+        history = earlier_conversation(settings.runs_dir, settings.resume)
+        for message in history:  # run.jsonl holds the whole conversation, for a later resume
+            self.log(MessageAdded(message.role, message.content, 0))
 
         def thread_safe(event: Event) -> None:
             loop.call_soon_threadsafe(emit, event)
 
+        recorder = ConversationRecorder(thread_safe, seen=len(history))
         agent = Agent(
-            GatewayBridge(self.gateway, loop, ConversationRecorder(thread_safe)),
+            GatewayBridge(self.gateway, loop, recorder),
             tools,
-            system=PARENT_PROMPT.format(workdir=settings.workdir),
+            system=parent_prompt(settings, PARENT_PROMPT.format(workdir=settings.workdir)),
             model_name=settings.model,
             agent_name="parent",
             max_turns=settings.limits.max_turns,
@@ -233,7 +246,7 @@ class Session:
             is_cancelled=ctx.cancelled.is_set,
         )
         try:
-            return await run_in_thread(agent.run, prompt)
+            return await run_in_thread(agent.run, prompt, history)
         except asyncio.CancelledError:
             ctx.cancelled.set()
             raise

@@ -36,6 +36,13 @@ class Settings:
     record: Path | None = None  # write every model call here
     replay: Path | None = None  # answer model calls from here instead of the API
     replay_match: ReplayMatch = "strict"
+    # the parent agent, as Claude Code's flags set it (``isoagent -p``, the Python API)
+    system_prompt: str = ""  # replaces isoagent's own parent prompt; "": keep it
+    append_system_prompt: str = ""
+    allowed_tools: tuple[str, ...] = ()  # Claude Code tool rules; (): every tool
+    disallowed_tools: tuple[str, ...] = ()  # taken from the parent and every agent type
+    permission_mode: str = "default"  # plan: nothing writes (see parent_tools)
+    resume: str = ""  # a run id whose conversation the parent continues
 
     @property
     def runs_dir(self) -> Path:

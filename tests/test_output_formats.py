@@ -74,7 +74,7 @@ def test_json_prints_claude_codes_result_object_with_isoagents_facts_added(
     assert (parsed.subtype, parsed.is_error, parsed.num_turns) == ("success", False, 2)
     assert parsed.result == "Final answer: one file: a.txt"
     assert parsed.usage is not None and parsed.usage["input_tokens"] == 20
-    assert parsed.duration_ms > 0
+    assert parsed.duration_ms > 0 and parsed.duration_api_ms > 0
     assert parsed.session_id and (workspace / final["run_dir"]).is_dir()
     # parent 2 calls + child 2 calls of (10, 5) tokens on claude-sonnet-5 at $2/$10 per M
     assert parsed.total_cost_usd == pytest.approx((40 * 2 + 20 * 10) / 1e6)

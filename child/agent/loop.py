@@ -9,7 +9,7 @@ exceptions that carry their exit status and message (as in mini-swe-agent).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from isoagent.child.agent.tools.base import Tool, ToolOutput
@@ -97,9 +97,10 @@ class Agent:
         self.usage = Usage()
         self.started = time.monotonic()
 
-    def run(self, prompt: str) -> Result:
-        """Run to the end; never raises for a limit, a model error or a cancel."""
-        self.messages = [Message("user", [TextBlock(prompt)])]
+    def run(self, prompt: str, history: Sequence[Message] = ()) -> Result:
+        """Run to the end, after ``history`` (an earlier conversation, ended by the model's
+        answer); never raises for a limit, a model error or a cancel."""
+        self.messages = [*history, Message("user", [TextBlock(prompt)])]
         self.started = time.monotonic()
         try:
             summary = self._loop()

@@ -97,10 +97,16 @@ def cli() -> None:
 
 
 def main() -> None:
-    """Run the CLI; click's usage errors become one ``isoagent: ...`` line, exit 2."""
+    """Run the CLI; click's usage errors become one ``isoagent: ...`` line, exit 2.
+    ``isoagent -p ...`` is Claude Code's print mode (``print_mode.py``)."""
     fill_closed_streams()
+    command: click.Command = cli
+    if _print_mode(sys.argv[1:]):
+        from isoagent.parent.cli.print_mode import print_mode
+
+        command = print_mode
     try:
-        cli.main(prog_name="isoagent", standalone_mode=False)
+        command.main(prog_name="isoagent", standalone_mode=False)
     except click.ClickException as exc:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
@@ -110,6 +116,14 @@ def main() -> None:
     except click.Abort:
         click.echo("isoagent: aborted", err=True)
         sys.exit(ExitCode.INTERRUPTED)
+
+
+def _print_mode(args: list[str]) -> bool:
+    """``-p``/``--print`` (or the SDK's ``--input-format``) before any command name."""
+    if not args or args[0] in COMMANDS:
+        return False
+    options = args[: args.index("--")] if "--" in args else args
+    return any(a in ("-p", "--print") or a.split("=")[0] == "--input-format" for a in options)
 
 
 def fill_closed_streams() -> None:

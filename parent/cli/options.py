@@ -14,6 +14,7 @@ import click
 from isoagent.parent.batch.input import unknown_agent
 from isoagent.parent.cli.errors import fail
 from isoagent.parent.cli.exit_codes import ExitCode
+from isoagent.parent.model.aliases import resolve_model
 from isoagent.parent.settings import Settings
 from isoagent.protocol import Limits
 
@@ -29,9 +30,11 @@ def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options every model-backed command shares, handed to it as one ``settings``."""
     options = [
         click.option(
-            "--model", envvar="ISOAGENT_MODEL", default=DEFAULTS.model, show_default=True,
-            help="Model for the parent and for children whose agent type names none "
-            "[env ISOAGENT_MODEL].",
+            "--model", envvar=["ISOAGENT_MODEL", "ANTHROPIC_MODEL"], default=DEFAULTS.model,
+            show_default=True,
+            help="Model for the parent and for children whose agent type names none; an id "
+            "or an alias (sonnet, opus, haiku, fable) as in Claude Code "
+            "[env ISOAGENT_MODEL, ANTHROPIC_MODEL].",
         ),
         click.option(
             "--max-turns", type=click.IntRange(0), default=LIMITS.max_turns,
@@ -174,7 +177,7 @@ def settings_from(options: Mapping[str, Any]) -> Settings:
     )
     return Settings(
         workdir=options["workdir"],
-        model=options["model"],
+        model=resolve_model(options["model"]),
         limits=limits,
         timeout=options["timeout"],
         max_parallel=options["max_parallel"],

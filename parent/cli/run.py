@@ -9,7 +9,7 @@ from isoagent.parent.cli.errors import run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP
 from isoagent.parent.cli.options import output_options, settings_options
 from isoagent.parent.cli.output import Output
-from isoagent.parent.cli.prompts import read_prompt
+from isoagent.parent.cli.prompts import task_prompt
 from isoagent.parent.events import Sink
 from isoagent.parent.settings import Settings
 
@@ -21,12 +21,14 @@ from isoagent.parent.settings import Settings
 def run(prompt: str, output_format: str, settings: Settings) -> None:
     """Run the parent agent on PROMPT ('-' reads it from stdin); the answer goes to stdout.
 
+    Text piped to stdin is attached to PROMPT between <stdin> and </stdin> lines.
+
     The parent can delegate to subagents with its `task` tool; each runs as its own
     process and only its summary comes back. Progress goes to stderr.
     """
     from isoagent.parent.session import Session
 
-    prompt = read_prompt(prompt)
+    prompt = task_prompt(prompt)
     output = Output(output_format)
     sinks: list[Sink] = [*output.sinks(), ProgressDisplay(verbose=settings.verbose)]
 

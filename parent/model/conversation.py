@@ -9,10 +9,12 @@ from isoagent.protocol import ModelCall, ModelReply
 class ConversationRecorder:
     """Each ``ModelCall`` carries the whole history; only the new messages are emitted."""
 
-    def __init__(self, sink: Sink, child: str = "") -> None:
+    def __init__(self, sink: Sink, child: str = "", *, seen: int = 0) -> None:
+        """``seen``: how many messages of the first call are already recorded (a
+        conversation continued from an earlier run)."""
         self.sink = sink
         self.child = child
-        self._seen = 0
+        self._seen = seen
 
     def before(self, call: ModelCall) -> None:
         for message in call.messages[self._seen :]:

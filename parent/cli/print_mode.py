@@ -1,0 +1,227 @@
+"""``isoagent -p PROMPT``: ``claude -p`` as a drop-in, with Claude Code's flags.
+
+It is ``isoagent run`` with Claude Code's names for things: ``--system-prompt``,
+``--append-system-prompt``, ``--allowedTools``, ``--disallowedTools``, ``--agents JSON``,
+``--permission-mode``, ``--continue``, ``--resume RUN``, ``--output-format``, and
+``--input-format stream-json``, the control protocol the claude-agent-sdk speaks over
+stdin (an ``initialize`` request answered first, then the prompt as a user message;
+each further user message continues the conversation). Nothing goes to stderr but
+warnings and errors, as with ``claude -p``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from isoagent.parent.cli.errors import fail, run_session_body
+from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
+from isoagent.parent.cli.options import output_options, settings_options
+from isoagent.parent.cli.output import Output
+from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
+from isoagent.parent.settings import Settings
+
+PERMISSION_MODES = ["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
+
+
+@click.command(name="isoagent -p", epilog=EXIT_CODES_HELP)
+@click.argument("prompt", required=False)
+@click.option("-p", "--print", "print_flag", is_flag=True, help="Print mode (this command).")
+@click.option("--system-prompt", default="", help="Replace the parent's system prompt.")
+@click.option("--append-system-prompt", default="", help="Add to the parent's system prompt.")
+@click.option(
+    "--allowedTools",
+    "--allowed-tools",
+    "allowed_tools",
+    multiple=True,
+    help="Tools the parent may use besides reading, e.g. 'Bash(git:*) Edit' (comma or "
+    "space separated; repeatable). Default: every tool.",
+)
+@click.option(
+    "--disallowedTools",
+    "--disallowed-tools",
+    "disallowed_tools",
+    multiple=True,
+    help="Tools taken from the parent and every agent type, e.g. 'Write,Bash(rm:*)'.",
+)
+@click.option("--agents", "agents_json", help="Agent types as JSON, as Claude Code takes them.")
+@click.option(
+    "--permission-mode",
+    type=click.Choice(PERMISSION_MODES),
+    default="default",
+    show_default=True,
+    help="plan: nothing writes (read-only children, no bash in the parent).",
+)
+@click.option("--add-dir", "add_dirs", multiple=True, help="Not supported: warned and ignored.")
+@click.option("--continue", "-c", "continue_", is_flag=True, help="Continue the latest run.")
+@click.option("--resume", "-r", "resume", help="Continue the run with this session id (run id).")
+@click.option(
+    "--input-format",
+    type=click.Choice(["text", "stream-json"]),
+    default="text",
+    show_default=True,
+    help="stream-json: the claude-agent-sdk's control protocol and user messages on stdin.",
+)
+@settings_options
+@output_options
+def print_mode(
+    prompt: str | None,
+    print_flag: bool,
+    system_prompt: str,
+    append_system_prompt: str,
+    allowed_tools: tuple[str, ...],
+    disallowed_tools: tuple[str, ...],
+    agents_json: str | None,
+    permission_mode: str,
+    add_dirs: tuple[str, ...],
+    continue_: bool,
+    resume: str | None,
+    input_format: str,
+    output_format: str,
+    settings: Settings,
+) -> None:
+    """Run the parent agent on PROMPT and print the answer, as `claude -p` does.
+
+    Without PROMPT the prompt is read from stdin; with one, piped stdin is attached.
+    """
+    from isoagent.parent.agent_files import InvalidAgent, inline_agents, tool_entries
+    from isoagent.parent.parent_agent import (
+        ResumeError,
+        earlier_conversation,
+        latest_run,
+        restrict_agents,
+    )
+
+    if add_dirs:
+        click.echo(
+            "isoagent: warning: --add-dir is not supported: agents reach only the workspace "
+            "(-C DIR); ignored",
+            err=True,
+        )
+    agents = dict(settings.agents)
+    if agents_json is not None:
+        try:
+            agents.update(inline_agents(agents_json))
+        except ValueError as exc:
+            fail(f"invalid --agents: {exc}", ExitCode.USAGE)
+    disallowed = tuple(e for value in disallowed_tools for e in tool_entries(value))
+    try:
+        agents = restrict_agents(agents, disallowed, permission_mode)
+    except InvalidAgent as exc:
+        fail(f"--disallowedTools: {exc.message}", ExitCode.USAGE)
+    settings = dataclasses.replace(
+        settings,
+        agents=agents,
+        system_prompt=system_prompt,
+        append_system_prompt=append_system_prompt,
+        allowed_tools=tuple(e for value in allowed_tools for e in tool_entries(value)),
+        disallowed_tools=disallowed,
+        permission_mode=permission_mode,
+    )
+    try:
+        if continue_ or resume:
+            run_id = resume or latest_run(settings.runs_dir)
+            earlier_conversation(settings.runs_dir, run_id)  # it exists and can go on
+            settings = dataclasses.replace(settings, resume=run_id)
+    except ResumeError as exc:
+        fail(str(exc), ExitCode.USAGE)
+
+    if input_format == "stream-json":
+        sys.exit(_serve_stream(settings, output_format))
+    if prompt is None:
+        prompt = read_prompt("-")
+    else:
+        prompt = read_prompt(prompt)
+        piped = read_piped_stdin()
+        if piped.strip():
+            prompt = f"{prompt}\n{piped}"
+    sys.exit(run_prompt(settings, prompt, output_format)[0])
+
+
+def run_prompt(settings: Settings, prompt: str, output_format: str) -> tuple[int, str]:
+    """One parent run, printed in ``output_format``: its exit status and run id."""
+    from isoagent.parent.session import Session
+
+    output = Output(output_format)
+    run_id = ""
+
+    async def main() -> int:
+        nonlocal run_id
+        async with Session.open(settings, sinks=output.sinks()) as session:
+            run_id = session.run.run_id
+            result = await session.run_parent(prompt)
+            return output.finish(session.finish(result))
+
+    return run_session_body(main), run_id
+
+
+def _serve_stream(settings: Settings, output_format: str) -> int:
+    """The SDK's side of the conversation: answer control requests, run each user message
+    (the second and later continue the conversation); the last run's status."""
+    code: int = ExitCode.OK
+    for message in _stdin_messages():
+        if message.get("type") == "control_request":
+            settings = _answer(message, settings)
+        elif message.get("type") == "user" and (text := _user_text(message)).strip():
+            code, run_id = run_prompt(settings, text, output_format)
+            if run_id:
+                settings = dataclasses.replace(settings, resume=run_id)
+    return code
+
+
+def _stdin_messages() -> Iterator[dict[str, Any]]:
+    if sys.stdin is None:
+        return
+    for line in sys.stdin.buffer:
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            fail(f"--input-format stream-json: not a JSON line: {line[:80]!r}", ExitCode.USAGE)
+        if isinstance(message, dict):
+            yield message
+
+
+def _answer(message: dict[str, Any], settings: Settings) -> Settings:
+    """Claude Code's reply to a control request: ``initialize`` succeeds (adding the agent
+    types it carries); anything else is refused by name, so the SDK does not wait for an
+    answer that never comes. The settings the rest of the session runs with."""
+    from isoagent.parent.agent_files import inline_agents
+
+    request = message.get("request")
+    request = request if isinstance(request, dict) else {}
+    subtype = request.get("subtype")
+    error = f"isoagent does not support the control request {subtype!r}"
+    if subtype == "initialize" and request.get("agents"):
+        try:
+            added = inline_agents(json.dumps(request["agents"]))
+        except ValueError as exc:
+            subtype, error = None, f"invalid agents: {exc}"
+        else:
+            settings = dataclasses.replace(settings, agents={**settings.agents, **added})
+    response: dict[str, Any] = {"request_id": message.get("request_id")}
+    if subtype == "initialize":
+        answer = {"commands": [], "output_style": "default", "models": [], "account": {}}
+        response.update(subtype="success", response=answer)
+    else:
+        response.update(subtype="error", error=error)
+    sys.stdout.write(json.dumps({"type": "control_response", "response": response}) + "\n")
+    sys.stdout.flush()
+    return settings
+
+
+def _user_text(message: dict[str, Any]) -> str:
+    content = (message.get("message") or {}).get("content", "")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""

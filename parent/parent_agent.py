@@ -1,0 +1,121 @@
+"""The parent agent as Claude Code's flags shape it: its tools, its prompt, its earlier
+conversation (``--allowedTools``, ``--disallowedTools``, ``--permission-mode``,
+``--system-prompt``, ``--append-system-prompt``, ``--resume``/``--continue``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL, WRITE_TOOLS
+from isoagent.parent.agent_files import PLAN_MODE, build_spec
+from isoagent.parent.events import AnyEvent, MessageAdded
+from isoagent.parent.settings import Settings
+from isoagent.protocol import AgentSpec, Message, ToolUseBlock
+
+_TASK_NAMES = frozenset({"Task", "Agent", TASK_TOOL})
+_NEVER_ASKS = ("read_file", "glob", "grep")  # Claude Code runs reads without permission
+_decode = msgspec.json.Decoder(AnyEvent).decode
+
+
+class ResumeError(Exception):
+    """The run to continue does not exist or holds no finished conversation."""
+
+
+def parent_tools(settings: Settings) -> AgentSpec:
+    """The parent's tools (names, and its bash rules). With ``allowed_tools`` (Claude
+    Code's ``--allowedTools``: what may run without asking, where nobody can be asked) the
+    parent keeps the read-only tools and gets what the rules name; ``disallowed_tools`` and
+    plan mode take away. Plan mode also takes bash: the parent's commands are unsandboxed."""
+    allowed = [rule for rule in settings.allowed_tools if rule not in _TASK_NAMES]
+    fields: dict[str, object] = {
+        "tools": [*_NEVER_ASKS, *allowed] if settings.allowed_tools else None,
+        "disallowedTools": [r for r in settings.disallowed_tools if r not in _TASK_NAMES],
+        "permissionMode": settings.permission_mode,
+    }
+    spec, _ = build_spec("parent", "the parent agent", "", fields, source="flags")
+    tools = [t for t in spec.tools if t in (*BASE_TOOLS, "todo_write", "web_fetch")]
+    if settings.permission_mode == PLAN_MODE:
+        tools = [t for t in tools if t != "bash"]
+    if not _TASK_NAMES & set(settings.disallowed_tools):
+        tools.append(TASK_TOOL)
+    return msgspec.structs.replace(spec, tools=tools)
+
+
+def restrict_agents(
+    agents: dict[str, AgentSpec], disallowed: tuple[str, ...], permission_mode: str
+) -> dict[str, AgentSpec]:
+    """Agent types under a session's ``--disallowedTools`` and ``--permission-mode plan``;
+    raises agent_files.InvalidAgent for a tool name isoagent does not know."""
+    if not disallowed and permission_mode != PLAN_MODE:
+        return agents
+    restricted = {}
+    for name, spec in agents.items():
+        fields = {
+            "tools": list(spec.tools),
+            "disallowedTools": list(disallowed),
+            "permissionMode": permission_mode,
+        }
+        narrowed, _ = build_spec(name, spec.description, spec.system_prompt, fields, source="")
+        tools = [t for t in narrowed.tools if t in spec.tools]
+        if permission_mode == PLAN_MODE:
+            tools = [t for t in tools if t not in WRITE_TOOLS]
+        restricted[name] = msgspec.structs.replace(
+            spec,
+            tools=tools,
+            bash_deny=[*spec.bash_deny, *narrowed.bash_deny],
+        )
+    return restricted
+
+
+def parent_prompt(settings: Settings, default: str) -> str:
+    """``--system-prompt`` replaces isoagent's prompt, ``--append-system-prompt`` adds to it."""
+    prompt = settings.system_prompt or default
+    if settings.append_system_prompt:
+        prompt = f"{prompt}\n\n{settings.append_system_prompt}"
+    return prompt
+
+
+def latest_run(runs_dir: Path) -> str:
+    """The id of the newest run with a parent conversation (``--continue``)."""
+    runs = sorted(p.name for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
+    for run_id in reversed(runs):
+        if _parent_messages(runs_dir / run_id):
+            return run_id
+    raise ResumeError(f"no earlier conversation to continue in {runs_dir}")
+
+
+def earlier_conversation(runs_dir: Path, run_id: str) -> list[Message]:
+    """The parent's conversation in run ``run_id`` ([] for ""), up to the model's last
+    answer: a turn cut off with tool calls unanswered cannot be sent again."""
+    if not run_id:
+        return []
+    if "/" in run_id or run_id in (".", "..") or not (runs_dir / run_id).is_dir():
+        raise ResumeError(f"no run {run_id!r} in {runs_dir}")
+    messages = _parent_messages(runs_dir / run_id)
+    while messages and (
+        messages[-1].role != "assistant"
+        or any(isinstance(b, ToolUseBlock) for b in messages[-1].content)
+    ):
+        messages.pop()
+    if not messages:
+        raise ResumeError(f"run {run_id!r} has no finished conversation to continue")
+    return messages
+
+
+def _parent_messages(run: Path) -> list[Message]:
+    try:
+        lines = (run / "run.jsonl").read_bytes().splitlines()
+    except OSError:
+        return []
+    messages = []
+    for line in lines:
+        try:
+            event = _decode(line)
+        except msgspec.DecodeError:
+            continue
+        if isinstance(event, MessageAdded) and not event.child:
+            messages.append(Message(event.role, event.content))  # type: ignore[arg-type]
+    return messages
