@@ -16,12 +16,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import cli_start, flows, imports, references, spawn, wire
+from bench import cli_start, flows, imports, references, remote_start, spawn, wire
 from bench.flows import BatchSize
 from bench.stats import Line, markdown
 
 ROWS = (
     "child-start",
+    "remote-start",
     "memory",
     "delegation",
     "batch",
@@ -52,6 +53,7 @@ class Sizes:
     pipe_repeats: int
     cli_runs: int
     import_runs: int
+    remote_runs: int
 
 
 FULL = Sizes(
@@ -78,6 +80,7 @@ FULL = Sizes(
     pipe_repeats=5,
     cli_runs=10,
     import_runs=5,
+    remote_runs=15,
 )
 QUICK = Sizes(
     start_runs=2,
@@ -97,6 +100,7 @@ QUICK = Sizes(
     pipe_repeats=1,
     cli_runs=1,
     import_runs=1,
+    remote_runs=1,
 )
 
 
@@ -116,6 +120,7 @@ def measure(sizes: Sizes, rows: list[str]) -> tuple[list[Line], list[str]]:
             + wire.pipe(sizes.pipe_bytes, sizes.pipe_repeats)
         ),
         "cli-start": lambda: cli_start.cli_start(sizes.cli_runs, skipped),
+        "remote-start": lambda: remote_start.remote_start(sizes.remote_runs, skipped),
     }
     lines: list[Line] = []
     for row in rows:

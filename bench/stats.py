@@ -64,6 +64,7 @@ def ratio(value: Stat, reference: Stat, name: str) -> str:
 
 ORDER = (
     "child start",
+    "remote start",
     "delegation",
     "batch",
     "task CPU",

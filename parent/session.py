@@ -154,6 +154,8 @@ class Session:
                     raise Interrupted(
                         session.signal, session.run.display(session.run.path)
                     ) from None
+                finally:
+                    session.supervisor.close()
         finally:
             if fork_server is not None:
                 fork_server.close()

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from isoagent.parent.children.hosts import RemoteSettings
 from isoagent.protocol import AgentSpec, Limits
 
 DEFAULT_MODEL = "claude-sonnet-5"
@@ -43,6 +44,7 @@ class Settings:
     disallowed_tools: tuple[str, ...] = ()  # taken from the parent and every agent type
     permission_mode: str = "default"  # plan: nothing writes (see parent_tools)
     resume: str = ""  # a run id whose conversation the parent continues
+    remote: RemoteSettings | None = None  # --hosts: children on these hosts, not only here
 
     @property
     def runs_dir(self) -> Path:

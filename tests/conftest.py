@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -24,3 +25,11 @@ def api_server() -> Iterator[MessagesServer]:
     """A started MessagesServer answering text_reply("ok"); set `.handler` to script it."""
     with MessagesServer(lambda _req: text_reply("ok")) as server:
         yield server
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty workspace folder, ``ws``, in the test's temporary folder."""
+    path = tmp_path / "ws"
+    path.mkdir()
+    return path

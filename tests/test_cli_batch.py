@@ -39,13 +39,6 @@ def tasks_file(path: Path, lines: list[Any]) -> Path:
     return path
 
 
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    path = tmp_path / "ws"
-    path.mkdir()
-    return path
-
-
 def env_for(server: MessagesServer, tmp_path: Path, **extra: str) -> dict[str, str]:
     return cli_env(server, HOME=str(tmp_path / "home"), **extra)
 

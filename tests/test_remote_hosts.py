@@ -7,14 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from isoagent.parent.children.hosts import (
-    HostEntry,
-    HostPool,
-    HostSpecError,
-    NoHostLeft,
-    parse_hosts,
-)
-from isoagent.parent.children.remote import Launcher, LauncherError
+from isoagent.parent.children.hosts import HostEntry, HostSpecError, parse_hosts
+from isoagent.parent.children.remote import HostPool, Launcher, LauncherError, NoHostLeft
 
 
 def test_a_comma_list_gives_names_and_slots_one_by_default() -> None:

@@ -1,22 +1,21 @@
-"""Where children run: ``--hosts`` parsed into a pool of hosts with slots.
+"""Where children run and how they get there: ``--hosts`` and its companions, as settings.
 
-A spec is ``name[:slots]`` entries separated by commas, or ``@FILE`` with one entry a
-line (``#`` starts a comment). ``local`` is this machine, started without a launcher.
-The pool places each child on the host with the most free slots (the first listed on a
-tie), never on one already tried for that task while another is left, and marks a
-host down, once, after ``DOWN_AFTER`` launch failures in a row.
+A hosts spec is ``name[:slots]`` entries separated by commas, or ``@FILE`` with one
+entry a line (``#`` starts a comment). ``local`` is this machine, started without a
+launcher. (Only the standard library here: the CLI reads its settings before it knows
+whether it will run anything.)
 """
 
 from __future__ import annotations
 
-import asyncio
-import sys
-from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
 LOCAL = "local"
-DOWN_AFTER = 3  # launch failures in a row that take a host out of the run
+DEFAULT_LAUNCHER = "ssh -T {host} --"
+DEFAULT_REMOTE_PYTHON = "python3"
+DEFAULT_HEARTBEAT = 15.0
+DEFAULT_LAUNCH_TIMEOUT = 120.0  # a Slurm queue can hold a child this long before it starts
 
 
 class HostSpecError(ValueError):
@@ -72,53 +71,19 @@ def _why(exc: Exception) -> str:
     return (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
 
 
-class NoHostLeft(Exception):
-    """Every host that could take this task is down."""
+@dataclass(frozen=True)
+class RemoteSettings:
+    """Where children run (``--hosts``) and how they get there."""
 
-
-class HostPool:
-    """Free slots per host: ``acquire`` waits for one, ``release`` gives it back."""
-
-    def __init__(self, entries: list[HostEntry]) -> None:
-        self.entries = entries
-        self._free = {entry.name: entry.slots for entry in entries}
-        self._failures = dict.fromkeys(self._free, 0)  # launch failures in a row
-        self.down: set[str] = set()
-        self._changed = asyncio.Event()
+    hosts: tuple[HostEntry, ...]
+    launcher: str = DEFAULT_LAUNCHER  # a command line; {host} becomes a host's name
+    remote_python: str = DEFAULT_REMOTE_PYTHON  # the interpreter with isoagent, on the hosts
+    remote_workdir: str = ""  # the workspace on the hosts; "": the local workspace's path
+    heartbeat: float = DEFAULT_HEARTBEAT  # seconds of silence that make a link dead
+    retries: int = 2  # launches after a failed one (or a lost link)
+    retry_crashed: bool = False  # also retry a child that crashed after its Hello
+    launch_timeout: float = DEFAULT_LAUNCH_TIMEOUT  # launcher start until Hello, queue included
 
     @property
     def slots(self) -> int:
-        return sum(entry.slots for entry in self.entries)
-
-    async def acquire(self, tried: Collection[str] = ()) -> HostEntry:
-        """A host with a free slot, one not in ``tried`` while such a host is up;
-        ``NoHostLeft`` when every host is down."""
-        while True:
-            up = [entry for entry in self.entries if entry.name not in self.down]
-            if not up:
-                raise NoHostLeft("every host is marked down")
-            fresh = [entry for entry in up if entry.name not in tried] or up
-            free = [entry for entry in fresh if self._free[entry.name] > 0]
-            if free:
-                best = max(free, key=lambda entry: self._free[entry.name])  # first on a tie
-                self._free[best.name] -= 1
-                return best
-            self._changed.clear()
-            await self._changed.wait()
-
-    def release(self, host: HostEntry, launched: bool | None) -> None:
-        """Give ``host``'s slot back. ``launched``: whether a launch there worked (None:
-        nothing was launched, or the host is this machine)."""
-        self._free[host.name] += 1
-        if launched is True:
-            self._failures[host.name] = 0
-        elif launched is False:
-            self._failures[host.name] += 1
-            if self._failures[host.name] >= DOWN_AFTER and host.name not in self.down:
-                self.down.add(host.name)
-                print(
-                    f"isoagent: host {host.name} marked down for this run after "
-                    f"{DOWN_AFTER} failed launches in a row",
-                    file=sys.stderr,
-                )
-        self._changed.set()
+        return sum(host.slots for host in self.hosts)

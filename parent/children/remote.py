@@ -1,5 +1,9 @@
 """Children on other machines, started through an engine the user already runs.
 
+The pool places each child on the host with the most free slots (the first listed on
+a tie), never on one already tried for that task while another is up, and marks a
+host down, once, after ``DOWN_AFTER`` launch failures in a row.
+
 A launcher template (``--launcher``) is a command line that runs what follows it on a
 host: ``ssh -T {host} --`` (the default), ``srun -u -N1 -n1 -w {host} --``, ``kubectl
 exec -i {host} --``. Without ``{host}`` the engine places the child itself (``srun -u
@@ -25,20 +29,17 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from isoagent.parent.children.connection import FrameInbox
-from isoagent.parent.children.hosts import HostEntry, HostPool
+from isoagent.parent.children.hosts import HostEntry
 from isoagent.protocol import Heartbeat, encode_frame
 
-DEFAULT_LAUNCHER = "ssh -T {host} --"
-DEFAULT_REMOTE_PYTHON = "python3"
-DEFAULT_HEARTBEAT = 15.0
-DEFAULT_LAUNCH_TIMEOUT = 120.0  # a Slurm queue can hold a child this long before it starts
+DOWN_AFTER = 3  # launch failures in a row that take a host out of the run
 HOST_FIELD = "{host}"
 LINK_FAILED = 255  # ssh's exit code for its own failures: refused, unknown host, cut link
 MASTER_WAIT = 10.0  # seconds a first child waits for its host's control master
@@ -47,24 +48,6 @@ MASTER_GRACE = 1.0
 
 class LauncherError(ValueError):
     """A ``--launcher`` template that cannot be used."""
-
-
-@dataclass
-class RemoteSettings:
-    """Where children run and how they get there (``--hosts`` and its companions)."""
-
-    hosts: list[HostEntry]
-    launcher: str = DEFAULT_LAUNCHER
-    remote_python: str = DEFAULT_REMOTE_PYTHON
-    remote_workdir: str = ""  # "": the local workspace's path
-    heartbeat: float = DEFAULT_HEARTBEAT
-    retries: int = 2
-    retry_crashed: bool = False
-    launch_timeout: float = DEFAULT_LAUNCH_TIMEOUT
-    pool: HostPool = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.pool = HostPool(self.hosts)
 
 
 def launcher_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
@@ -159,6 +142,58 @@ class Launcher:
         if self._control_dir:
             shutil.rmtree(self._control_dir, ignore_errors=True)
             self._control_dir = ""
+
+
+class NoHostLeft(Exception):
+    """Every host that could take this task is down."""
+
+
+class HostPool:
+    """Free slots per host: ``acquire`` waits for one, ``release`` gives it back."""
+
+    def __init__(self, entries: list[HostEntry]) -> None:
+        self.entries = entries
+        self._free = {entry.name: entry.slots for entry in entries}
+        self._failures = dict.fromkeys(self._free, 0)  # launch failures in a row
+        self.down: set[str] = set()
+        self._changed = asyncio.Event()
+
+    @property
+    def slots(self) -> int:
+        return sum(entry.slots for entry in self.entries)
+
+    async def acquire(self, tried: Collection[str] = ()) -> HostEntry:
+        """A host with a free slot, one not in ``tried`` while such a host is up;
+        ``NoHostLeft`` when every host is down."""
+        while True:
+            up = [entry for entry in self.entries if entry.name not in self.down]
+            if not up:
+                raise NoHostLeft("every host is marked down")
+            fresh = [entry for entry in up if entry.name not in tried] or up
+            free = [entry for entry in fresh if self._free[entry.name] > 0]
+            if free:
+                best = max(free, key=lambda entry: self._free[entry.name])  # first on a tie
+                self._free[best.name] -= 1
+                return best
+            self._changed.clear()
+            await self._changed.wait()
+
+    def release(self, host: HostEntry, launched: bool | None) -> None:
+        """Give ``host``'s slot back. ``launched``: whether a launch there worked (None:
+        nothing was launched, or the host is this machine)."""
+        self._free[host.name] += 1
+        if launched is True:
+            self._failures[host.name] = 0
+        elif launched is False:
+            self._failures[host.name] += 1
+            if self._failures[host.name] >= DOWN_AFTER and host.name not in self.down:
+                self.down.add(host.name)
+                print(
+                    f"isoagent: host {host.name} marked down for this run after "
+                    f"{DOWN_AFTER} failed launches in a row",
+                    file=sys.stderr,
+                )
+        self._changed.set()
 
 
 async def keep_link(stdin: asyncio.StreamWriter, frames: FrameInbox, silence: float) -> None:

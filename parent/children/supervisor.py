@@ -29,7 +29,7 @@ from isoagent.child.agent.proc import start_time
 from isoagent.parent.children.cleanup import describe_exit, end_session
 from isoagent.parent.children.connection import StderrLog, write_frame
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
-from isoagent.parent.children.hosts import HostEntry, NoHostLeft
+from isoagent.parent.children.hosts import HostEntry, RemoteSettings
 from isoagent.parent.children.launch import (
     CHILD_COMMAND,
     PACKAGE_ROOT,
@@ -40,8 +40,9 @@ from isoagent.parent.children.launch import (
 from isoagent.parent.children.process import ChildProcess
 from isoagent.parent.children.remote import (
     LINK_FAILED,
+    HostPool,
     Launcher,
-    RemoteSettings,
+    NoHostLeft,
     keep_link,
     launcher_environment,
 )
@@ -97,12 +98,12 @@ class Supervisor:
         run: RunFolder,
         sink: Sink,
         fork_server: ForkServer | None = None,
-        remote: RemoteSettings | None = None,
     ) -> None:
         self.settings = settings
         self.fork_server = fork_server
-        self.remote = remote
+        self.remote = remote = settings.remote
         self.launcher = None if remote is None else Launcher(remote.launcher, remote.remote_python)
+        self.pool = HostPool(list(remote.hosts if remote else ()))
         self.gateway = gateway
         self.child_command = settings.child_command or CHILD_COMMAND
         self.run_folder = run
@@ -131,7 +132,7 @@ class Supervisor:
         attempt = 0
         while True:
             try:
-                host = await remote.pool.acquire(tried)
+                host = await self.pool.acquire(tried)
             except NoHostLeft as exc:
                 refused = _ChildRun(self, request, number, attempt=attempt, refused=str(exc))
                 return await refused.run()
@@ -140,7 +141,7 @@ class Supervisor:
             try:
                 finished = await child.run()
             finally:
-                remote.pool.release(host, child.launched)
+                self.pool.release(host, child.launched)
             why = child.worth_retrying(remote.retry_crashed)
             if not why or attempt >= remote.retries:
                 return finished

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from isoagent.parent.batch.input import unknown_agent
+from isoagent.parent.children.hosts import HostSpecError, RemoteSettings, parse_hosts
 from isoagent.parent.cli.errors import fail
 from isoagent.parent.cli.exit_codes import ExitCode
 from isoagent.parent.model.aliases import resolve_model
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 DEFAULTS = Settings(workdir=Path("."))
 LIMITS = DEFAULTS.limits
+REMOTE = RemoteSettings(hosts=())
 
 
 def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -62,6 +64,7 @@ def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("-v", "--verbose", is_flag=True, help="Show every tool call on stderr."),
         *LIMIT_OPTIONS,
+        *REMOTE_OPTIONS,
         click.option(
             "--record", type=click.Path(dir_okay=False, path_type=Path),
             help="Write every model call (request and response) to this JSONL file.",
@@ -125,6 +128,45 @@ LIMIT_OPTIONS = [
 ]  # fmt: skip
 
 
+REMOTE_OPTIONS = [
+    click.option(
+        "--hosts", metavar="SPEC",
+        help="Run children on these hosts: name[:slots],... or @FILE (one a line); the name "
+        "local is this machine. Children go where a slot is free.",
+    ),
+    click.option(
+        "--launcher", metavar="TEMPLATE", default=REMOTE.launcher, show_default=True,
+        help="Command that runs what follows it on {host}, e.g. 'srun -u -N1 -n1 -w {host} --' "
+        "or 'kubectl exec -i {host} --'; without {host} the engine places each child.",
+    ),
+    click.option(
+        "--remote-python", metavar="PATH", default=REMOTE.remote_python, show_default=True,
+        help="The Python with isoagent installed, on the hosts.",
+    ),
+    click.option(
+        "--remote-workdir", metavar="DIR",
+        help="The workspace on the hosts (default: the local workspace's path).",
+    ),
+    click.option(
+        "--heartbeat", type=click.FloatRange(min=0.1), default=REMOTE.heartbeat,
+        show_default=True, help="Seconds of silence after which a link to a host is dead.",
+    ),
+    click.option(
+        "--retries", type=click.IntRange(0), default=REMOTE.retries, show_default=True,
+        help="Launches on another host after a failed launch or a lost link.",
+    ),
+    click.option(
+        "--retry-crashed", is_flag=True,
+        help="Also try again a child that crashed after it started.",
+    ),
+    click.option(
+        "--launch-timeout", type=click.FloatRange(min=1), default=REMOTE.launch_timeout,
+        show_default=True,
+        help="Seconds from launch until a remote child says Hello (a queue's wait included).",
+    ),
+]  # fmt: skip
+
+
 def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return _apply(
         [
@@ -175,12 +217,20 @@ def settings_from(options: Mapping[str, Any]) -> Settings:
         file_size_mb=options["max_file_size_mb"],
         network=options["child_network"] == "on",
     )
+    remote = remote_settings(options)
+    max_parallel = options["max_parallel"]
+    context = click.get_current_context(silent=True)
+    if remote is not None and (
+        context is None
+        or context.get_parameter_source("max_parallel") == click.core.ParameterSource.DEFAULT
+    ):
+        max_parallel = remote.slots  # the pool's slots say how many at once
     return Settings(
         workdir=options["workdir"],
         model=resolve_model(options["model"]),
         limits=limits,
         timeout=options["timeout"],
-        max_parallel=options["max_parallel"],
+        max_parallel=max_parallel,
         max_tokens_total=options["max_tokens_total"],
         sandbox=options["sandbox"],
         allow_unsandboxed=options["allow_unsandboxed"],
@@ -190,6 +240,38 @@ def settings_from(options: Mapping[str, Any]) -> Settings:
         record=options["record"],
         replay=options["replay"],
         replay_match=options["replay_match"],
+        remote=remote,
+    )
+
+
+def remote_settings(options: Mapping[str, Any]) -> RemoteSettings | None:
+    """``RemoteSettings`` from ``--hosts`` and its companions; None without ``--hosts``."""
+    if options["hosts"] is None:
+        given = [
+            f"--{name.replace('_', '-')}"
+            for name in ("launcher", "remote_python", "remote_workdir", "heartbeat", "retries",
+                         "retry_crashed", "launch_timeout")
+            if options[name] not in (getattr(REMOTE, name), None, False)
+        ]  # fmt: skip
+        if given:
+            fail(f"{', '.join(given)} only apply with --hosts", ExitCode.USAGE)
+        return None
+    from isoagent.parent.children.remote import Launcher, LauncherError
+
+    try:
+        hosts = tuple(parse_hosts(options["hosts"]))
+        Launcher(options["launcher"], options["remote_python"])  # a template that cannot work
+    except (HostSpecError, LauncherError) as exc:
+        fail(str(exc), ExitCode.USAGE)
+    return RemoteSettings(
+        hosts=hosts,
+        launcher=options["launcher"],
+        remote_python=options["remote_python"],
+        remote_workdir=options["remote_workdir"] or "",
+        heartbeat=options["heartbeat"],
+        retries=options["retries"],
+        retry_crashed=options["retry_crashed"],
+        launch_timeout=options["launch_timeout"],
     )
 
 

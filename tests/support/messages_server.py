@@ -238,12 +238,16 @@ def error_reply(
     )
 
 
-def unused_url() -> str:
-    """An http://127.0.0.1:PORT URL with (very likely) nothing listening."""
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 with (very likely) nothing listening."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+        return int(s.getsockname()[1])
+
+
+def unused_url() -> str:
+    """An http://127.0.0.1:PORT URL with (very likely) nothing listening."""
+    return f"http://127.0.0.1:{free_port()}"
 
 
 def _error_body(error_type: str, message: str) -> bytes:

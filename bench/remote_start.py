@@ -1,0 +1,135 @@
+"""Child start on another host: ssh cold (a connection per child) and warm (a session over
+the host's control master), against a local child forked and spawned plainly.
+
+The "host" is a real sshd on 127.0.0.1 started for the run (tests/support/sshd.py), so
+the numbers hold the whole ssh cost (key exchange, login, the login shell) but no
+network latency. Each variant is started as the supervisor starts it and timed from
+start until its Hello is read; the variants take turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from bench.spawn import CHILD, _time_to_hello, _time_to_hello_forked
+from bench.stats import Line, Stat, ratio, reference
+from isoagent.parent.children.forkserver import ForkServer
+from isoagent.parent.children.hosts import HostEntry
+from isoagent.parent.children.launch import (
+    FORK_SERVER_COMMAND,
+    PACKAGE_ROOT,
+    allowed_environment,
+    exec_child,
+)
+from isoagent.parent.children.process import ChildProcess
+from isoagent.parent.children.remote import Launcher, launcher_environment
+from tests.support import sshd
+
+HOST = HostEntry("127.0.0.1")
+WARM_TARGET = 3.0  # issue: a child on a warm host starts within 3x a local plain spawn
+
+
+def _over(launcher: Launcher) -> Callable[[dict[str, str]], Awaitable[ChildProcess]]:
+    async def start(_env: dict[str, str]) -> ChildProcess:
+        env = launcher_environment()
+        await launcher.warm(HOST, env)
+        return await exec_child(launcher.argv(HOST), cwd=PACKAGE_ROOT, env=env)
+
+    return start
+
+
+async def _session_floor(launcher: Launcher) -> float:
+    """Seconds for a warm ssh session that runs ``true``: the login shell without the child."""
+    argv = launcher.argv(HOST)
+    started = time.perf_counter()
+    process = await asyncio.create_subprocess_exec(
+        *argv[: len(argv) - len(launcher.command)], "true", env=launcher_environment()
+    )
+    await process.wait()
+    return time.perf_counter() - started
+
+
+async def _samples(server: sshd.Sshd, runs: int) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {"forked": [], "plain": [], "cold": [], "warm": []}
+    samples["session"] = []
+    # a template that names its own ControlMaster is left alone: a connection per child
+    cold = Launcher(
+        server.launcher().replace("ssh ", "ssh -o ControlMaster=no ", 1), sys.executable
+    )
+    warm = Launcher(server.launcher(), sys.executable)
+    fork_server = ForkServer(FORK_SERVER_COMMAND, cwd=PACKAGE_ROOT, env=allowed_environment())
+    plain = lambda env: exec_child(CHILD, cwd=PACKAGE_ROOT, env=env)  # noqa: E731
+    try:
+        await _time_to_hello_forked(fork_server)  # each started once, not counted
+        await _time_to_hello(plain, "plain child")
+        await _time_to_hello(_over(cold), "ssh child")
+        await _time_to_hello(_over(warm), "ssh child")  # starts the control master
+        for _ in range(runs):
+            samples["forked"].append(await _time_to_hello_forked(fork_server) * 1000)
+            samples["plain"].append(await _time_to_hello(plain, "plain child") * 1000)
+            samples["cold"].append(await _time_to_hello(_over(cold), "ssh child") * 1000)
+            samples["warm"].append(await _time_to_hello(_over(warm), "ssh child") * 1000)
+            samples["session"].append(await _session_floor(warm) * 1000)
+    finally:
+        fork_server.close()
+        warm.close()
+    return samples
+
+
+def remote_start(runs: int, skipped: list[str]) -> list[Line]:
+    why = sshd.unavailable()
+    if why:
+        skipped.append(f"remote start: {why}")
+        return []
+    folder = Path(tempfile.mkdtemp(prefix="isoagent-bench-sshd-"))
+    server = sshd.Sshd(folder)
+    try:
+        server.start()
+        started = time.perf_counter()
+        samples = asyncio.run(_samples(server, runs))
+        print(f"bench: remote start took {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    forked, plain, cold, warm, session = (
+        Stat(samples[k], "ms") for k in ("forked", "plain", "cold", "warm", "session")
+    )
+    return [
+        Line(
+            "remote start",
+            "ssh warm: `ssh -T {host} --` over the host's control master, start until `Hello`",
+            warm,
+            ratio(warm, plain, "local plain"),
+            f"≤ {WARM_TARGET:g}x local plain",
+            warm.median <= WARM_TARGET * plain.median,
+            notes=[
+                "sshd on 127.0.0.1 started for the run (no network latency); the login "
+                "shell's start-up (its .bashrc) is part of every ssh number."
+            ],
+        ),
+        reference(
+            "remote start",
+            "ssh cold: a new ssh connection per child",
+            cold,
+            ratio(cold, plain, "local plain"),
+        ),
+        reference(
+            "remote start",
+            "ssh warm session running `true`: the session and login shell, no child",
+            session,
+            ratio(session, plain, "local plain"),
+        ),
+        reference("remote start", "local plain: `python -m isoagent.child`", plain),
+        reference(
+            "remote start",
+            "local, forked by the fork server",
+            forked,
+            ratio(forked, plain, "local plain"),
+        ),
+    ]

@@ -1,0 +1,185 @@
+"""Children on "other hosts" through a launcher emulator (tests/support/launcher_emulator.py):
+each host is a folder the parent never hands over, with a login-like environment and a
+link that can be refused, cut or silenced. Placement, slots, no shared filesystem, the
+child's identity, heartbeats, retries and host-down, through the real CLI.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli_env
+from tests.support.cli import read_jsonl, run_dirs
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.support.processes import alive, wait_for
+from tests.support.remote_runs import run_batch, run_task
+
+EMULATOR = Path(__file__).parent / "support" / "launcher_emulator.py"
+PROBE = (
+    'echo "pwd=$PWD tmp=$TMPDIR tag=$ISOAGENT_CHILD_TAG depth=$ISOAGENT_DEPTH '
+    'secret=${LOGIN_SECRET:-none} ssh=${SSH_CONNECTION:-none}"; cat marker.txt'
+)
+
+
+def remote(root: Path, hosts: str, *more: str) -> list[str]:
+    launcher = f"{shlex.quote(sys.executable)} {shlex.quote(str(EMULATOR))} {root} {{host}} --"
+    return [
+        "--hosts", hosts, "--launcher", launcher, "--remote-python", sys.executable,
+        "--remote-workdir", "ws", *more,
+    ]  # fmt: skip
+
+
+def host(root: Path, name: str, *, marker: bool = True) -> Path:
+    """Host ``name``'s home, with a workspace ``ws`` holding a file that names the host."""
+    home = root / name / "home"
+    (home / "ws").mkdir(parents=True, exist_ok=True)
+    if marker:
+        (home / "ws" / "marker.txt").write_text(f"on host {name}\n")
+    return home
+
+
+def probe_then_answer(delay: float = 0.0) -> Callable[[Request], Reply]:
+    """Each child runs PROBE and answers with what it printed."""
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply("bash", {"command": PROBE})
+        return text_reply(req.tool_results[0]["content"], delay=delay)
+
+    return handler
+
+
+def most_at_once(launches: Path) -> int:
+    """The most children a host ran at once, from its ``start``/``end`` lines."""
+    running = most = 0
+    for line in launches.read_text().splitlines():
+        running += 1 if line.startswith("start") else -1 if line.startswith("end") else 0
+        most = max(most, running)
+    return most
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """Where the emulated hosts keep their files: ``root/<host>/``."""
+    return Path(tmp_path / "hosts")
+
+
+def test_children_are_placed_on_free_slots_and_run_in_the_hosts_own_folders(
+    api_server: MessagesServer, tmp_path: Path, root: Path, workspace: Path
+) -> None:
+    homes = {name: host(root, name) for name in ("a", "b")}
+    api_server.handler = probe_then_answer(delay=0.3)
+    args = ["-C", str(workspace), *remote(root, "a:1,b:2")]
+    done, records = run_batch(6, args, cli_env(api_server), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(records) == 6 and all(r["status"] == "ok" for r in records), records
+    assert most_at_once(root / "a" / "launches") == 1  # a has 1 slot
+    assert 1 <= most_at_once(root / "b" / "launches") <= 2
+    for record in records:
+        on = record["summary"].rsplit("on host ", 1)[1].strip()
+        fields = dict(word.split("=", 1) for word in record["summary"].split("\n")[0].split())
+        assert fields["pwd"] == str(homes[on] / "ws")  # the remote workdir, on its host
+        assert fields["tmp"].startswith(str(root / on / "tmp") + "/")  # made there by the child
+        assert fields["depth"] == "1" and fields["tag"]
+        assert fields["secret"] == "none" and fields["ssh"] == "none"  # the local allow-list
+    for name in ("a", "b"):  # each child's own, removed as it ended (by its janitor)
+        assert wait_for(lambda n=name: not any((root / n / "tmp").iterdir()), 30)
+    run = run_dirs(workspace)[0]
+    assert len(list(run.glob("child-*.jsonl"))) == 6  # the transcripts are here, locally
+    assert len(list(run.glob("child-*.stderr.log"))) == 6
+
+
+def test_a_workspace_missing_on_the_host_is_an_error_not_an_ok(
+    api_server: MessagesServer, tmp_path: Path, root: Path, workspace: Path
+) -> None:
+    (root / "a" / "home").mkdir(parents=True)  # no ws there
+    api_server.handler = probe_then_answer()
+    done = run_task(["-C", str(workspace), *remote(root, "a:1")], cli_env(api_server), tmp_path)
+    assert done.returncode != 0
+    assert "does not exist on" in done.stderr and "ws" in done.stderr
+    assert api_server.requests == []
+
+
+def test_a_refused_launch_is_retried_elsewhere_and_the_host_marked_down_once(
+    api_server: MessagesServer, tmp_path: Path, root: Path, workspace: Path
+) -> None:
+    host(root, "bad").parent.joinpath("refuse").touch()
+    host(root, "good")
+    api_server.handler = probe_then_answer(delay=0.2)
+    args = ["-C", str(workspace), *remote(root, "bad:1,good:1")]
+    done, records = run_batch(6, args, cli_env(api_server), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert all(r["status"] == "ok" and "on host good" in r["summary"] for r in records)
+    assert done.stderr.count("host bad marked down") == 1
+    assert (root / "bad" / "refused").read_text().count("refused") == 3  # none after down
+
+
+def test_launch_failures_everywhere_end_as_launch_failed_after_the_retries(
+    api_server: MessagesServer, tmp_path: Path, root: Path, workspace: Path
+) -> None:
+    for name in ("x", "y"):
+        host(root, name).parent.joinpath("refuse").touch()
+    args = ["-C", str(workspace), *remote(root, "x:1,y:1", "--retries", "2")]
+    done = run_task(args, cli_env(api_server), tmp_path)
+    assert done.returncode != 0
+    assert "launch_failed" in done.stderr and "Connection refused" in done.stderr
+    refused = sum((root / n / "refused").read_text().count("refused") for n in ("x", "y"))
+    assert refused == 3  # the first try and two retries
+    assert "Traceback" not in done.stderr
+
+
+def test_a_silent_link_is_detected_by_heartbeat_the_remote_child_ends_itself_and_the_task_moves(
+    api_server: MessagesServer, tmp_path: Path, root: Path, workspace: Path
+) -> None:
+    for name in ("a", "b"):
+        host(root, name)
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:  # a command that would outlive its child if nothing ended it
+            command = "sleep 300 & echo $! > sleeper.pid; cat marker.txt"
+            return tool_reply("bash", {"command": command})
+        (root / "a" / "silence").touch()  # a's link goes quiet: this reply never gets there
+        return text_reply(req.tool_results[0]["content"])
+
+    api_server.handler = handler
+    args = ["-C", str(workspace), *remote(root, "a:1,b:1", "--heartbeat", "1")]
+    done = run_task(args, cli_env(api_server), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "on host b"
+    assert "lost its link to host a" in done.stderr
+    child_a = int((root / "a" / "launches").read_text().split()[1])
+    sleeper_a = int((root / "a" / "home" / "ws" / "sleeper.pid").read_text())
+    assert wait_for(lambda: not alive(child_a) and not alive(sleeper_a), 30)
+    run = run_dirs(workspace)[0]
+    transcripts = sorted(p.name for p in run.glob("child-*.jsonl"))
+    assert len(transcripts) == 2, transcripts  # the partial one beside the retry's
+    started = [e for e in read_jsonl(run / "run.jsonl") if e["type"] == "child_started"]
+    assert [e["host"] for e in started] == ["a", "b"]
+
+
+def test_a_child_that_crashes_after_hello_is_not_retried_unless_asked(
+    api_server: MessagesServer, tmp_path: Path, root: Path, workspace: Path
+) -> None:
+    for name in ("a", "b"):
+        host(root, name)
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:  # the child's command kills it: a crash, not a lost link
+            return tool_reply("bash", {"command": "kill -TERM $PPID; sleep 5"})
+        return text_reply("done")
+
+    api_server.handler = handler
+    args = ["-C", str(workspace), *remote(root, "a:1,b:1")]
+    done = run_task(args, cli_env(api_server), tmp_path)
+    assert done.returncode != 0
+    assert "crashed" in done.stderr
+    assert not (root / "b" / "launches").exists()
+
+    again = run_task([*args, "--retry-crashed"], cli_env(api_server), tmp_path)
+    assert (root / "b" / "launches").exists()
+    assert "crashed" in again.stderr  # it crashed there too, once: retries are bounded
