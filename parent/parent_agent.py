@@ -5,12 +5,22 @@ conversation (``--allowedTools``, ``--disallowedTools``, ``--permission-mode``,
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL, WRITE_TOOLS
-from isoagent.parent.agent_files import PLAN_MODE, build_spec
+from isoagent.parent.agent_files import (
+    PLAN_MODE,
+    InvalidAgent,
+    build_spec,
+    inline_agents,
+    tool_entries,
+)
 from isoagent.parent.events import AnyEvent, MessageAdded
 from isoagent.parent.settings import Settings
 from isoagent.protocol import AgentSpec, Message, ToolUseBlock
@@ -22,6 +32,52 @@ _decode = msgspec.json.Decoder(AnyEvent).decode
 
 class ResumeError(Exception):
     """The run to continue does not exist or holds no finished conversation."""
+
+
+def claude_settings(
+    settings: Settings,
+    *,
+    system_prompt: str = "",
+    append_system_prompt: str = "",
+    allowed_tools: Sequence[str] = (),
+    disallowed_tools: Sequence[str] = (),
+    agents: str | dict[str, Any] | None = None,
+    permission_mode: str = "default",
+    continue_: bool = False,
+    resume: str | None = None,
+) -> Settings:
+    """``settings`` with Claude Code's flags applied (``isoagent -p``, the Python API).
+    Tool lists take comma or space separated rules; ``agents`` is ``--agents`` JSON (or
+    its dict). Raises ValueError with a one-line reason."""
+    catalog = dict(settings.agents)
+    if agents is not None:
+        text = agents if isinstance(agents, str) else json.dumps(agents)
+        try:
+            catalog.update(inline_agents(text))
+        except ValueError as exc:
+            raise ValueError(f"invalid --agents: {exc}") from None
+    disallowed = tuple(e for value in disallowed_tools for e in tool_entries(value))
+    try:
+        catalog = restrict_agents(catalog, disallowed, permission_mode)
+    except InvalidAgent as exc:
+        raise ValueError(f"--disallowedTools: {exc.message}") from None
+    settings = dataclasses.replace(
+        settings,
+        agents=catalog,
+        system_prompt=system_prompt,
+        append_system_prompt=append_system_prompt,
+        allowed_tools=tuple(e for value in allowed_tools for e in tool_entries(value)),
+        disallowed_tools=disallowed,
+        permission_mode=permission_mode,
+    )
+    if continue_ or resume:
+        try:
+            run_id = resume or latest_run(settings.runs_dir)
+            earlier_conversation(settings.runs_dir, run_id)  # it exists and can go on
+        except ResumeError as exc:
+            raise ValueError(str(exc)) from None
+        settings = dataclasses.replace(settings, resume=run_id)
+    return settings
 
 
 def parent_tools(settings: Settings) -> AgentSpec:

@@ -89,13 +89,7 @@ def print_mode(
 
     Without PROMPT the prompt is read from stdin; with one, piped stdin is attached.
     """
-    from isoagent.parent.agent_files import InvalidAgent, inline_agents, tool_entries
-    from isoagent.parent.parent_agent import (
-        ResumeError,
-        earlier_conversation,
-        latest_run,
-        restrict_agents,
-    )
+    from isoagent.parent.parent_agent import claude_settings
 
     if add_dirs:
         click.echo(
@@ -103,32 +97,19 @@ def print_mode(
             "(-C DIR); ignored",
             err=True,
         )
-    agents = dict(settings.agents)
-    if agents_json is not None:
-        try:
-            agents.update(inline_agents(agents_json))
-        except ValueError as exc:
-            fail(f"invalid --agents: {exc}", ExitCode.USAGE)
-    disallowed = tuple(e for value in disallowed_tools for e in tool_entries(value))
     try:
-        agents = restrict_agents(agents, disallowed, permission_mode)
-    except InvalidAgent as exc:
-        fail(f"--disallowedTools: {exc.message}", ExitCode.USAGE)
-    settings = dataclasses.replace(
-        settings,
-        agents=agents,
-        system_prompt=system_prompt,
-        append_system_prompt=append_system_prompt,
-        allowed_tools=tuple(e for value in allowed_tools for e in tool_entries(value)),
-        disallowed_tools=disallowed,
-        permission_mode=permission_mode,
-    )
-    try:
-        if continue_ or resume:
-            run_id = resume or latest_run(settings.runs_dir)
-            earlier_conversation(settings.runs_dir, run_id)  # it exists and can go on
-            settings = dataclasses.replace(settings, resume=run_id)
-    except ResumeError as exc:
+        settings = claude_settings(
+            settings,
+            system_prompt=system_prompt,
+            append_system_prompt=append_system_prompt,
+            allowed_tools=allowed_tools,
+            disallowed_tools=disallowed_tools,
+            agents=agents_json,
+            permission_mode=permission_mode,
+            continue_=continue_,
+            resume=resume,
+        )
+    except ValueError as exc:
         fail(str(exc), ExitCode.USAGE)
 
     if input_format == "stream-json":

@@ -1,0 +1,155 @@
+"""``import isoagent``: task/run and atask/arun, with the CLI's options and defaults."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import isoagent
+from isoagent.parent.model.aliases import CURRENT_MODELS
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+
+README = Path(__file__).parents[1] / "README.md"
+
+
+@pytest.fixture
+def server(api_server: MessagesServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    for name in ("ANTHROPIC_MODEL", "ISOAGENT_MODEL", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api_server.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return api_server
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    path = tmp_path / "ws"
+    path.mkdir()
+    (path / "app.py").write_text("def f(x):\n    return x / 0\n")
+    return path
+
+
+def reviewing(req: Request) -> Reply:
+    if req.turn == 0:
+        return tool_reply("read_file", {"path": "app.py"})
+    return text_reply(f"bug: division by zero | {','.join(req.tool_names)}")
+
+
+def test_task_runs_one_subagent_and_returns_its_result(
+    server: MessagesServer, workspace: Path
+) -> None:
+    server.handler = reviewing
+    result = isoagent.task("review app.py", agent="Explore", workdir=workspace, model="haiku")
+    assert result.result == "bug: division by zero | bash,read_file,glob,grep"
+    assert (result.status, result.is_error, result.turns, result.tool_calls) == ("ok", False, 2, 1)
+    assert result.usage.input_tokens == 20 and result.usage.output_tokens == 10
+    assert result.transcript.is_file() and result.transcript.parent == result.run_dir
+    assert result.run_dir.name == result.session_id
+    assert {r.model for r in server.requests} == {CURRENT_MODELS["haiku"]}
+    events = [json.loads(line) for line in result.transcript.read_text().splitlines()]
+    assert events[-1]["type"] == "child_result"
+
+
+def test_run_runs_the_parent_and_resume_continues_it(
+    server: MessagesServer, workspace: Path
+) -> None:
+    server.handler = lambda req: text_reply(f"{len(req.messages)} messages")
+    first = isoagent.run("hello", workdir=workspace)
+    assert first.result == "1 messages" and first.transcript.name == "run.jsonl"
+    again = isoagent.run("more", workdir=workspace, resume=first.session_id)
+    assert again.result == "3 messages"
+
+
+def test_async_variants_run_concurrently_from_asyncio(
+    server: MessagesServer, workspace: Path
+) -> None:
+    server.handler = lambda req: text_reply(req.first_user_text.upper())
+
+    async def both() -> list[isoagent.Result]:
+        return await asyncio.gather(
+            isoagent.atask("one", workdir=workspace), isoagent.arun("two", workdir=workspace)
+        )
+
+    one, two = asyncio.run(both())
+    assert (one.result, two.result) == ("ONE", "TWO")
+    assert one.session_id != two.session_id
+
+
+def test_the_sync_call_inside_an_event_loop_says_to_await(workspace: Path) -> None:
+    async def inside() -> None:
+        isoagent.task("x", workdir=workspace)
+
+    with pytest.raises(isoagent.IsoagentError, match=r"await isoagent\.atask"):
+        asyncio.run(inside())
+
+
+def test_options_are_the_clis_and_wrong_ones_fail_clearly(
+    server: MessagesServer, workspace: Path
+) -> None:
+    with pytest.raises(TypeError, match="unknown option 'modle'"):
+        isoagent.task("x", workdir=workspace, modle="haiku")
+    with pytest.raises(isoagent.IsoagentError, match="max-turns"):
+        isoagent.task("x", workdir=workspace, max_turns=-1)
+    with pytest.raises(isoagent.IsoagentError, match="unknown agent 'nope'"):
+        isoagent.task("x", agent="nope", workdir=workspace)
+    with pytest.raises(isoagent.IsoagentError, match="'Bsh'"):
+        isoagent.run("x", workdir=workspace, disallowed_tools=["Bsh"])
+    assert server.requests == []
+
+
+def test_claude_code_options_shape_the_parent(server: MessagesServer, workspace: Path) -> None:
+    server.handler = lambda req: text_reply(",".join(req.tool_names))
+    result = isoagent.run(
+        "x", workdir=workspace, allowed_tools=["Bash(git:*)"], permission_mode="default",
+        system_prompt="Be brief.", agents={"rev": {"description": "d", "prompt": "p"}},
+    )  # fmt: skip
+    assert result.result == "read_file,glob,grep,bash,task"
+    assert server.requests[0].system == "Be brief."
+    assert "- rev: d" in json.dumps(server.requests[0].body["tools"])
+
+
+def readme_example(name: str) -> str:
+    text = README.read_text()
+    match = re.search(rf"<!-- readme-example: {name} -->\n```python\n(.*?)```", text, re.S)
+    assert match, f"README has no example {name!r}"
+    return match.group(1)
+
+
+def test_the_readmes_click_command_delegates_to_a_subagent(
+    server: MessagesServer, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server.handler = reviewing
+    namespace: dict[str, Any] = {}
+    exec(compile(readme_example("review"), "README.md", "exec"), namespace)
+    monkeypatch.chdir(workspace)
+    outcome = CliRunner().invoke(namespace["review"], ["app.py"])
+    assert outcome.exit_code == 0, outcome.output
+    assert outcome.output.startswith("bug: division by zero")
+    assert server.requests[0].first_user_text == "Review app.py for bugs; list them."
+
+    server.handler = lambda req: Reply(status=401, error_type="authentication_error",
+                                       error_message="invalid x-api-key")  # fmt: skip
+    failed = CliRunner().invoke(namespace["review"], ["app.py"])
+    assert failed.exit_code == 1
+    assert (
+        failed.output.startswith("Error: error: ") and "rejected the credentials" in failed.output
+    )
+
+
+def test_importing_isoagent_imports_nothing_else() -> None:
+    """A child imports the package root first: it must stay cheap."""
+    probe = (
+        "import sys; before = set(sys.modules); import isoagent; "
+        "print(sorted(m for m in set(sys.modules) - before if 'editable' not in m))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
+    assert done.stdout.strip() == "['isoagent']", done.stderr
