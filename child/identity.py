@@ -15,7 +15,7 @@ import os
 import signal
 from collections.abc import Mapping
 
-from isoagent.child.agent.proc import TAG_VARIABLE, signal_processes
+from isoagent.child.agent.proc import SPARED, TAG_VARIABLE, signal_processes
 from isoagent.protocol import Identity
 
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ")
@@ -57,8 +57,10 @@ def _clean_up_after(tmpdir: str, tag: str) -> None:
     it ends (SIGKILL included), it kills what still carries ``tag`` and removes
     ``tmpdir``, which a sandboxed child cannot remove itself (Landlock forbids its parent)."""
     alive_read, _alive_write = os.pipe()  # close-on-exec: commands never hold it open
-    if os.fork() != 0:
+    janitor = os.fork()
+    if janitor != 0:
         os.close(alive_read)
+        SPARED.add(janitor)  # not one of the commands the child ends
         return  # the write end stays open, unused, until this process ends
     try:
         # the protocol's pipes above all: their ends must close with the child's

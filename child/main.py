@@ -64,6 +64,7 @@ def main() -> int:
         task.limits,
         bash_allow=task.agent.bash_allow,
         bash_deny=task.agent.bash_deny,
+        owns_descendants=True,
     )
     channel = ParentChannel(reader, writer, ctx)
 
@@ -95,29 +96,15 @@ def main() -> int:
         on_progress=channel.send,
         is_cancelled=ctx.cancelled.is_set,
     )
-    channel.send(agent.run(task.prompt))
+    result = agent.run(task.prompt)
+    ctx.end_commands()  # nothing a command started outlives the child
+    channel.send(result)
     return 0
 
 
 def confine(task: Task) -> None:
     """Apply the OS sandbox and resource limits the Task asks for, before any tool runs."""
-    limits = task.limits
     os.environ["TMPDIR"] = task.tmpdir
-    if limits.sandbox == "off" and limits.network and not _has_rlimits(task):
-        return
     from isoagent.child import sandbox
 
-    if not limits.network:
-        sandbox.disable_network()
-    sandbox.apply_limits(
-        limits.cpu_seconds, limits.address_space_mb, limits.max_processes, limits.file_size_mb
-    )
-    if limits.sandbox != "off":
-        sandbox.apply_sandbox(limits.sandbox, Path(task.workdir), Path(task.tmpdir))
-
-
-def _has_rlimits(task: Task) -> bool:
-    limits = task.limits
-    return any(
-        (limits.cpu_seconds, limits.address_space_mb, limits.max_processes, limits.file_size_mb)
-    )
+    sandbox.confine(task.limits, Path(task.workdir), Path(task.tmpdir))

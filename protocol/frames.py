@@ -125,6 +125,8 @@ class Limits(msgspec.Struct, omit_defaults=True):
     max_processes: int = 0
     file_size_mb: int = 0
     network: bool = True
+    # folders inside a writable workspace kept read-only (.git, .claude, .isoagent)
+    protected: tuple[str, ...] = ()
 
 
 # --- child -> parent ---------------------------------------------------------

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 TAG_VARIABLE = "ISOAGENT_CHILD_TAG"
+# processes end_descendants leaves alone in this one: the remote child's clean-up janitor
+SPARED: set[int] = set()
 # indexes into stat_fields: the /proc/PID/stat fields that follow the command name
 STATE = 0
 PPID = 1
@@ -95,6 +97,58 @@ def signal_processes(
             if pid != os.getpid():
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, sig)
+
+
+def children(pid: int | str) -> list[int]:
+    """The children of ``pid`` (of each of its threads): no scan of /proc."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found: list[int] = []
+    for thread in threads:
+        with contextlib.suppress(OSError, ValueError):
+            found += map(int, _read(f"/proc/{pid}/task/{thread}/children").split())
+    return found
+
+
+def descendants(pid: int | str, spare: Collection[int] = ()) -> list[int]:
+    """Every descendant of ``pid``, ended ones (zombies) included; not ``spare`` ones, nor
+    theirs."""
+    found: list[int] = []
+    queue = children(pid)
+    while queue:
+        child = queue.pop()
+        if child not in spare:
+            found.append(child)
+            queue += children(child)
+    return found
+
+
+def end_descendants(
+    pid: int | str = "self", spare: Collection[int] = (), passes: int = 100
+) -> None:
+    """SIGKILL every descendant of ``pid``, pass after pass until none is left running.
+
+    Found by walking the process tree down from ``pid``: a subreaper (``pid`` is, when it
+    is a child agent) keeps every orphan among its descendants in that tree, whatever
+    session or environment the orphan gave itself; what a killed process had forked is
+    found on the next pass.
+    """
+    for _ in range(passes):
+        running = [p for p in descendants(pid, spare) if _running(p)]
+        if not running:
+            return
+        for child in running:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return stat_fields(pid)[STATE] not in DEAD
+    except (OSError, IndexError):
+        return False
 
 
 def signal_name(number: int) -> str:

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import msgspec
 
-from isoagent.child.agent.proc import TAG_VARIABLE, signal_processes
+from isoagent.child.agent.proc import SPARED, TAG_VARIABLE, end_descendants, signal_processes
 from isoagent.protocol import Limits, ToolSpec
 
 I = TypeVar("I", bound=msgspec.Struct)
@@ -38,13 +38,21 @@ class ToolContext:
     process_groups: set[int] = field(default_factory=set)
     # the commands' environment (None: this process's own); it carries the tag below
     env: dict[str, str] | None = None
+    # a child agent: every process below it is one of its commands' (see end_commands)
+    owns_descendants: bool = False
     # the agent's Bash(...) rules (see bash_rules): commands allowed (none: any) and denied
     bash_allow: list[str] = field(default_factory=list)
     bash_deny: list[str] = field(default_factory=list)
 
     def end_commands(self) -> None:
-        """SIGKILL every running command's process group, and every process carrying this
-        agent's tag: what a command started and left running, setsid'd ones included."""
+        """SIGKILL every running command's process group, and what a command started and
+        left running: in a child agent (a subreaper, whose orphans stay its descendants)
+        every descendant, whatever session or environment it gave itself; in the parent,
+        every process carrying the commands' tag."""
+        if self.owns_descendants:
+            signal_processes(signal.SIGKILL, groups=list(self.process_groups))
+            end_descendants(spare=SPARED)
+            return
         tag = (os.environ if self.env is None else self.env).get(TAG_VARIABLE, "")
         signal_processes(signal.SIGKILL, groups=list(self.process_groups), tag=tag)
 

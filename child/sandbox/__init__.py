@@ -1,0 +1,83 @@
+"""OS-enforced restrictions a child applies to itself before it runs any tool.
+
+All of it is inherited by everything the child later forks or execs (the ``bash``
+tool included); ``confine`` applies it in the order the kernel needs:
+
+- ``namespaces``: a network namespace (no network), a mount namespace (sandboxed);
+- ``mounts``: a private ``/dev/shm``, protected folders read-only;
+- ``limits``: rlimits on CPU time, address space, processes, file size;
+- ``privileges``: not dumpable, a subreaper, no capability, ``no_new_privs``;
+- ``seccomp``: no Unix-domain socket without network;
+- ``landlock``: read everywhere, write only under the tmpdir (and the workspace).
+
+Namespaces, seccomp, capabilities and Landlock bind the calling thread only: call
+``confine`` from the main thread before any other thread starts.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from isoagent.child.sandbox import mounts, seccomp
+from isoagent.child.sandbox.landlock import apply_sandbox, landlock_abi
+from isoagent.child.sandbox.limits import apply_limits
+from isoagent.child.sandbox.namespaces import (
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    disable_network,
+    enter_namespaces,
+)
+from isoagent.child.sandbox.privileges import (
+    become_subreaper,
+    drop_capabilities,
+    make_undumpable,
+)
+from isoagent.child.sandbox.syscalls import SandboxError
+from isoagent.protocol import Limits
+
+__all__ = [
+    "SandboxError",
+    "apply_limits",
+    "apply_sandbox",
+    "confine",
+    "disable_network",
+    "landlock_abi",
+]
+
+
+def confine(limits: Limits, workspace: Path, tmpdir: Path) -> None:
+    """Everything ``limits`` asks for. The process always ends up not dumpable, a
+    subreaper, without capabilities and with ``no_new_privs``.
+
+    Sandboxed, it tries a mount namespace for a private ``/dev/shm``; without one,
+    ``/dev/shm`` is not writable, and ``limits.protected`` (folders the parent expects
+    read-only) cannot be honoured: that is an error, never a silent downgrade.
+    """
+    sandboxed = limits.sandbox != "off"
+    network = 0 if limits.network else CLONE_NEWNET
+    mounted = sandboxed
+    try:
+        enter_namespaces(network | (CLONE_NEWNS if sandboxed else 0))
+    except SandboxError:
+        if not sandboxed or limits.protected:
+            raise
+        enter_namespaces(network)
+        mounted = False
+    shm = False
+    if mounted:
+        mounts.make_private()
+        shm = mounts.private_shm()
+        for path in limits.protected:
+            if os.path.exists(path):
+                mounts.read_only(path)
+    apply_limits(
+        limits.cpu_seconds, limits.address_space_mb, limits.max_processes, limits.file_size_mb
+    )
+    make_undumpable()
+    become_subreaper()
+    drop_capabilities()
+    if not limits.network and seccomp.available():
+        seccomp.forbid_unix_sockets()
+    if sandboxed:
+        apply_sandbox(limits.sandbox, workspace, tmpdir, shm=shm)

@@ -1,0 +1,63 @@
+"""Inside the child's own mount namespace: a private ``/dev/shm``, and folders of the
+workspace that stay read-only though the workspace is writable (``.git``, ``.claude``,
+``.isoagent``). Nothing mounted here is seen outside: the namespace's mounts are made
+private first. The child later loses the capability (and, under Landlock, the right) to
+unmount any of it."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+from isoagent.child.sandbox.syscalls import fail, libc
+
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_REMOUNT = 32
+_MS_BIND = 4096
+_MS_REC = 16384
+_MS_PRIVATE = 1 << 18
+_MS_RELATIME = 1 << 21
+# flags of the mount a bind inherits, which a remount must repeat (in a user namespace,
+# dropping one is refused): statvfs's ST_* bit -> MS_* bit
+_KEPT_FLAGS = {8: 8, 1024: 1024, 2048: 2048, 4096: _MS_RELATIME}  # noexec, noatime, ...
+SHM = "/dev/shm"
+SHM_SIZE = "64m"
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
+    encode = os.fsencode
+    if (
+        libc.mount(
+            None if source is None else encode(source),
+            encode(target),
+            None if fstype is None else encode(fstype),
+            ctypes.c_ulong(flags),
+            encode(data) if data else None,
+        )
+        != 0
+    ):
+        raise fail(f"mount {target}", ctypes.get_errno())
+
+
+def make_private() -> None:
+    """Nothing mounted in this namespace from now on propagates to the host's."""
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+
+
+def private_shm() -> bool:
+    """A fresh, small tmpfs on ``/dev/shm``; False when there is no ``/dev/shm``."""
+    if not os.path.isdir(SHM):
+        return False
+    _mount("tmpfs", SHM, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={SHM_SIZE},mode=1777")
+    return True
+
+
+def read_only(path: str) -> None:
+    """Bind ``path`` onto itself, read-only (an existing folder or file)."""
+    _mount(path, path, None, _MS_BIND | _MS_REC)
+    flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+    kept = os.statvfs(path).f_flag
+    flags |= sum(ms for st, ms in _KEPT_FLAGS.items() if kept & st)
+    _mount(None, path, None, flags)
