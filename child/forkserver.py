@@ -27,7 +27,7 @@ import traceback
 import msgspec
 
 from isoagent.child import main as child_main
-from isoagent.child import sandbox  # noqa: F401 -- preloaded: what a child imports when it confines itself
+from isoagent.child import sandbox  # preloaded: what a child imports when it confines itself
 from isoagent.child.agent.tools import TOOL_CLASSES
 from isoagent.child.agent.tools.base import input_schema
 from isoagent.protocol.forkserver import (
@@ -141,6 +141,7 @@ def _send(sock: socket.socket, frame: Spawned | SpawnFailed | Exited) -> None:
 
 
 def main() -> None:
+    sandbox.make_undumpable()  # its socket and its children's pipes: not for their commands
     sock = socket.socket(fileno=int(sys.argv[1]))
     sock.setblocking(True)
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):

@@ -11,26 +11,10 @@ from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
 from isoagent.parent.children.sandbox_policy import SandboxRefused, landlock_available, sandbox_mode
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
-from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.support.messages_server import MessagesServer
+from tests.support.scripts import child_runs
 
 needs_landlock = pytest.mark.skipif(not landlock_available(), reason="kernel has no Landlock")
-
-
-def child_runs(agent: str, command: str):
-    """The parent delegates to ``agent``, whose one bash call's output becomes the answer."""
-
-    def handler(req: Request) -> Reply:
-        if req.is_parent:
-            if req.turn == 0:
-                return tool_reply(
-                    "task", {"description": "try", "prompt": "try", "subagent_type": agent}
-                )
-            return text_reply(req.tool_results[0]["content"])
-        if req.turn == 0:
-            return tool_reply("bash", {"command": command})
-        return text_reply("CHILD SAW: " + req.tool_results[0]["content"])
-
-    return handler
 
 
 @needs_landlock

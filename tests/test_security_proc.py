@@ -17,7 +17,8 @@ import pytest
 
 from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_cli, run_dirs
-from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.support.messages_server import MessagesServer
+from tests.support.scripts import child_runs
 
 FORGED = "FORGED-SUMMARY-5d1c"
 KEY = "sk-ant-security-test-key"
@@ -61,23 +62,6 @@ while pid > 1:
     with open(f"/proc/{{pid}}/stat", "rb") as stat:
         pid = int(stat.read().rpartition(b")")[2].split()[1])
 """
-
-
-def child_runs(agent: str, command: str):
-    """The parent delegates to ``agent``; its one bash call's output becomes the answer."""
-
-    def handler(req: Request) -> Reply:
-        if req.is_parent:
-            if req.turn == 0:
-                return tool_reply(
-                    "task", {"description": "try", "prompt": "try", "subagent_type": agent}
-                )
-            return text_reply("PARENT GOT: " + req.tool_results[0]["content"])
-        if req.turn == 0:
-            return tool_reply("bash", {"command": command})
-        return text_reply("CHILD SAW: " + req.tool_results[0]["content"])
-
-    return handler
 
 
 def child_pid(workdir: Path) -> int:

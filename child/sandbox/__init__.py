@@ -43,6 +43,7 @@ __all__ = [
     "confine",
     "disable_network",
     "landlock_abi",
+    "make_undumpable",
 ]
 
 

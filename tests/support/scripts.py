@@ -23,3 +23,20 @@ def delegating(child: list[Reply]) -> Callable[[Request], Reply]:
         return child[min(req.turn, len(child) - 1)]
 
     return handler
+
+
+def child_runs(agent: str, command: str) -> Callable[[Request], Reply]:
+    """The parent delegates to ``agent``, whose one bash call's output becomes the answer."""
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent:
+            if req.turn == 0:
+                return tool_reply(
+                    "task", {"description": "try", "prompt": "try", "subagent_type": agent}
+                )
+            return text_reply(req.tool_results[0]["content"])
+        if req.turn == 0:
+            return tool_reply("bash", {"command": command})
+        return text_reply("CHILD SAW: " + req.tool_results[0]["content"])
+
+    return handler
