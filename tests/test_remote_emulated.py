@@ -183,3 +183,35 @@ def test_a_child_that_crashes_after_hello_is_not_retried_unless_asked(
     again = run_task([*args, "--retry-crashed"], cli_env(api_server), tmp_path)
     assert (root / "b" / "launches").exists()
     assert "crashed" in again.stderr  # it crashed there too, once: retries are bounded
+
+
+def test_a_cut_link_after_hello_moves_the_task_to_another_host(
+    api_server: MessagesServer, tmp_path: Path, root: Path, workspace: Path
+) -> None:
+    for name in ("a", "b"):
+        host(root, name)
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply("bash", {"command": "cat marker.txt"})
+        (root / "a" / "cut").touch()  # ssh on a exits 255 before this reply is relayed
+        return text_reply(req.tool_results[0]["content"], delay=0.5)
+
+    api_server.handler = handler
+    done = run_task(["-C", str(workspace), *remote(root, "a:1,b:1")], cli_env(api_server), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "on host b"
+    assert "lost its link to host a" in done.stderr and "retry 1 of 2" in done.stderr
+
+
+def test_a_queue_wait_counts_against_the_launch_timeout_and_then_moves_the_task(
+    api_server: MessagesServer, tmp_path: Path, root: Path, workspace: Path
+) -> None:
+    host(root, "busy").parent.joinpath("queue").write_text("300")
+    host(root, "free")
+    api_server.handler = probe_then_answer()
+    args = ["-C", str(workspace), *remote(root, "busy:1,free:1", "--launch-timeout", "2")]
+    done = run_task(args, cli_env(api_server), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("on host free")
+    assert "did not start on host busy: sent no Hello within 2 s" in done.stderr

@@ -11,7 +11,9 @@ emulator's own relaying of stdin and stdout, so it can fail the ways a network d
   ``ROOT/HOST/refused``, exits 255;
 - ``ROOT/HOST/silence`` appears: stops relaying either way and keeps everything open
   (a silent link: no bytes, no close);
-- ``ROOT/HOST/cut`` appears: exits 255 at once, as ssh does when its connection drops.
+- ``ROOT/HOST/cut`` appears: exits 255 at once, as ssh does when its connection drops;
+- ``ROOT/HOST/queue`` holds a number: waits that many seconds before it starts the
+  command, as a batch queue does.
 
 Each launch appends ``start PID`` and ``end PID`` lines to ``ROOT/HOST/launches``.
 Only the standard library: it is not part of isoagent.
@@ -41,6 +43,8 @@ def main(root: Path, host: str, command: list[str]) -> int:
             log.write("refused\n")
         print(f"ssh: connect to host {host} port 22: Connection refused", file=sys.stderr)
         return LINK_LOST
+    if (here / "queue").exists():
+        time.sleep(float((here / "queue").read_text()))
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
