@@ -68,12 +68,13 @@ CLAUDE_TOOLS: dict[str, str] = {
     "LS": "glob",
     "TodoWrite": "todo_write",
     "WebFetch": "web_fetch",
-    **{tool: tool for tool in (*BASE_TOOLS, "todo_write", "web_fetch")},
+    "WebSearch": "web_search",
+    **{tool: tool for tool in (*BASE_TOOLS, "todo_write", "web_fetch", "web_search")},
 }
 # Claude Code tools isoagent does not give an agent; naming them is not an error.
 KNOWN_ELSEWHERE = frozenset(
     {
-        "Task", "Agent", "task", "TodoRead", "WebSearch",
+        "Task", "Agent", "task", "TodoRead",
         "NotebookEdit", "NotebookRead", "BashOutput", "KillShell", "KillBash", "ExitPlanMode",
         "SlashCommand", "Skill", "AskUserQuestion", "ListMcpResourcesTool",
         "ReadMcpResourceTool", "LSP", "ToolSearch", "SendMessage", "TaskStop", "Monitor",

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL, WRITE_TOOLS
+from isoagent.child.agent.builtin_agents import TASK_TOOL, WRITE_TOOLS
 from isoagent.parent.agent_files import (
     PLAN_MODE,
     InvalidAgent,
@@ -92,7 +92,7 @@ def parent_tools(settings: Settings) -> AgentSpec:
         "permissionMode": settings.permission_mode,
     }
     spec, _ = build_spec("parent", "the parent agent", "", fields, source="flags")
-    tools = [t for t in spec.tools if t in (*BASE_TOOLS, "todo_write", "web_fetch")]
+    tools = list(spec.tools)
     if settings.permission_mode == PLAN_MODE:
         tools = [t for t in tools if t != "bash"]
     if not _TASK_NAMES & set(settings.disallowed_tools):

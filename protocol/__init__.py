@@ -22,6 +22,7 @@ from isoagent.protocol.frames import (
     ProgressEvent,
     RedactedThinkingBlock,
     Result,
+    ServerToolUseBlock,
     Status,
     Task,
     TextBlock,
@@ -30,6 +31,7 @@ from isoagent.protocol.frames import (
     ToolSpec,
     ToolUseBlock,
     Usage,
+    WebSearchResultBlock,
 )
 from isoagent.protocol.framing import (
     FrameError,
@@ -61,6 +63,7 @@ __all__ = [
     "ProgressEvent",
     "RedactedThinkingBlock",
     "Result",
+    "ServerToolUseBlock",
     "Status",
     "Task",
     "TextBlock",
@@ -69,6 +72,7 @@ __all__ = [
     "ToolSpec",
     "ToolUseBlock",
     "Usage",
+    "WebSearchResultBlock",
     "decode_frame",
     "encode_frame",
 ]

@@ -11,7 +11,9 @@ from typing import Any, Literal
 
 import msgspec
 
-PROTOCOL_VERSION = 4  # 2: thinking blocks; 3: bash rules; 4: Heartbeat, Task.identity, .heartbeat
+PROTOCOL_VERSION = (
+    5  # 2: thinking blocks; 3: bash rules; 4: Heartbeat, Task.identity, .heartbeat; 5: server tools
+)
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -45,7 +47,34 @@ class RedactedThinkingBlock(
     data: str
 
 
-Block = TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock
+class ServerToolUseBlock(
+    msgspec.Struct, tag_field="type", tag="server_tool_use", omit_defaults=True
+):
+    """A call of a tool the API runs itself (web search); it goes back unchanged."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class WebSearchResultBlock(
+    msgspec.Struct, tag_field="type", tag="web_search_tool_result", omit_defaults=True
+):
+    """What the API's web search found (or its error), passed back unchanged."""
+
+    tool_use_id: str
+    content: Any
+
+
+Block = (
+    TextBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ServerToolUseBlock
+    | WebSearchResultBlock
+)
 
 
 class Message(msgspec.Struct, omit_defaults=True):
@@ -54,9 +83,14 @@ class Message(msgspec.Struct, omit_defaults=True):
 
 
 class ToolSpec(msgspec.Struct, omit_defaults=True):
+    """A tool the model may call: ours (a description and an input schema), or one the
+    API runs itself (``type``, such as ``web_search_20250305``)."""
+
     name: str
-    description: str
-    input_schema: dict[str, Any]
+    description: str = ""
+    input_schema: dict[str, Any] = msgspec.field(default_factory=dict)
+    type: str = ""
+    max_uses: int = 0
 
 
 class Usage(msgspec.Struct):

@@ -11,10 +11,12 @@ from isoagent.protocol import (
     Message,
     ModelCall,
     RedactedThinkingBlock,
+    ServerToolUseBlock,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
     Usage,
+    WebSearchResultBlock,
 )
 from tests.support.messages_server import MessagesServer, Reply, error_reply
 
@@ -28,7 +30,7 @@ def source(api_server: MessagesServer, monkeypatch: pytest.MonkeyPatch) -> Anthr
     return AnthropicSource(max_retries=0)
 
 
-def test_text_tool_use_and_thinking_blocks_arrive_as_structs_and_others_are_dropped(
+def test_text_tool_use_thinking_and_web_search_blocks_arrive_as_structs_others_dropped(
     api_server: MessagesServer, source: AnthropicSource
 ) -> None:
     api_server.handler = lambda req: Reply(
@@ -37,6 +39,8 @@ def test_text_tool_use_and_thinking_blocks_arrive_as_structs_and_others_are_drop
             {"type": "redacted_thinking", "data": "opaque"},
             {"type": "thinking", "thinking": "no signature"},  # some compatible servers
             {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+            {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "x", "server_name": "s"},
             {"type": "text", "text": "Let me look."},
             {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}},
         ],
@@ -49,6 +53,8 @@ def test_text_tool_use_and_thinking_blocks_arrive_as_structs_and_others_are_drop
         ThinkingBlock("hmm", "x"),
         RedactedThinkingBlock("opaque"),
         ThinkingBlock("no signature"),
+        ServerToolUseBlock("srvtoolu_1", "web_search", {}),
+        WebSearchResultBlock("srvtoolu_1", []),
         TextBlock("Let me look."),
         ToolUseBlock("toolu_1", "bash", {"command": "ls"}),
     ]

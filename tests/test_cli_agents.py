@@ -18,7 +18,7 @@ REVIEWER = """\
 ---
 name: reviewer
 description: Reviews code without changing it.
-tools: Read, Grep, WebSearch
+tools: Read, Grep, NotebookEdit
 maxTurns: 5
 ---
 You are REVIEWER-7, a careful code reviewer.
@@ -68,7 +68,7 @@ def test_agents_lists_builtins_and_files_with_tools_and_source(
     assert "  tools: write_file, edit_file\n  model: claude-haiku-4-5\n" in out
     assert done.stderr.splitlines() == [
         "isoagent: warning: agent files: tools isoagent does not have were left out: "
-        "WebSearch (1 agent)"
+        "NotebookEdit (1 agent)"
     ]
 
 

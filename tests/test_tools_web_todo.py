@@ -1,4 +1,5 @@
-"""Claude Code's TodoWrite and WebFetch, as the child's ``todo_write`` and ``web_fetch``."""
+"""Claude Code's TodoWrite, WebFetch and WebSearch: ``todo_write``, ``web_fetch`` and
+the API's own ``web_search``."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.parent.agent_files import parse_agent_file
 from isoagent.protocol import Limits
+from tests.conftest import cli_env
+from tests.support.cli import run_cli
+from tests.support.messages_server import MessagesServer, Reply, Request
 
 PAGE = b"""<html><head><title>t</title><style>p {color: red}</style></head>
 <body><script>var secret = 1;</script><h1>Release notes</h1><p>Version 2 &amp; more.</p>
@@ -88,3 +92,52 @@ def test_agent_files_naming_todo_write_and_web_fetch_get_them(tmp_path: Path) ->
     path.write_text("---\nname: a\ndescription: d\ntools: Read, TodoWrite, WebFetch\n---\nx\n")
     spec, missing = parse_agent_file(path)
     assert spec.tools == ["read_file", "todo_write", "web_fetch"] and missing == []
+
+
+SEARCH_ANSWER = [
+    {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}},
+    {
+        "type": "web_search_tool_result",
+        "tool_use_id": "srvtoolu_1",
+        "content": [{"type": "web_search_result", "url": "https://e.org", "title": "E"}],
+    },
+    {"type": "text", "text": "found it"},
+]
+
+
+def test_web_search_is_the_apis_own_tool_offered_through_the_gateway(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """An agent file's WebSearch: the child offers the API's server-side web search (the
+    child needs no network), and a paused turn goes back to the API unchanged."""
+    workspace = tmp_path / "ws"
+    (workspace / ".claude" / "agents").mkdir(parents=True)
+    (workspace / ".claude" / "agents" / "s.md").write_text(
+        "---\nname: searcher\ndescription: d\ntools: Read, WebSearch\n---\nSearch.\n"
+    )
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return Reply(content=SEARCH_ANSWER[:2], stop_reason="pause_turn")
+        return Reply(content=SEARCH_ANSWER[2:])
+
+    api_server.handler = handler
+    done = run_cli(
+        ["task", "--agent", "searcher", "look it up", "--child-network", "off"],
+        cli_env(api_server, HOME=str(tmp_path / "home")),
+        cwd=workspace,
+        input="",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "found it\n"
+    first, second = api_server.requests
+    assert first.body["tools"][-1] == {
+        "name": "web_search",
+        "type": "web_search_20250305",
+        "max_uses": 5,
+        "cache_control": {"type": "ephemeral"},
+    }
+    paused = second.messages[-1]
+    assert paused["role"] == "assistant"
+    assert [b["type"] for b in paused["content"]] == ["server_tool_use", "web_search_tool_result"]
+    assert paused["content"][1]["content"] == SEARCH_ANSWER[1]["content"]

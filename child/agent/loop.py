@@ -154,6 +154,8 @@ class Agent:
             self._progress("turn")
             if reply.stop_reason in CUT_OFF:  # a tool call in it may be cut in half too
                 raise ModelFailed(CUT_OFF[reply.stop_reason].format(self.max_tokens))
+            if reply.stop_reason == "pause_turn":  # a long server-tool turn: send it back
+                continue
             if not uses:
                 return self.last_text()
             self.messages.append(Message("user", self._run_tools(uses)))

@@ -24,10 +24,12 @@ from isoagent.protocol import (
     ModelError,
     ModelReply,
     RedactedThinkingBlock,
+    ServerToolUseBlock,
     TextBlock,
     ThinkingBlock,
     ToolUseBlock,
     Usage,
+    WebSearchResultBlock,
 )
 
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -170,12 +172,14 @@ _BLOCK_TYPES: dict[str, type[Block]] = {
     "tool_use": ToolUseBlock,
     "thinking": ThinkingBlock,  # kept: the API wants them back with the tool results
     "redacted_thinking": RedactedThinkingBlock,
+    "server_tool_use": ServerToolUseBlock,  # web search: the API ran it; it goes back as is
+    "web_search_tool_result": WebSearchResultBlock,
 }
 
 
 def _reply(turn: int, body: bytes) -> ModelReply:
-    """Text, tool-use and thinking blocks as our Structs; block types of features we do not
-    ask for (server tools, say) are dropped."""
+    """Text, tool-use, thinking and web-search blocks as our Structs; block types of
+    features we do not ask for are dropped."""
     message = _message_decoder.decode(body)
     content = [
         msgspec.convert(block, _BLOCK_TYPES[block["type"]])

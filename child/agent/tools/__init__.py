@@ -9,10 +9,11 @@ from isoagent.child.agent.tools.bash import Bash
 from isoagent.child.agent.tools.files import EditFile, ReadFile, WriteFile
 from isoagent.child.agent.tools.search import Glob, Grep
 from isoagent.child.agent.tools.todo import TodoWrite
-from isoagent.child.agent.tools.web import WebFetch
+from isoagent.child.agent.tools.web import WebFetch, WebSearch
 
 TOOL_CLASSES: dict[str, type[Tool]] = {
-    cls.name: cls for cls in (Bash, ReadFile, WriteFile, EditFile, Glob, Grep, TodoWrite, WebFetch)
+    cls.name: cls
+    for cls in (Bash, ReadFile, WriteFile, EditFile, Glob, Grep, TodoWrite, WebFetch, WebSearch)
 }
 
 

@@ -1,7 +1,9 @@
-"""``web_fetch``: Claude Code's WebFetch, a web page as text, fetched by the child itself.
+"""Claude Code's WebFetch and WebSearch.
 
-A child started with ``--child-network off`` has no network: the tool says so rather
-than failing on a socket error.
+``web_fetch`` fetches a web page as text in the child itself; a child started with
+``--child-network off`` has no network, and the tool says so rather than failing on a
+socket error. ``web_search`` is the Messages API's own web search tool: the API runs it
+(through the parent's gateway, like every model call), so the child needs no network.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Annotated
 import msgspec
 
 from isoagent.child.agent.tools.base import Tool, ToolError
+from isoagent.protocol import ToolSpec
 
 MAX_BYTES = 5_000_000
 TIMEOUT = 30.0
@@ -59,6 +62,24 @@ class WebFetch(Tool[WebFetchInput]):
             text = html_text(text)
         cut = " (first 5 MB)" if len(body) > MAX_BYTES else ""
         return f"{inp.url} ({kind}){cut}:\n\n{text.strip()}"
+
+
+class WebSearchInput(msgspec.Struct):
+    query: str
+
+
+class WebSearch(Tool[WebSearchInput]):
+    name = "web_search"
+    description = "The Messages API's web search, run by the API."
+    Input = WebSearchInput
+    MAX_USES = 5
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.name, type="web_search_20250305", max_uses=self.MAX_USES)
+
+    def execute(self, inp: WebSearchInput) -> str:
+        raise ToolError("web_search runs on the API's side; it cannot be called here")
 
 
 class _TextOf(HTMLParser):
