@@ -6,6 +6,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,9 @@ def sleeper(started: list[subprocess.Popen[bytes]], tag: str = TAG) -> subproces
     env = {**os.environ, TAG_VARIABLE: tag}
     process = subprocess.Popen(["sleep", "60"], env=env, start_new_session=True)
     started.append(process)
-    assert wait_for(lambda: os.readlink(f"/proc/{process.pid}/exe").endswith("/sleep"))  # exec'd
+    # exec'd, and its new environment in place (the exe link changes a moment before it)
+    tag_entry = f"{TAG_VARIABLE}={tag}".encode()
+    assert wait_for(lambda: tag_entry in Path(f"/proc/{process.pid}/environ").read_bytes())
     return process
 
 

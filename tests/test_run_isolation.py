@@ -77,7 +77,7 @@ def test_child_runs_in_its_own_process_under_the_cli_without_credentials(
     )
     api_server.handler = delegate("general-purpose", [tool_reply("bash", {"command": probe})])
     env = cli_env(api_server, ANTHROPIC_AUTH_TOKEN="token-xyz")
-    done = run_cli(["run", "probe"], env, cwd=workspace)
+    done = run_cli(["run", "probe"], env, cwd=workspace, process=True)
     assert done.returncode == 0, done.stderr
 
     output = next(r for r in api_server.requests if not r.is_parent and r.turn == 1)

@@ -17,8 +17,8 @@ _CLEAR = "\r\x1b[K"
 
 
 class BatchDisplay:
-    def __init__(self, total: int, stream: TextIO = sys.stderr, *, live: bool = False) -> None:
-        self.stream = stream
+    def __init__(self, total: int, stream: TextIO | None = None, *, live: bool = False) -> None:
+        self.stream = stream if stream is not None else sys.stderr  # today's, not import time's
         self.live = live
         self.total = total
         self.done = self.running = self.failed = self.tokens = 0

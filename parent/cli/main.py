@@ -89,24 +89,18 @@ class _Group(click.Group):
         with _reader_gone_quietly():
             return super().invoke(ctx)
 
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """As ``main()`` runs it, also where click's CliRunner calls it."""
+        kwargs["standalone_mode"] = False
+        with one_line_errors():
+            return super().main(*args, **kwargs)
 
-@click.group(cls=_Group, epilog=EXIT_CODES_HELP)
-@click.version_option(package_name="isoagent")
-def cli() -> None:
-    """Run Claude subagents as separate OS processes."""
 
-
-def main() -> None:
-    """Run the CLI; click's usage errors become one ``isoagent: ...`` line, exit 2.
-    ``isoagent -p ...`` is Claude Code's print mode (``print_mode.py``)."""
-    fill_closed_streams()
-    command: click.Command = cli
-    if _print_mode(sys.argv[1:]):
-        from isoagent.parent.cli.print_mode import print_mode
-
-        command = print_mode
+@contextmanager
+def one_line_errors() -> Iterator[None]:
+    """click's usage errors become one ``isoagent: ...`` line, exit 2."""
     try:
-        command.main(prog_name="isoagent", standalone_mode=False)
+        yield
     except click.ClickException as exc:
         hint = ""
         if isinstance(exc, click.UsageError) and exc.ctx is not None:
@@ -116,6 +110,25 @@ def main() -> None:
     except click.Abort:
         click.echo("isoagent: aborted", err=True)
         sys.exit(ExitCode.INTERRUPTED)
+
+
+@click.group(cls=_Group, epilog=EXIT_CODES_HELP)
+@click.version_option(package_name="isoagent")
+def cli() -> None:
+    """Run Claude subagents as separate OS processes."""
+
+
+def main() -> None:
+    """The ``isoagent`` program; ``isoagent -p ...`` is Claude Code's print mode
+    (``print_mode.py``)."""
+    fill_closed_streams()
+    command: click.Command = cli
+    if _print_mode(sys.argv[1:]):
+        from isoagent.parent.cli.print_mode import print_mode
+
+        command = print_mode
+    with one_line_errors():
+        command.main(prog_name="isoagent", standalone_mode=False)
 
 
 def _print_mode(args: list[str]) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import sys
@@ -40,13 +41,15 @@ def read_piped_stdin() -> str:
     """What a pipe or a redirected file on stdin holds; "" for a terminal, /dev/null or none
     (also a closed stdin).
 
-    Only pipes and files are read, so a stdin nobody writes to (a socket, a terminal)
-    never makes the command wait.
+    Only pipes, files and in-memory streams (click's CliRunner) are read, so a stdin nobody
+    writes to (a socket, a terminal) never makes the command wait.
     """
     if sys.stdin is None:
         return ""
     try:
         mode = os.fstat(sys.stdin.fileno()).st_mode
+    except io.UnsupportedOperation:  # in memory: it holds all it ever will
+        mode = stat.S_IFREG
     except (OSError, ValueError):
         return ""
     if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):

@@ -1,11 +1,16 @@
-"""Running the real ``isoagent`` CLI as a subprocess, as a user's shell would."""
+"""Running the ``isoagent`` CLI: in this process through click's CliRunner (the default, as a
+shell would see it: stdout, stderr, exit code), or as a real subprocess where the process is
+what is tested (signals, ancestry, closed descriptors, pipelines)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +24,45 @@ def run_cli(
     cwd: Path,
     input: str | None = None,
     timeout: float = 60,
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ISOAGENT, *args],
-        env=env,
-        cwd=cwd,
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """``isoagent ARGS`` with exactly ``env`` as its environment, in ``cwd``.
+
+    In-process by default; an exception that escapes the command (a traceback, for a user)
+    is raised here. ``process=True`` runs ``python -m isoagent`` instead.
+    """
+    if process:
+        return subprocess.run(
+            [*ISOAGENT, *args],
+            env=env,
+            cwd=cwd,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    from click.testing import CliRunner
+
+    from isoagent.parent.cli.main import cli
+
+    with _environment(env), contextlib.chdir(cwd):
+        result = CliRunner().invoke(cli, args, input=input, prog_name="isoagent")
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
+@contextlib.contextmanager
+def _environment(env: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` is exactly ``env`` for a while."""
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 def start_cli(args: list[str], env: dict[str, str], *, cwd: Path) -> subprocess.Popen[str]:
