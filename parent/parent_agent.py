@@ -136,11 +136,19 @@ def parent_prompt(settings: Settings, default: str) -> str:
 
 def latest_run(runs_dir: Path) -> str:
     """The id of the newest run with a parent conversation (``--continue``)."""
-    runs = sorted(p.name for p in runs_dir.iterdir() if p.is_dir()) if runs_dir.is_dir() else []
-    for run_id in reversed(runs):
-        if _parent_messages(runs_dir / run_id):
-            return run_id
+    runs = [p for p in runs_dir.iterdir() if p.is_dir()] if runs_dir.is_dir() else []
+    # newest first by when each was last written: run ids order by the second only
+    for run in sorted(runs, key=_last_written, reverse=True):
+        if _parent_messages(run):
+            return run.name
     raise ResumeError(f"no earlier conversation to continue in {runs_dir}")
+
+
+def _last_written(run: Path) -> int:
+    try:
+        return (run / "run.jsonl").stat().st_mtime_ns
+    except OSError:
+        return 0
 
 
 def earlier_conversation(runs_dir: Path, run_id: str) -> list[Message]:

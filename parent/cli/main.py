@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -89,11 +89,18 @@ class _Group(click.Group):
         with _reader_gone_quietly():
             return super().invoke(ctx)
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:
-        """As ``main()`` runs it, also where click's CliRunner calls it."""
+    def main(self, args: Sequence[str] | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        """``isoagent -p ...`` is Claude Code's print mode (``print_mode.py``); click's errors
+        are one line. Here rather than in ``main()``, so that CliRunner sees what a shell sees."""
+        args = list(sys.argv[1:] if args is None else args)
+        command: click.Command = self
+        if _print_mode(args):
+            from isoagent.parent.cli.print_mode import print_mode
+
+            command = print_mode
         kwargs["standalone_mode"] = False
         with one_line_errors():
-            return super().main(*args, **kwargs)
+            return click.Command.main(command, args, **kwargs)
 
 
 @contextmanager
@@ -119,16 +126,9 @@ def cli() -> None:
 
 
 def main() -> None:
-    """The ``isoagent`` program; ``isoagent -p ...`` is Claude Code's print mode
-    (``print_mode.py``)."""
+    """The ``isoagent`` program."""
     fill_closed_streams()
-    command: click.Command = cli
-    if _print_mode(sys.argv[1:]):
-        from isoagent.parent.cli.print_mode import print_mode
-
-        command = print_mode
-    with one_line_errors():
-        command.main(prog_name="isoagent", standalone_mode=False)
+    cli.main(prog_name="isoagent")
 
 
 def _print_mode(args: list[str]) -> bool:
