@@ -8,6 +8,7 @@ children, the gateway and the signals; its model turns cross back through ``Gate
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -49,13 +50,17 @@ async def run_in_thread(fn: Callable[..., T], *args: object) -> T:
         else:
             future.set_result(value)  # type: ignore[arg-type]
 
+    def deliver(value: object, error: BaseException | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, value, error)
+
     def target() -> None:
         try:
             value = fn(*args)
         except BaseException as exc:
-            loop.call_soon_threadsafe(settle, None, exc)
+            deliver(None, exc)
         else:
-            loop.call_soon_threadsafe(settle, value, None)
+            deliver(value, None)
 
     threading.Thread(target=target, daemon=True, name="parent-agent").start()
     return await future

@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
@@ -59,11 +60,15 @@ class SessionError(Exception):
 
 
 class Interrupted(Exception):
-    """A signal ended the session; the exit status is 128 + its number, as a shell's."""
+    """A signal ended the session; the exit status is 128 + its number, as a shell's.
+
+    SIGPIPE stands for stdout's reader going away (``Session.stop``): that end is quiet.
+    """
 
     def __init__(self, signum: int, run_dir: str) -> None:
         super().__init__(f"interrupted; transcripts so far are in {run_dir}")
         self.exit_code = 128 + signum
+        self.quiet = signum == signal.SIGPIPE
 
 
 def model_source(settings: Settings) -> ModelSource:
@@ -107,6 +112,9 @@ class Session:
             settings, gateway=self.gateway, run=self.run, sink=self.events, fork_server=fork_server
         )
         self.signal = 0  # the signal that ended the session, if one did
+        self.final: RunFinished | None = None  # the run's last record, once written
+        self.started = time.monotonic()
+        self._task: asyncio.Task[object] | None = None  # the body's, while it runs
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -151,28 +159,62 @@ class Session:
                 except asyncio.CancelledError:
                     if not session.signal:
                         raise
-                    raise Interrupted(
-                        session.signal, session.run.display(session.run.path)
-                    ) from None
                 finally:
-                    session.supervisor.close()
+                    session._task = None  # a signal from here on cancels nothing
+                    # a run's children live in tasks of their own: end them while the fork
+                    # server can still tell their ends, before the event loop shuts down
+                    try:
+                        await session.supervisor.end_all()
+                    finally:
+                        session.supervisor.close()
+                if session.signal:
+                    session._record_interruption()
+                    raise Interrupted(session.signal, session.run.display(session.run.path))
         finally:
             if fork_server is not None:
                 fork_server.close()
 
+    def stop(self, signum: int) -> None:
+        """End the session as ``signum`` does (exit 128 + ``signum``): the task that opened it
+        is cancelled, which ends every child. Only the first call counts: a second Ctrl-C
+        does not cut short the clean-up the first one started."""
+        if self._task is None or self.signal:
+            return
+        self.signal = signum
+        # at the task's next wait, also when called from the task itself (a sink whose
+        # reader went away): then the session may be ending already, and must not be cut
+        asyncio.get_running_loop().call_soon(self._cancel)
+
+    def _cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
     @contextlib.contextmanager
     def _stopped_by_signals(self) -> Iterator[None]:
         loop = asyncio.get_running_loop()
-        task = asyncio.current_task()
-        assert task is not None
-
-        def stop(signum: int) -> None:
-            self.signal = self.signal or signum
-            task.cancel()
-
+        self._task = asyncio.current_task()
         for signum in STOP_SIGNALS:
-            loop.add_signal_handler(signum, stop, signum)
+            loop.add_signal_handler(signum, self.stop, signum)
         yield  # the handlers stay until the loop closes: a late signal is not a traceback
+
+    def _record_interruption(self) -> None:
+        """The run's last record says it was interrupted, and by what (unless it had ended)."""
+        if self.final is not None:
+            return
+        why = signal.Signals(self.signal).name
+        if self.signal == signal.SIGPIPE:
+            why = "stdout's reader went away"
+        self.finish(
+            Result(
+                summary="",
+                status="cancelled",
+                turns=0,
+                tool_calls=0,
+                usage=self.gateway.usage,
+                duration=round(time.monotonic() - self.started, 3),
+                error=f"interrupted ({why})",
+            )
+        )
 
     def _log_run_event(self, event: Event) -> None:
         """run.jsonl holds the run's own story; children's messages live in their transcripts."""
@@ -202,6 +244,7 @@ class Session:
             children=list(self.supervisor.finished),
             api_seconds=self.gateway.api_seconds,
         )
+        self.final = final
         self.events(final)
         self.log.close()
         return final

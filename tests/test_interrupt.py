@@ -1,21 +1,29 @@
-"""Ctrl-C and SIGTERM end every child and grandchild, and say where the transcripts are."""
+"""Ctrl-C, SIGTERM and SIGHUP end every child and grandchild, record how each ended, remove
+their temporary folders and say where the transcripts are; a second Ctrl-C changes none of
+that; a reader of stdout that goes away ends the run quietly with 141."""
 
 from __future__ import annotations
 
+import json
 import signal
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import cli_env
-from tests.support.cli import start_cli
+from tests.support.cli import read_jsonl, run_dirs, shell, start_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.processes import alive, wait_for
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_signal_to_cli_leaves_no_child_or_grandchild_alive(
-    api_server: MessagesServer, tmp_path: Path, sig: signal.Signals, code: int
+@pytest.mark.parametrize("fork_server", ["1", "0"])
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
+)
+def test_signal_to_cli_ends_every_child_records_it_and_removes_its_temp_folder(
+    api_server: MessagesServer, tmp_path: Path, sig: signal.Signals, code: int, fork_server: str
 ) -> None:
     pids = tmp_path / "pids"
     command = f"echo $PPID > {pids}.child; sleep 300 & echo $! > {pids}.bg; sleep 300"
@@ -31,16 +39,77 @@ def test_signal_to_cli_leaves_no_child_or_grandchild_alive(
         return text_reply("unreachable")
 
     api_server.handler = handler
-    cli = start_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = cli_env(api_server, TMPDIR=str(temp), ISOAGENT_FORK_SERVER=fork_server)
+    cli = start_cli(["run", "go"], env, cwd=tmp_path)
     bg = Path(f"{pids}.bg")
     assert wait_for(lambda: bg.exists() and bg.read_text().strip() != "", 30)
     child_pid = int(Path(f"{pids}.child").read_text())
     grandchild_pid = int(bg.read_text())
     assert alive(child_pid) and alive(grandchild_pid)
+    assert list(temp.glob("isoagent-*"))  # the child's temporary folder
 
     cli.send_signal(sig)
     _, stderr = cli.communicate(timeout=30)
-    assert cli.returncode == code
+    assert cli.returncode == code, stderr
     assert "interrupted; transcripts so far are in .isoagent/runs/" in stderr
     assert "Traceback" not in stderr
     assert wait_for(lambda: not alive(child_pid) and not alive(grandchild_pid), 5)
+    assert not list(temp.glob("isoagent-*"))
+    [run] = run_dirs(tmp_path)
+    [transcript] = run.glob("child-*.jsonl")
+    last = read_jsonl(transcript)[-1]
+    assert last["type"] == "child_result"
+    assert last["result"]["status"] == "cancelled"
+    assert last.get("exit_code") is not None  # its end was seen, not given up on
+    final = read_jsonl(run / "run.jsonl")[-1]
+    assert final["type"] == "result" and final["result"]["status"] == "cancelled"
+    assert final["result"]["error"] == f"interrupted ({sig.name})"
+
+
+def test_second_ctrl_c_during_clean_up_neither_cuts_it_short_nor_prints_a_traceback(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    stubborn = f"{sys.executable} -m tests.support.faulty_children stubborn {tmp_path}"
+    env = cli_env(api_server, ISOAGENT_CHILD_COMMAND=stubborn)
+    cli = start_cli(["task", "go"], env, cwd=tmp_path)
+    child_pid_file = tmp_path / "child.pid"
+    assert wait_for(child_pid_file.exists, 30)
+    child = int(child_pid_file.read_text())
+    cli.send_signal(signal.SIGINT)
+    assert wait_for((tmp_path / "term.pid").exists, 30)  # being ended: it ignores SIGTERM
+    cli.send_signal(signal.SIGINT)
+    _, stderr = cli.communicate(timeout=30)
+    assert cli.returncode == 130, stderr
+    assert "Traceback" not in stderr and "Exception" not in stderr
+    assert wait_for(lambda: not alive(child), 10)  # the clean-up went on to SIGKILL
+    [run] = run_dirs(tmp_path)
+    assert read_jsonl(next(run.glob("child-*.jsonl")))[-1]["type"] == "child_result"
+
+
+@pytest.mark.parametrize("command", ["run", "task"])
+def test_reader_of_stream_json_gone_ends_the_run_with_141_without_waiting_for_the_model(
+    api_server: MessagesServer, tmp_path: Path, command: str
+) -> None:
+    answer = threading.Event()  # the model answers only once the test is over
+
+    def handler(req: Request) -> Reply:
+        answer.wait(120)
+        return text_reply("too late")
+
+    api_server.handler = handler
+    try:
+        done = shell(
+            f"isoagent {command} go --output-format stream-json | head -1; "
+            'echo "status ${PIPESTATUS[0]}"',
+            cli_env(api_server),
+            tmp_path,
+            timeout=60,
+        )
+    finally:
+        answer.set()
+    first, status = done.stdout.splitlines()
+    assert json.loads(first)["subtype"] == "init"
+    assert status == "status 141", done.stderr
+    assert "Traceback" not in done.stderr and "isoagent:" not in done.stderr

@@ -170,13 +170,13 @@ def test_task_json_and_stream_json(api_server: MessagesServer, workspace: Path) 
     assert answer.parent_tool_use_id is None  # no parent: the child is the main agent
 
 
-def test_stream_json_into_a_closed_pipe_ends_quietly(
+def test_stream_json_into_a_closed_pipe_ends_quietly_with_141(
     api_server: MessagesServer, workspace: Path
 ) -> None:
     api_server.handler = lambda req: text_reply("x" * 100_000)
     command = shlex.join([*ISOAGENT, "task", "go", "--output-format", "stream-json"])
     done = subprocess.run(
-        ["bash", "-c", f"{command} | head -c 10; echo; echo status ${{PIPESTATUS[0]}}"],
+        ["bash", "-c", f"{command} | head -c 10; s=${{PIPESTATUS[0]}}; echo; echo status $s"],
         env=cli_env(api_server),
         cwd=workspace,
         stdin=subprocess.DEVNULL,
@@ -185,5 +185,5 @@ def test_stream_json_into_a_closed_pipe_ends_quietly(
         timeout=60,
     )
     assert done.stdout.startswith('{"type":"s')
-    assert done.stdout.endswith("status 0\n")
+    assert done.stdout.endswith("status 141\n")
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr

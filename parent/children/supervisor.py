@@ -111,9 +111,26 @@ class Supervisor:
         self._slots = asyncio.Semaphore(settings.max_parallel)
         self._numbers = itertools.count(1)
         self.finished: list[ChildFinished] = []
+        self._running: set[asyncio.Task[ChildFinished]] = set()
 
     async def run(self, request: ChildRequest) -> ChildFinished:
-        """Run one child to its end; a failure becomes a Result, never an exception."""
+        """Run one child to its end; a failure becomes a Result, never an exception.
+        Cancelling the caller ends the child, and returns once it is ended and recorded."""
+        run = asyncio.ensure_future(self._run(request))
+        self._running.add(run)
+        run.add_done_callback(self._running.discard)
+        return await run
+
+    async def end_all(self) -> None:
+        """End every child still running and wait until each is ended and recorded. A
+        session's children may run in tasks of their own (those of the parent's ``task``
+        tool do), which no cancellation of the session's own task reaches."""
+        running = list(self._running)
+        for run in running:
+            run.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
+    async def _run(self, request: ChildRequest) -> ChildFinished:
         async with self._slots:
             number = next(self._numbers)
             if self.remote is None:

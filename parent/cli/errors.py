@@ -34,5 +34,6 @@ def run_session_body(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
         click.echo(f"isoagent: {exc}", err=True)
         return ExitCode.ERROR
     except Interrupted as exc:
-        click.echo(f"isoagent: {exc}", err=True)
+        if not exc.quiet:
+            click.echo(f"isoagent: {exc}", err=True)
         return exc.exit_code

@@ -17,7 +17,7 @@ class ExitCode(IntEnum):
     CHILD_FAILED = 4  # a child crashed, was killed, timed out, or broke the protocol
     BUDGET = 5  # the run's token budget ran out
     TASKS_FAILED = 6  # batch: at least one task did not end ok, or an input line was bad
-    INTERRUPTED = 130  # Ctrl-C (SIGINT); SIGTERM gives 143
+    INTERRUPTED = 130  # Ctrl-C (SIGINT); SIGHUP gives 129, SIGTERM 143 (128 + the signal)
     READER_GONE = 141  # whoever read stdout went away (as if SIGPIPE had ended us)
 
 
@@ -40,5 +40,5 @@ def exit_code_for(status: Status) -> ExitCode:
 EXIT_CODES_HELP = (
     "Exit codes: 0 ok, 1 error (API, key, server), 2 usage, 3 turn limit, "
     "4 child failed (crash, kill, timeout, launch), 5 token budget, 6 batch: some task not ok, "
-    "130 interrupted, 141 stdout's reader went away."
+    "130 interrupted (129 SIGHUP, 143 SIGTERM), 141 stdout's reader went away."
 )

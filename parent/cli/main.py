@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -114,9 +115,11 @@ def one_line_errors() -> Iterator[None]:
             hint = f" (see '{exc.ctx.command_path} --help')"
         click.echo(f"isoagent: {exc.format_message()}{hint}", err=True)
         sys.exit(exc.exit_code)
-    except click.Abort:
+    except (click.Abort, KeyboardInterrupt):
         click.echo("isoagent: aborted", err=True)
         sys.exit(ExitCode.INTERRUPTED)
+    finally:  # on the way out, a late Ctrl-C must not turn the exit into a traceback
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @click.group(cls=_Group, epilog=EXIT_CODES_HELP)

@@ -10,8 +10,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
+import functools
 import os
+import signal
+import stat
 import sys
+from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 import click
@@ -23,16 +29,19 @@ from isoagent.parent.events import RunFinished
 
 if TYPE_CHECKING:
     from isoagent.parent.events import Sink
+    from isoagent.parent.session import Session
 
 
 class JsonLines:
     """Writes objects (msgspec Structs, dicts) as JSON lines, each flushed as soon as written.
 
-    When the reader goes away (``| head -1``) the lines stop quietly; the run goes on.
+    When the reader goes away (``| head -1``) the lines stop quietly and ``on_gone`` is called
+    (``end_when_reader_goes`` ends the session then).
     """
 
     def __init__(self, stream: BinaryIO | None = None) -> None:
         self.stream = stream if stream is not None else sys.stdout.buffer
+        self.on_gone: Callable[[], None] | None = None
         self._encoder = msgspec.json.Encoder()
         self._closed = False
 
@@ -43,9 +52,38 @@ class JsonLines:
             self.stream.write(self._encoder.encode(item) + b"\n")
             self.stream.flush()
         except BrokenPipeError:
-            self._closed = True
-            if self.stream is sys.stdout.buffer:
-                silence(sys.stdout)
+            self.reader_gone()
+
+    def reader_gone(self) -> None:
+        """Write no more (stdout, if that is the stream, goes to /dev/null); tell ``on_gone``."""
+        self._closed = True
+        if self.stream is sys.stdout.buffer:
+            silence(sys.stdout)
+        if self.on_gone is not None:
+            self.on_gone()
+
+
+def end_when_reader_goes(session: Session, lines: JsonLines) -> None:
+    """Once stdout's reader has gone (``| head -1`` has its line), end ``session`` as SIGPIPE
+    would have: every child ended, exit 141, quietly. When stdout is a pipe that is at once,
+    not when the next line fails to be written, which may be long after (a slow model turn).
+    """
+    lines.on_gone = functools.partial(session.stop, signal.SIGPIPE)
+    fd = sys.stdout.fileno()
+    try:  # the writing end of a pipe polls readable only as an error: its reader is gone
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return
+        if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_WRONLY:
+            return  # a fifo opened for reading too would poll readable with our own lines
+    except OSError:
+        return
+    loop = asyncio.get_running_loop()
+
+    def gone() -> None:
+        loop.remove_reader(fd)
+        lines.reader_gone()
+
+    loop.add_reader(fd, gone)
 
 
 def silence(stream: IO[Any]) -> None:

@@ -8,7 +8,7 @@ from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP
 from isoagent.parent.cli.options import output_options, settings_options
-from isoagent.parent.cli.output import Output
+from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import task_prompt
 from isoagent.parent.events import Sink
 from isoagent.parent.settings import Settings
@@ -34,6 +34,7 @@ def run(prompt: str, output_format: str, settings: Settings) -> None:
 
     async def main() -> int:
         async with Session.open(settings, sinks=sinks) as session:
+            end_when_reader_goes(session, output.lines)
             result = await session.run_parent(prompt)
             return output.finish(session.finish(result))
 

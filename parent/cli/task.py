@@ -8,7 +8,7 @@ from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP
 from isoagent.parent.cli.options import output_options, pick_agent, settings_options
-from isoagent.parent.cli.output import Output
+from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import describe, task_prompt
 from isoagent.parent.events import Sink
 from isoagent.parent.settings import Settings
@@ -47,6 +47,7 @@ def task(prompt: str, agent_name: str, output_format: str, settings: Settings) -
 
     async def main() -> int:
         async with Session.open(settings, sinks=sinks) as session:
+            end_when_reader_goes(session, output.lines)
             finished = await session.supervisor.run(request)
             return output.finish(session.finish(finished.result))
 

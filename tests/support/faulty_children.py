@@ -14,11 +14,14 @@ Behaviours:
 - ``hide``: Hello, takes its Task, starts ``sleep 300`` in a session of its own with
   an empty environment (no tag: nothing can find it) holding the child's pipes, exits 0.
 - ``noisy``: writes 256 KiB to stderr, then becomes the real child (``exec``).
+- ``stubborn``: Hello, takes its Task, and sleeps; SIGTERM only makes it write
+  ``DIR/term.pid`` (SIGKILL ends it).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -68,6 +71,10 @@ def main(behaviour: str, folder: Path) -> int:
         note(folder, "escaped", escaped.pid)
         time.sleep(300)
         return 0
+    if behaviour == "stubborn":
+        signal.signal(signal.SIGTERM, lambda *_: note(folder, "term", os.getpid()))
+        while True:
+            time.sleep(1)
     if behaviour == "hide":
         hidden = subprocess.Popen(["sleep", "300"], start_new_session=True, env={})
         note(folder, "hidden", hidden.pid)
