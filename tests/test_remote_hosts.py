@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
 
 from isoagent.parent.children.hosts import HostEntry, HostSpecError, parse_hosts
 from isoagent.parent.children.remote import HostPool, Launcher, LauncherError, NoHostLeft
+from tests.support.cli import run_cli
 
 
 def test_a_comma_list_gives_names_and_slots_one_by_default() -> None:
@@ -119,3 +121,19 @@ def test_when_every_host_is_down_there_is_no_host_left() -> None:
 
     with pytest.raises(NoHostLeft):
         asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--hosts", "a:0"], "isoagent: 'a:0' in --hosts: slots must be a whole number"),
+        (["--hosts", "a", "--launcher", "ssh 'x"], 'isoagent: --launcher "ssh \'x": '),
+        (["--retries", "5"], "isoagent: without --hosts, --retries cannot be used"),
+    ],
+)
+def test_the_cli_refuses_unusable_remote_options_in_one_line(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    done = run_cli(["task", "go", *args], {**os.environ, "ANTHROPIC_API_KEY": "x"}, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith(message) and done.stderr.count("\n") == 1, done.stderr

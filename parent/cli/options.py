@@ -84,7 +84,11 @@ def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def command(*args: Any, **kwargs: Any) -> Any:
         values = {name: kwargs.pop(name) for name in names}
-        return fn(*args, settings=settings_from(values), **kwargs)
+        try:
+            settings = settings_from(values)
+        except ValueError as exc:  # e.g. a --hosts spec that cannot be used
+            raise click.UsageError(str(exc)) from None
+        return fn(*args, settings=settings, **kwargs)
 
     return _apply(options, command)
 
@@ -245,7 +249,8 @@ def settings_from(options: Mapping[str, Any]) -> Settings:
 
 
 def remote_settings(options: Mapping[str, Any]) -> RemoteSettings | None:
-    """``RemoteSettings`` from ``--hosts`` and its companions; None without ``--hosts``."""
+    """``RemoteSettings`` from ``--hosts`` and its companions; None without ``--hosts``.
+    A ``ValueError`` says what cannot be used."""
     if options["hosts"] is None:
         given = [
             f"--{name.replace('_', '-')}"
@@ -254,17 +259,13 @@ def remote_settings(options: Mapping[str, Any]) -> RemoteSettings | None:
             if options[name] not in (getattr(REMOTE, name), None, False)
         ]  # fmt: skip
         if given:
-            fail(f"{', '.join(given)} only apply with --hosts", ExitCode.USAGE)
+            raise HostSpecError(f"without --hosts, {', '.join(given)} cannot be used")
         return None
-    from isoagent.parent.children.remote import Launcher, LauncherError
+    from isoagent.parent.children.remote import Launcher
 
-    try:
-        hosts = tuple(parse_hosts(options["hosts"]))
-        Launcher(options["launcher"], options["remote_python"])  # a template that cannot work
-    except (HostSpecError, LauncherError) as exc:
-        fail(str(exc), ExitCode.USAGE)
+    Launcher(options["launcher"], options["remote_python"])  # a template that cannot work
     return RemoteSettings(
-        hosts=hosts,
+        hosts=tuple(parse_hosts(options["hosts"])),
         launcher=options["launcher"],
         remote_python=options["remote_python"],
         remote_workdir=options["remote_workdir"] or "",
