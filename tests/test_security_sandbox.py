@@ -1,0 +1,88 @@
+"""Read-only means read-only, and network off means off: what a child's bash tries, and fails."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from isoagent.parent.children.sandbox_policy import landlock_available
+from tests.conftest import cli_env
+from tests.support.cli import run_cli
+from tests.support.messages_server import MessagesServer
+from tests.support.scripts import child_runs
+
+needs_landlock = pytest.mark.skipif(not landlock_available(), reason="kernel has no Landlock")
+
+
+@needs_landlock
+def test_read_only_child_cannot_write_the_hosts_dev_shm(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    name = f"isoagent-attack-{secrets.token_hex(6)}"
+    planted = Path("/dev/shm") / name
+    api_server.handler = child_runs("Explore", f"echo planted > /dev/shm/{name}; echo rc=$?")
+    try:
+        done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert not planted.exists()  # written, at most, to the child's own /dev/shm
+    finally:
+        planted.unlink(missing_ok=True)
+
+
+class UnixListener:
+    """A path-named Unix socket on the host, counting the connections it accepts."""
+
+    def __init__(self, path: Path) -> None:
+        self.accepted = 0
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        self.sock.listen()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+
+
+@pytest.mark.parametrize(
+    ("agent", "options"),
+    [
+        pytest.param("Explore", [], id="read-only"),
+        pytest.param("general-purpose", ["--sandbox", "off"], id="sandbox-off"),
+    ],
+)
+def test_child_without_network_cannot_connect_to_a_hosts_unix_socket(
+    api_server: MessagesServer, tmp_path: Path, agent: str, options: list[str]
+) -> None:
+    path = tmp_path / "s"
+    listener = UnixListener(path)
+    probe = (
+        f"{sys.executable} -c \"import socket; s = socket.socket(socket.AF_UNIX); "
+        f"s.connect('{path}'); print('CONNECTED')\" 2>&1 | tail -1"
+    )
+    api_server.handler = child_runs(agent, probe)
+    try:
+        done = run_cli(
+            ["run", "go", "--child-network", "off", *options], cli_env(api_server), cwd=tmp_path
+        )
+    finally:
+        listener.close()
+    assert done.returncode == 0, done.stderr
+    assert "CONNECTED" not in done.stdout
+    assert "PermissionError" in done.stdout  # socket(AF_UNIX) refused by the seccomp filter
+    assert listener.accepted == 0
