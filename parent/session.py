@@ -19,6 +19,7 @@ from isoagent.child.agent.loop import Agent
 from isoagent.child.agent.proc import TAG_VARIABLE
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
+from isoagent.child.sandbox.privileges import make_undumpable
 from isoagent.parent.bridge import GatewayBridge, run_in_thread
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
 from isoagent.parent.children.launch import fork_server_for, nesting_depth
@@ -135,6 +136,7 @@ class Session:
             raise SessionError(
                 "refusing to start model-backed work inside an isoagent child (nesting depth 1)"
             )
+        make_undumpable()  # this process holds the key: its environ and memory, not for children
         fork_server = fork_server_for(settings.child_command)
         try:
             if fork_server is not None:  # it loads while the SDK is imported

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -116,3 +117,51 @@ def test_child_command_runs_without_capabilities_or_new_privileges(
         assert status["CapBnd"] == zero
     assert status["NoNewPrivs"] == "1"
     assert "rc=0" not in done.stdout
+
+
+LOUD_CHILD = """
+import os, sys
+os.write(2, b"HEAD-OF-LOG" + b"x" * (3 << 20) + b"END-OF-LOG")
+os.execv(sys.executable, [sys.executable, "-E", "-s", "-P", "-m", "isoagent.child"])
+"""
+
+
+def test_child_stderr_log_is_capped_keeping_head_and_tail(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    script = tmp_path / "loud_child.py"
+    script.write_text(LOUD_CHILD)
+    env = cli_env(api_server, ISOAGENT_CHILD_COMMAND=f"{sys.executable} {script}")
+    api_server.handler = child_runs("Explore", "echo hi")
+    done = run_cli(["run", "go", "--max-file-size-mb", "1"], env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+
+    (run,) = run_dirs(tmp_path)
+    (log,) = run.glob("child-001-*.stderr.log")
+    text = log.read_bytes()
+    assert len(text) <= (1 << 20) + 100
+    assert text.startswith(b"HEAD-OF-LOG") and b"END-OF-LOG" in text[-(1 << 19) :]
+    assert b"bytes of this log cut]" in text
+
+
+def test_the_cli_holding_the_key_is_not_dumpable(api_server: MessagesServer, tmp_path: Path):
+    """Non-root, a command's missing capabilities would not protect the CLI: its own flag
+    must (the key stays in /proc/<cli>/environ for the life of the process)."""
+    probe = (
+        "import atexit, ctypes, sys\n"
+        "prctl = ctypes.CDLL(None).prctl\n"
+        "atexit.register(lambda: print('DUMPABLE', prctl(3, 0, 0, 0, 0), file=sys.stderr))\n"
+        "sys.argv = ['isoagent', 'task', 'hi']\n"
+        "from isoagent.parent.cli.main import main\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=cli_env(api_server),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "DUMPABLE 0" in done.stderr

@@ -72,7 +72,7 @@ def test_child_without_network_cannot_connect_to_a_hosts_unix_socket(
     path = tmp_path / "s"
     listener = UnixListener(path)
     probe = (
-        f"{sys.executable} -c \"import socket; s = socket.socket(socket.AF_UNIX); "
+        f'{sys.executable} -c "import socket; s = socket.socket(socket.AF_UNIX); '
         f"s.connect('{path}'); print('CONNECTED')\" 2>&1 | tail -1"
     )
     api_server.handler = child_runs(agent, probe)

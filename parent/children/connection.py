@@ -6,6 +6,7 @@ import asyncio
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from io import FileIO
 from pathlib import Path
 
@@ -84,39 +85,88 @@ async def write_frame(stream: asyncio.StreamWriter, frame: ParentFrame) -> bool:
     return True
 
 
-class StderrLog:
-    """Copies a child's stderr to its log file and keeps the last lines for error messages."""
+LOG_CAP = 8 << 20  # bytes of a child's stderr log at most: its head and its tail
 
-    def __init__(self, path: Path, keep_bytes: int = 4096) -> None:
+
+def log_cap(file_size_mb: int) -> int:
+    """A child's log is no larger than a file it may write (``--max-file-size-mb``)."""
+    return min(LOG_CAP, file_size_mb << 20) if file_size_mb > 0 else LOG_CAP
+
+
+class _Tail:
+    """The last ``size`` bytes of a stream (a few more, in the chunks they came in)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._chunks: deque[bytes] = deque()
+        self._bytes = 0
+
+    def add(self, chunk: bytes) -> None:
+        self._chunks.append(chunk)
+        self._bytes += len(chunk)
+        while self._bytes - len(self._chunks[0]) >= self.size:
+            self._bytes -= len(self._chunks.popleft())
+
+    def data(self) -> bytes:
+        return b"".join(self._chunks)[-self.size :]
+
+
+class StderrLog:
+    """Copies a child's stderr to its log file, at most ``cap`` bytes of it (the first and
+    the last half, a marker between), and keeps the last lines for error messages."""
+
+    def __init__(
+        self,
+        path: Path,
+        keep_bytes: int = 4096,
+        *,
+        cap: int = LOG_CAP,
+        create: Callable[[], FileIO] | None = None,
+    ) -> None:
+        """``create``: makes the log file (default: open ``path``)."""
         self.path = path
-        self._tail: deque[bytes] = deque()
-        self._tail_size = 0
-        self._keep = keep_bytes
+        self._tail = _Tail(keep_bytes)
+        self._cap = cap
+        self._create = create or (lambda: path.open("wb", buffering=0))
 
     async def drain(self, stream: asyncio.StreamReader) -> None:
         """Copy to EOF; a log that cannot be written (disk full) is reported once and the
         stream is still read to its end, so the child never blocks on a full pipe."""
         log: FileIO | None = None
+        head_room = self._cap - self._cap // 2
+        log_tail = _Tail(self._cap // 2)
+        written = total = 0
         try:
-            log = self.path.open("wb", buffering=0)
+            log = self._create()
         except OSError as exc:
             self._report(exc)
         try:
             while chunk := await stream.read(1 << 16):
-                if log is not None:
-                    try:
-                        write_all(log, chunk)
-                    except OSError as exc:
-                        self._report(exc)
-                        log.close()
-                        log = None
-                self._tail.append(chunk)
-                self._tail_size += len(chunk)
-                while self._tail_size - len(self._tail[0]) >= self._keep:
-                    self._tail_size -= len(self._tail.popleft())
+                total += len(chunk)
+                head = chunk[: max(head_room - written, 0)]
+                if log is not None and head:
+                    log = self._write(log, head)
+                written += len(head)
+                if len(head) < len(chunk):
+                    log_tail.add(chunk[len(head) :])
+                self._tail.add(chunk)
         finally:
+            if log is not None and total > written:
+                kept = log_tail.data()
+                if cut := total - written - len(kept):
+                    kept = f"\n[isoagent: {cut} bytes of this log cut]\n".encode() + kept
+                log = self._write(log, kept)
             if log is not None:
                 log.close()
+
+    def _write(self, log: FileIO, data: bytes) -> FileIO | None:
+        try:
+            write_all(log, data)
+        except OSError as exc:
+            self._report(exc)
+            log.close()
+            return None
+        return log
 
     def _report(self, exc: OSError) -> None:
         print(
@@ -124,5 +174,5 @@ class StderrLog:
         )
 
     def last_lines(self, count: int = 8) -> list[str]:
-        text = b"".join(self._tail)[-self._keep :].decode("utf-8", "replace")
+        text = self._tail.data().decode("utf-8", "replace")
         return [line for line in text.splitlines() if line.strip()][-count:]

@@ -27,7 +27,7 @@ import msgspec
 from isoagent.child.agent.loop import text_of
 from isoagent.child.agent.proc import start_time
 from isoagent.parent.children.cleanup import describe_exit, end_session
-from isoagent.parent.children.connection import StderrLog, write_frame
+from isoagent.parent.children.connection import StderrLog, log_cap, write_frame
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
 from isoagent.parent.children.hosts import HostEntry, RemoteSettings
 from isoagent.parent.children.launch import (
@@ -200,7 +200,9 @@ class _ChildRun:
         if attempt:  # the failed attempts' transcripts and logs stay beside this one's
             stem = stem.with_name(f"{stem.name}-retry{attempt}")
         self.transcript_path = stem.with_suffix(".jsonl")
-        self.stderr = StderrLog(stem.with_suffix(".stderr.log"))
+        self.stderr = StderrLog(
+            stem.with_suffix(".stderr.log"), cap=log_cap(sup.settings.limits.file_size_mb)
+        )
         self.transcript = TranscriptWriter(self.transcript_path)
         self.transcript_label = sup.run_folder.display(self.transcript_path)
         self.pid = 0
