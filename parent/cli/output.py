@@ -69,13 +69,13 @@ def end_when_reader_goes(session: Session, lines: JsonLines) -> None:
     not when the next line fails to be written, which may be long after (a slow model turn).
     """
     lines.on_gone = functools.partial(session.stop, signal.SIGPIPE)
-    fd = sys.stdout.fileno()
     try:  # the writing end of a pipe polls readable only as an error: its reader is gone
+        fd = sys.stdout.fileno()
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):
             return
         if fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_WRONLY:
             return  # a fifo opened for reading too would poll readable with our own lines
-    except OSError:
+    except (OSError, ValueError):  # no descriptor (CliRunner's stdout), or a closed one
         return
     loop = asyncio.get_running_loop()
 
