@@ -74,14 +74,16 @@ class Interrupted(Exception):
 
 def model_source(settings: Settings) -> ModelSource:
     """Replayed, or the SDK (credentials from the environment), optionally recorded."""
+    from isoagent.parent.model import warm
     from isoagent.parent.model.cassette import CassetteError, RecordingSource, ReplaySource
-    from isoagent.parent.model.sdk import AnthropicSource, MissingCredentials
+    from isoagent.parent.model.sdk import MissingCredentials, check_credentials
 
     try:
         if settings.replay is not None:
             source: ModelSource = ReplaySource(settings.replay, settings.replay_match)
         else:
-            source = AnthropicSource()
+            check_credentials()
+            source = warm.connect()
         if settings.record is not None:
             source = RecordingSource(source, settings.record)
     except (MissingCredentials, CassetteError) as exc:

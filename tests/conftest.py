@@ -10,14 +10,23 @@ import pytest
 
 from tests.support.messages_server import MessagesServer, text_reply
 
+# No test leaves a warm gateway running: the ones about it start and end their own.
+os.environ["ISOAGENT_WARM_GATEWAY"] = "0"
 
-def cli_env(server: MessagesServer, **extra: str) -> dict[str, str]:
-    """os.environ minus ANTHROPIC_*/ISOAGENT_*, pointed at `server`, plus `extra`."""
+
+def base_env(**extra: str) -> dict[str, str]:
+    """os.environ minus ANTHROPIC_*/ISOAGENT_*, with the warm gateway off, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ISOAGENT_"))}
-    env["ANTHROPIC_BASE_URL"] = server.base_url
-    env["ANTHROPIC_API_KEY"] = "test-key"
+    env["ISOAGENT_WARM_GATEWAY"] = "0"
     env.update(extra)
     return env
+
+
+def cli_env(server: MessagesServer, **extra: str) -> dict[str, str]:
+    """`base_env` pointed at `server`, plus `extra`."""
+    return base_env(
+        **{"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "test-key", **extra}
+    )
 
 
 @pytest.fixture

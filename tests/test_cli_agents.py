@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.conftest import base_env, cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 
@@ -38,8 +37,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 def plain_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ISOAGENT_"))}
-    return {**env, "HOME": str(home)}
+    return base_env(HOME=str(home))
 
 
 def test_agents_lists_builtins_and_files_with_tools_and_source(

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from tests.conftest import cli_env
+from tests.conftest import base_env, cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, error_reply, unused_url
 
 
 def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ISOAGENT_"))}
+    return base_env()
 
 
 def assert_one_clear_line(stderr: str, *fragments: str) -> None:

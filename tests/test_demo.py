@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from isoagent.parent.cli.demo import (
     run_examples,
 )
 from isoagent.parent.model.cassette import ReplaySource
+from tests.conftest import base_env
 from tests.support.cli import ISOAGENT, read_jsonl
 
 STATS = re.compile(
@@ -61,9 +61,7 @@ class Demo:
 
 
 def offline_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ISOAGENT_"))}
-    env.update(extra)
-    return env
+    return base_env(**extra)
 
 
 def isoagent_demo(cwd: Path, tmp: Path, *python_flags: str) -> subprocess.CompletedProcess[str]:

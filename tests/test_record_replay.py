@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -23,16 +22,14 @@ from isoagent.protocol import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from tests.conftest import cli_env
+from tests.conftest import base_env, cli_env
 from tests.support.cli import read_jsonl, run_cli
 from tests.support.messages_server import MessagesServer, Request, text_reply, tool_reply
 
 
 def offline_env(tmp_path: Path) -> dict[str, str]:
     """No ANTHROPIC_* variables at all: a replay needs no key and no server."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ISOAGENT_"))}
-    env["HOME"] = str(tmp_path / "home")
-    return env
+    return base_env(HOME=str(tmp_path / "home"))
 
 
 def online_env(server: MessagesServer, tmp_path: Path) -> dict[str, str]:

@@ -1,0 +1,239 @@
+"""The warm gateway: one process per user that keeps the SDK imported between invocations.
+
+``import anthropic`` is most of what a one-shot ``isoagent task`` costs (about a second of
+CPU). For a shell loop (``for f in *.py; do isoagent task ... < /dev/null; done``) the first
+invocation starts ``python -m isoagent.parent.model.warm``, detached; it imports the SDK and
+answers ``ModelCall`` frames with ``ModelReply`` frames, one call per connection, until it
+has been idle for ``IDLE_SECONDS``. Later invocations send their model calls there and never
+import the SDK.
+
+- Per user and per configuration: the address holds the uid and a hash of every
+  ``ANTHROPIC_*`` variable and the interpreter, so a changed key or server gets a gateway of
+  its own, and the key stays in the environment of the process that was given it.
+- An abstract unix socket, answered only for peers of the same uid (``SO_PEERCRED``), and
+  unreachable from sandboxed children (Landlock scopes abstract sockets, and a child with
+  the network off has a network namespace of its own).
+- ``ISOAGENT_WARM_GATEWAY=0`` turns it off: every invocation imports the SDK itself.
+  A gateway that cannot be reached or started is reported once; the SDK is used in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+from isoagent.parent.model.gateway import ModelSource
+from isoagent.protocol import (
+    ChildFrame,
+    FrameError,
+    ModelCall,
+    ModelError,
+    ModelReply,
+    ParentFrame,
+    decode_frame,
+    encode_frame,
+)
+from isoagent.protocol.framing import HEADER, check_length
+
+VARIABLE = "ISOAGENT_WARM_GATEWAY"
+IDLE_VARIABLE = "ISOAGENT_WARM_GATEWAY_IDLE"  # seconds; tests make it short
+IDLE_SECONDS = 300.0
+START_SECONDS = 30.0  # how long a starting gateway may take to import the SDK and listen
+FRAME_SECONDS = 10.0  # how long a connection may take to send its call: probes send none
+
+
+def enabled(environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
+    return environ.get(VARIABLE, "1") != "0"
+
+
+def address(environ: os._Environ[str] | dict[str, str] = os.environ) -> str:
+    """The abstract socket name of this user's gateway for this configuration."""
+    config = [
+        sys.executable,
+        *sorted(f"{k}={v}" for k, v in environ.items() if k.startswith("ANTHROPIC_")),
+    ]
+    digest = hashlib.sha256("\0".join(config).encode()).hexdigest()[:32]
+    return f"\0isoagent-gateway-{os.getuid()}-{digest}"
+
+
+def _same_user(sock: socket.socket) -> bool:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid == os.getuid()
+
+
+async def _read_frame(reader: asyncio.StreamReader, union: object) -> object:
+    length = check_length(await reader.readexactly(HEADER.size))
+    return decode_frame(await reader.readexactly(length), union)
+
+
+class WarmSource:
+    """Model calls answered by the warm gateway at ``where``. One that has gone idle is
+    started again; one that cannot be reached is said once, and the SDK in this process
+    answers from then on."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self._fallback: ModelSource | None = None
+        self._restart = asyncio.Lock()  # concurrent calls start one gateway, not one each
+
+    async def complete(self, call: ModelCall) -> ModelReply:
+        if self._fallback is None:
+            try:
+                return await self._ask(call)
+            except (OSError, asyncio.IncompleteReadError, FrameError, ValueError) as exc:
+                from isoagent.parent.model.sdk import AnthropicSource, MissingCredentials
+
+                _say(f"the warm gateway cannot be used ({exc}); importing the SDK here")
+                try:
+                    self._fallback = AnthropicSource()
+                except MissingCredentials as error:
+                    return ModelReply(turn=call.turn, error=ModelError("connection", str(error)))
+        return await self._fallback.complete(call)
+
+    async def _ask(self, call: ModelCall) -> ModelReply:
+        reader, writer = await self._connect()
+        try:
+            if not _same_user(writer.get_extra_info("socket")):
+                raise OSError("its address is held by another user's process")
+            writer.write(encode_frame(call))
+            await writer.drain()
+            reply = await _read_frame(reader, ParentFrame)
+        finally:
+            writer.close()
+        if not isinstance(reply, ModelReply):
+            raise ValueError(f"it answered a {type(reply).__name__}")
+        return reply
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """Connect; a gateway that has gone idle since is started again and waited for."""
+        try:
+            return await asyncio.open_unix_connection(self.where)
+        except ConnectionRefusedError:
+            async with self._restart:
+                if not _answers(self.where):
+                    why = await asyncio.to_thread(_wait_listening, self.where, _start())
+                    if why:
+                        raise OSError(why) from None
+            return await asyncio.open_unix_connection(self.where)
+
+
+def connect(environ: os._Environ[str] | dict[str, str] = os.environ) -> ModelSource:
+    """The model source of an invocation: this user's warm gateway for this configuration,
+    started and waited for if there is none; the SDK in this process if the gateway is
+    turned off, or does not start (then its own error, or one line saying so)."""
+    from isoagent.parent.model.sdk import AnthropicSource
+
+    if not enabled(environ):
+        return AnthropicSource()
+    where = address(environ)
+    if _answers(where):
+        return WarmSource(where)
+    try:
+        why = _wait_listening(where, _start())
+    except OSError as exc:
+        why = str(exc)
+    if not why:
+        return WarmSource(where)
+    source = AnthropicSource()  # a bad configuration is its error to report, not ours
+    _say(f"the warm gateway did not start ({why}); importing the SDK here")
+    return source
+
+
+def _wait_listening(where: str, process: subprocess.Popen[bytes]) -> str:
+    """Wait until a starting gateway listens (it imports the SDK first): "" once it does,
+    else why not."""
+    deadline = time.monotonic() + START_SECONDS
+    while not _answers(where):
+        if process.poll() is not None and not _answers(where):
+            return f"it exited with code {process.returncode}"
+        if time.monotonic() > deadline:
+            return f"it did not listen within {START_SECONDS:g} s"
+        time.sleep(0.02)
+    return ""
+
+
+def _start() -> subprocess.Popen[bytes]:
+    """``python -m isoagent.parent.model.warm``, detached from this invocation."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "isoagent.parent.model.warm"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd="/",  # holds no directory of the invocation's
+        start_new_session=True,  # not ended with the invocation's process group
+    )
+
+
+def _answers(where: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(where)
+        except OSError:
+            return False
+    return True
+
+
+def _say(message: str) -> None:
+    print(f"isoagent: {message}", file=sys.stderr, flush=True)
+
+
+# --- the gateway process ---------------------------------------------------------------
+
+
+async def serve(where: str, idle: float = IDLE_SECONDS) -> None:
+    """Answer model calls on ``where`` until none has come for ``idle`` seconds. Only calls
+    count: a connection that sends none (a probe, a stuck client) keeps nothing alive."""
+    from isoagent.parent.model.sdk import AnthropicSource
+
+    source = AnthropicSource()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(where)  # a second gateway started at the same time stops here
+    except OSError:
+        listener.close()
+        return
+    calls = 0  # being answered now
+    last = time.monotonic()  # when the last call was answered
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal calls, last
+        try:
+            if not _same_user(writer.get_extra_info("socket")):
+                return
+            call = await asyncio.wait_for(_read_frame(reader, ChildFrame), FRAME_SECONDS)
+            if not isinstance(call, ModelCall):
+                return
+            calls += 1
+            try:
+                writer.write(encode_frame(await source.complete(call)))
+                await writer.drain()
+            finally:
+                calls -= 1
+                last = time.monotonic()
+        except (OSError, asyncio.IncompleteReadError, FrameError, TimeoutError):
+            pass  # the invocation went away, sent garbage or nothing: nothing to answer
+        finally:
+            writer.close()
+
+    server = await asyncio.start_unix_server(answer, sock=listener)
+    async with server:
+        while calls or time.monotonic() - last < idle:
+            await asyncio.sleep(min(idle, 1.0))
+
+
+def main() -> None:
+    idle = float(os.environ.get(IDLE_VARIABLE) or IDLE_SECONDS)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(address(), idle))
+
+
+if __name__ == "__main__":
+    main()

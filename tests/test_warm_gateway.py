@@ -1,0 +1,221 @@
+"""The warm gateway: later invocations send their model calls to one process per user that
+keeps the SDK imported; it answers only its own user, and leaves when idle."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from isoagent.parent.model import warm
+from isoagent.protocol import Message, ModelCall, TextBlock, encode_frame
+from tests.conftest import cli_env
+from tests.support.messages_server import MessagesServer, Request, text_reply, tool_reply
+
+CEILING = 60.0  # seconds: generous, the machine is shared
+
+# the CLI's own entry point, listing every module loaded by the time the process exits
+SCRIPT = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: print(*sys.modules, sep='\\n', file=sys.stderr))\n"
+    "from isoagent.parent.cli.main import main\n"
+    "main()\n"
+)
+
+
+def wait_until(condition: object, what: str) -> None:
+    deadline = time.monotonic() + CEILING
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"not within {CEILING:g} s: {what}"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def warm_env(api_server: MessagesServer, tmp_path: Path) -> dict[str, str]:
+    def handler(req: Request) -> object:
+        return tool_reply("bash", {"command": "true"}) if req.turn == 0 else text_reply("done")
+
+    api_server.handler = handler  # type: ignore[assignment]
+    # a key of this test's own: its gateway's address is nobody else's
+    return cli_env(
+        api_server,
+        HOME=str(tmp_path),
+        ANTHROPIC_API_KEY=f"key-{tmp_path.name}",
+        ISOAGENT_WARM_GATEWAY="1",
+        ISOAGENT_WARM_GATEWAY_IDLE="2",
+    )
+
+
+@pytest.fixture
+def gateway(warm_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    """A gateway this test owns, listening; ended after the test."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "isoagent.parent.model.warm"],
+        env={**warm_env, "ISOAGENT_WARM_GATEWAY_IDLE": "600"},
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        wait_until(lambda: warm._answers(warm.address(warm_env)), "the gateway listens")
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def run_task(env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, "task", "run true"],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CEILING,
+    )
+    return done, set(done.stderr.split())
+
+
+def test_an_invocation_sends_its_calls_to_the_running_gateway_and_never_imports_the_sdk(
+    api_server: MessagesServer, warm_env: dict[str, str], gateway: object, tmp_path: Path
+) -> None:
+    done, modules = run_task(warm_env, tmp_path)
+    assert done.returncode == 0 and "done" in done.stdout, done.stderr[-2000:]
+    assert "anthropic" not in modules
+    assert [r.turn for r in api_server.requests] == [0, 1]
+
+
+def test_without_a_gateway_the_first_invocation_starts_one_that_leaves_when_idle(
+    api_server: MessagesServer, warm_env: dict[str, str], tmp_path: Path
+) -> None:
+    where = warm.address(warm_env)
+    assert not warm._answers(where)
+    done, modules = run_task(warm_env, tmp_path)
+    assert done.returncode == 0 and "done" in done.stdout, done.stderr[-2000:]
+    assert "anthropic" not in modules  # the gateway it started made the calls
+    assert [r.turn for r in api_server.requests] == [0, 1]
+    wait_until(lambda: not warm._answers(where), "the idle gateway exits")
+
+
+def test_turned_off_the_invocation_imports_the_sdk_and_starts_nothing(
+    api_server: MessagesServer, warm_env: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**warm_env, "ISOAGENT_WARM_GATEWAY": "0"}
+    done, modules = run_task(env, tmp_path)
+    assert done.returncode == 0 and "done" in done.stdout, done.stderr[-2000:]
+    assert "anthropic" in modules
+    assert not warm._answers(warm.address(env))
+
+
+def test_another_configuration_gets_a_gateway_of_its_own(warm_env: dict[str, str]) -> None:
+    other = {**warm_env, "ANTHROPIC_API_KEY": warm_env["ANTHROPIC_API_KEY"] + "-2"}
+    assert warm.address(other) != warm.address(warm_env)
+    moved = {**warm_env, "ANTHROPIC_BASE_URL": "http://127.0.0.1:1"}
+    assert warm.address(moved) != warm.address(warm_env)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="playing another user needs root")
+def test_the_gateway_answers_no_other_user(warm_env: dict[str, str], gateway: object) -> None:
+    """Abstract sockets have no permissions: the gateway checks its peer's uid itself."""
+    where = warm.address(warm_env)
+    call = encode_frame(ModelCall(0, "m", 10, "", [Message("user", [TextBlock("steal")])]))
+    script = (
+        "import os, socket, sys\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "s.connect(sys.argv[1].encode('latin-1').decode('unicode_escape'))\n"
+        "try:\n"
+        "    s.sendall(bytes.fromhex(sys.argv[2]))\n"
+        "    sys.stdout.write(repr(s.recv(65536)))\n"
+        "except (BrokenPipeError, ConnectionResetError):\n"
+        "    sys.stdout.write(repr(b''))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, where.encode("unicode_escape").decode(), call.hex()],
+        capture_output=True,
+        text=True,
+        timeout=CEILING,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "b''"  # connected, and closed without an answer
+
+
+def test_a_gateway_address_held_by_another_user_is_not_used(
+    api_server: MessagesServer, warm_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Whoever binds the address first gets the calls: the client checks its peer's uid."""
+    if os.getuid() != 0:
+        pytest.skip("playing another user needs root")
+    where = warm.address(warm_env)
+    squatter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, socket, sys, time\n"
+            "os.setgid(65534); os.setuid(65534)\n"
+            "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1].encode('latin-1')"
+            ".decode('unicode_escape')); s.listen()\n"
+            "print('ready', flush=True)\n"
+            "while True: c, _ = s.accept(); print(c.recv(65536), flush=True)\n",
+            where.encode("unicode_escape").decode(),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert squatter.stdout is not None and squatter.stdout.readline() == "ready\n"
+        done, modules = run_task(warm_env, tmp_path)
+        assert done.returncode == 0 and "done" in done.stdout, done.stderr[-2000:]
+        assert "held by another user" in done.stderr
+        assert "anthropic" in modules  # the calls went through the SDK in-process
+    finally:
+        squatter.kill()
+        squatter.wait()
+    assert "steal" not in (squatter.stdout.read() if squatter.stdout else "")
+
+
+def test_a_sandboxed_child_cannot_reach_the_gateway(
+    api_server: MessagesServer, warm_env: dict[str, str], gateway: object, tmp_path: Path
+) -> None:
+    from isoagent.child.sandbox import landlock_abi
+
+    if landlock_abi() < 6:
+        pytest.skip("Landlock ABI 6 (scoped abstract unix sockets) is not available")
+    where = warm.address(warm_env).encode("unicode_escape").decode()
+    probe = (
+        f'python3 -c "import socket; s = socket.socket(socket.AF_UNIX); '
+        f"s.connect(b'{where}'.decode('unicode_escape')); print('reached')\""
+    )
+
+    def handler(req: Request) -> object:
+        if req.turn == 0:
+            return tool_reply("bash", {"command": probe})
+        return text_reply(req.tool_results[0]["content"])
+
+    api_server.handler = handler  # type: ignore[assignment]
+    done = subprocess.run(
+        [sys.executable, "-m", "isoagent", "task", "--agent", "Explore", "probe"],
+        env=warm_env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CEILING,
+    )
+    assert "reached" not in done.stdout
+    assert "Operation not permitted" in done.stdout or "PermissionError" in done.stdout, done.stdout
+
+
+def test_a_client_that_sends_garbage_gets_no_answer_and_the_gateway_stays(
+    warm_env: dict[str, str], gateway: subprocess.Popen[bytes]
+) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.connect(warm.address(warm_env))
+        sock.sendall(b"\x00\x00\x00\x03abc")
+        assert sock.recv(65536) == b""
+    assert gateway.poll() is None and warm._answers(warm.address(warm_env))
