@@ -3,33 +3,21 @@
 from __future__ import annotations
 
 import importlib
-import subprocess
-import sys
+import os
 from pathlib import Path
 
 import pytest
 
 from isoagent.parent.cli.main import COMMANDS
+from tests.support.cli import run_cli_listing_modules
 
 HEAVY = {"asyncio", "ssl", "anthropic", "httpx", "httpx2", "pydantic", "msgspec", "yaml"}
 
 
-# the CLI's own entry point, listing every module loaded by the time the process exits
-SCRIPT = (
-    "import atexit, sys\n"
-    "atexit.register(lambda: print(*sys.modules, sep='\\n', file=sys.stderr))\n"
-    "from isoagent.parent.cli.main import main\n"
-    "main()\n"
-)
-
-
 def imported(args: list[str], cwd: Path) -> set[str]:
-    """Every module ``isoagent ARGS`` has loaded when it exits."""
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, *args], cwd=cwd, capture_output=True, text=True, timeout=60
-    )
+    done, modules = run_cli_listing_modules(args, dict(os.environ), cwd=cwd)
     assert done.returncode == 0, done.stderr[-2000:]
-    return set(done.stderr.split())
+    return modules
 
 
 def test_help_imports_click_and_no_command_asyncio_ssl_or_sdk(tmp_path: Path) -> None:

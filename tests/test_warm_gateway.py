@@ -16,17 +16,10 @@ import pytest
 from isoagent.parent.model import warm
 from isoagent.protocol import Message, ModelCall, TextBlock, encode_frame
 from tests.conftest import cli_env
+from tests.support.cli import run_cli, run_cli_listing_modules
 from tests.support.messages_server import MessagesServer, Request, text_reply, tool_reply
 
 CEILING = 60.0  # seconds: generous, the machine is shared
-
-# the CLI's own entry point, listing every module loaded by the time the process exits
-SCRIPT = (
-    "import atexit, sys\n"
-    "atexit.register(lambda: print(*sys.modules, sep='\\n', file=sys.stderr))\n"
-    "from isoagent.parent.cli.main import main\n"
-    "main()\n"
-)
 
 
 def wait_until(condition: object, what: str) -> None:
@@ -69,16 +62,7 @@ def gateway(warm_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def run_task(env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, "task", "run true"],
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=CEILING,
-    )
-    return done, set(done.stderr.split())
+    return run_cli_listing_modules(["task", "run true"], env, cwd=cwd, timeout=CEILING)
 
 
 def test_an_invocation_sends_its_calls_to_the_running_gateway_and_never_imports_the_sdk(
@@ -198,15 +182,7 @@ def test_a_sandboxed_child_cannot_reach_the_gateway(
         return text_reply(req.tool_results[0]["content"])
 
     api_server.handler = handler  # type: ignore[assignment]
-    done = subprocess.run(
-        [sys.executable, "-m", "isoagent", "task", "--agent", "Explore", "probe"],
-        env=warm_env,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=CEILING,
-    )
+    done = run_cli(["task", "--agent", "Explore", "probe"], warm_env, cwd=tmp_path, input="")
     assert "reached" not in done.stdout
     assert "Operation not permitted" in done.stdout or "PermissionError" in done.stdout, done.stdout
 

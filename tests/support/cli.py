@@ -25,15 +25,16 @@ def run_cli(
     input: str | None = None,
     timeout: float = 60,
     process: bool = False,
+    command: list[str] = ISOAGENT,
 ) -> subprocess.CompletedProcess[str]:
     """``isoagent ARGS`` with exactly ``env`` as its environment, in ``cwd``.
 
     In-process by default; an exception that escapes the command (a traceback, for a user)
-    is raised here. ``process=True`` runs ``python -m isoagent`` instead.
+    is raised here. ``process=True`` runs ``command`` (``python -m isoagent``) instead.
     """
     if process:
         return subprocess.run(
-            [*ISOAGENT, *args],
+            [*command, *args],
             env=env,
             cwd=cwd,
             input=input,
@@ -63,6 +64,25 @@ def _environment(env: dict[str, str]) -> Iterator[None]:
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+# the CLI's own entry point, listing every module loaded by the time the process exits
+_LISTING_MODULES = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: print(*sys.modules, sep='\\n', file=sys.stderr))\n"
+    "from isoagent.parent.cli.main import main\n"
+    "main()\n"
+)
+
+
+def run_cli_listing_modules(
+    args: list[str], env: dict[str, str], *, cwd: Path, timeout: float = 60
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """``run_cli``, and every module the CLI had loaded when it exited (``-X importtime``
+    misses those loaded by ``importlib.import_module``)."""
+    command = [sys.executable, "-c", _LISTING_MODULES]
+    done = run_cli(args, env, cwd=cwd, input="", timeout=timeout, process=True, command=command)
+    return done, set(done.stderr.split())
 
 
 def start_cli(args: list[str], env: dict[str, str], *, cwd: Path) -> subprocess.Popen[str]:
