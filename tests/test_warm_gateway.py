@@ -182,7 +182,9 @@ def test_a_sandboxed_child_cannot_reach_the_gateway(
         return text_reply(req.tool_results[0]["content"])
 
     api_server.handler = handler  # type: ignore[assignment]
-    done = run_cli(["task", "--agent", "Explore", "probe"], warm_env, cwd=tmp_path, input="")
+    done = run_cli(
+        ["task", "--agent", "Explore", "probe"], warm_env, cwd=tmp_path, input="", process=True
+    )
     assert "reached" not in done.stdout
     assert "Operation not permitted" in done.stdout or "PermissionError" in done.stdout, done.stdout
 
