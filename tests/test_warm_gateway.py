@@ -3,7 +3,9 @@ keeps the SDK imported; it answers only its own user, and leaves when idle."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -45,20 +47,26 @@ def warm_env(api_server: MessagesServer, tmp_path: Path) -> dict[str, str]:
     )
 
 
-@pytest.fixture
-def gateway(warm_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    """A gateway this test owns, listening; ended after the test."""
+@contextlib.contextmanager
+def started(env: dict[str, str], *wrapper: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A gateway this test owns (run through ``wrapper``), listening; ended after."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "isoagent.parent.model.warm"],
-        env={**warm_env, "ISOAGENT_WARM_GATEWAY_IDLE": "600"},
+        [*wrapper, sys.executable, "-m", "isoagent.parent.model.warm"],
+        env={**env, "ISOAGENT_WARM_GATEWAY_IDLE": "600"},
         stdin=subprocess.DEVNULL,
     )
     try:
-        wait_until(lambda: warm._answers(warm.address(warm_env)), "the gateway listens")
+        wait_until(lambda: warm._answers(warm.address(env)), "the gateway listens")
         yield process
     finally:
         process.kill()
         process.wait()
+
+
+@pytest.fixture
+def gateway(warm_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    with started(warm_env) as process:
+        yield process
 
 
 def run_task(env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
@@ -197,3 +205,28 @@ def test_a_client_that_sends_garbage_gets_no_answer_and_the_gateway_stays(
         sock.sendall(b"\x00\x00\x00\x03abc")
         assert sock.recv(65536) == b""
     assert gateway.poll() is None and warm._answers(warm.address(warm_env))
+
+
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv (util-linux)")
+def test_a_child_cannot_read_the_key_from_the_gateways_environment(
+    api_server: MessagesServer, warm_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The gateway holds the key in its environment, as the CLI does, so it is not dumpable.
+    Its capabilities are dropped here: a root process with capabilities is out of reach of
+    a child without them anyway, a gateway of an ordinary user is not."""
+    no_caps = ("setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all")
+    with started(warm_env, *no_caps) as gateway:
+        steal = f"cat /proc/{gateway.pid}/environ | tr '\\0' '\\n' | grep ANTHROPIC_API_KEY"
+
+        def handler(req: Request) -> object:
+            if req.turn == 0:
+                return tool_reply("bash", {"command": steal})
+            return text_reply(req.tool_results[0]["content"])
+
+        api_server.handler = handler  # type: ignore[assignment]
+        for sandbox in ("off", "auto"):
+            args = ["task", "--sandbox", sandbox, "--allow-unsandboxed", "steal"]
+            done = run_cli(args, warm_env, cwd=tmp_path, input="")
+            assert done.returncode == 0, done.stderr
+            assert warm_env["ANTHROPIC_API_KEY"] not in done.stdout
+            assert "Permission denied" in done.stdout, done.stdout

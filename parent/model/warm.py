@@ -191,8 +191,10 @@ def _say(message: str) -> None:
 async def serve(where: str, idle: float = IDLE_SECONDS) -> None:
     """Answer model calls on ``where`` until none has come for ``idle`` seconds. Only calls
     count: a connection that sends none (a probe, a stuck client) keeps nothing alive."""
+    from isoagent.child.sandbox.privileges import make_undumpable
     from isoagent.parent.model.sdk import AnthropicSource
 
+    make_undumpable()  # this process holds the key: its environ and memory, not for children
     source = AnthropicSource()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
