@@ -87,24 +87,25 @@ def test_bad_lines_get_an_error_line_each_and_do_not_stop_the_others(
         cwd=tmp_path,
     )
     assert done.returncode == 6, done.stderr
-    records = {(r["id"], r["line"]): r for r in read_jsonl(tmp_path / "out.jsonl")}
-    assert {key: r["status"] for key, r in records.items()} == {
-        ("a", 1): "ok",
-        (2, 2): "invalid",
-        ("b", 3): "invalid",
-        (5, 5): "ok",
-        ("c", 6): "invalid",
-        ("a", 7): "invalid",
-        (7, 8): "invalid",
-        (9, 9): "ok",
+    records = {r["line"]: r for r in read_jsonl(tmp_path / "out.jsonl")}
+    assert {line: (r["id"], r["status"]) for line, r in records.items()} == {
+        1: ("a", "ok"),
+        2: (records[2]["id"], "invalid"),
+        3: ("b", "invalid"),
+        5: (records[5]["id"], "ok"),
+        6: ("c", "invalid"),
+        7: ("a", "invalid"),
+        8: (7, "invalid"),
+        9: (records[9]["id"], "ok"),
     }
-    assert records[2, 2]["error"].startswith("line 2: invalid JSON")
-    assert "missing required field `prompt`" in records["b", 3]["error"]
-    assert "unknown agent 'NoSuchAgent'" in records["c", 6]["error"]
-    assert "duplicate id 'a' (first on line 1)" in records["a", 7]["error"]
-    assert "$.prompt" in records[7, 8]["error"]
-    assert records[5, 5]["summary"] == "did: plain text prompt"
-    assert records[9, 9]["agent"] == "Explore"
+    assert records[2]["error"].startswith("line 2: invalid JSON")
+    assert "missing required field `prompt`" in records[3]["error"]
+    assert "unknown agent 'NoSuchAgent'" in records[6]["error"]
+    assert "duplicate id 'a' (first on line 1)" in records[7]["error"]
+    assert "$.prompt" in records[8]["error"]
+    assert records[5]["summary"] == "did: plain text prompt"
+    assert records[9]["agent"] == "Explore"
+    assert len({records[line]["id"] for line in (2, 5, 9)}) == 3  # a hash of each line
     assert "task c invalid: line 6: unknown agent" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -157,13 +158,13 @@ def test_resume_retries_failed_tasks_reports_bad_lines_once_and_drops_a_cut_line
     env = env_for(api_server, tmp_path)
     assert run_cli(args, env, cwd=tmp_path).returncode == 6
     out = tmp_path / "out.jsonl"
-    assert sorted((r["id"], r["status"]) for r in read_jsonl(out)) == [
+    assert sorted((r["line"], r["status"]) for r in read_jsonl(out)) == [
         (1, "ok"),
         (2, "error"),
         (3, "invalid"),
     ]
     with out.open("a") as file:  # a line cut short when a batch was killed mid-write
-        file.write('{"id": 99, "status": "o')
+        file.write('{"id":"h-99","status":"o')
 
     api_server.handler = answer()
     api_server.requests.clear()
@@ -171,11 +172,136 @@ def test_resume_retries_failed_tasks_reports_bad_lines_once_and_drops_a_cut_line
     assert done.returncode == 6, done.stderr  # the bad line is still bad
     assert [r.first_user_text for r in api_server.requests] == ["fails"]
     records = read_jsonl(out)
-    assert [(r["id"], r["status"]) for r in records] == [
-        *[(r["id"], r["status"]) for r in records[:3]],
+    assert [(r["line"], r["status"]) for r in records] == [
+        *[(r["line"], r["status"]) for r in records[:3]],
         (2, "ok"),
     ]
+    assert records[3]["id"] == next(r["id"] for r in records if r["status"] == "error")
     assert sum(r["status"] == "invalid" for r in records) == 1
+
+
+def test_a_line_that_is_not_utf8_is_one_invalid_line_and_the_others_run(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = answer()
+    (tmp_path / "tasks.txt").write_bytes(
+        b'first\ncaf\xe9 au lait\n{"id": "k", "prompt": "\xff"}\nlast\n'
+    )
+    done = run_cli(
+        ["batch", "tasks.txt", "-o", "out.jsonl", "-C", str(workspace)],
+        env_for(api_server, tmp_path),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 6, done.stderr
+    records = {r["line"]: r for r in read_jsonl(tmp_path / "out.jsonl")}
+    assert {line: r["status"] for line, r in records.items()} == {
+        1: "ok",
+        2: "invalid",
+        3: "invalid",
+        4: "ok",
+    }
+    assert records[2]["error"] == "line 2: not UTF-8 text (byte 0xe9 at column 4)"
+    assert records[3]["id"] == "k"  # named by its id where it has one
+    assert sorted(r.first_user_text for r in api_server.requests) == ["first", "last"]
+    assert "Traceback" not in done.stderr
+
+
+def test_inserting_a_line_then_resuming_runs_only_the_new_task(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = answer()
+    tasks = tmp_path / "tasks.txt"
+    tasks_file(tasks, ["alpha", {"prompt": "beta"}, {"prompt": "gamma", "agent": "Explore"}])
+    args = ["batch", "tasks.txt", "-o", "out.jsonl", "-C", str(workspace)]
+    env = env_for(api_server, tmp_path)
+    assert run_cli(args, env, cwd=tmp_path).returncode == 0
+    first = {r["summary"]: r["id"] for r in read_jsonl(tmp_path / "out.jsonl")}
+
+    tasks_file(tasks, ["new", "alpha", {"prompt": "beta"}, {"prompt": "gamma", "agent": "Explore"}])
+    api_server.requests.clear()
+    done = run_cli(args, env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert [r.first_user_text for r in api_server.requests] == ["new"]
+    assert "skipping 3 tasks already done" in done.stderr
+    records = read_jsonl(tmp_path / "out.jsonl")
+    assert {r["summary"]: r["id"] for r in records[:3]} == first
+    assert [(r["summary"], r["line"]) for r in records[3:]] == [("did: new", 1)]
+    assert len({r["id"] for r in records}) == 4
+
+
+@pytest.mark.parametrize(
+    "contents",
+    [
+        "my notes\nthe last line has no newline",
+        '{"id": "a", "prompt": "a tasks file"}\n{"id": "b", "prompt": "more"}\n',
+        '{"id":"a","prompt":"one compact task, no newline"}',
+        '{"id":"h-1","status":"ok","line":1}\nthen something else\n',
+    ],
+)
+def test_output_onto_a_file_that_is_not_batch_output_is_refused_and_kept(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path, contents: str
+) -> None:
+    tasks_file(tmp_path / "tasks.txt", ["one"])
+    (tmp_path / "notes.txt").write_text(contents)
+    done = run_cli(
+        ["batch", "tasks.txt", "-o", "notes.txt", "-C", str(workspace)],
+        env_for(api_server, tmp_path),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("isoagent: --output notes.txt is not isoagent batch output")
+    assert len(done.stderr.splitlines()) == 1
+    assert (tmp_path / "notes.txt").read_text() == contents
+    assert not api_server.requests
+
+
+def test_output_onto_an_empty_file_is_taken(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    tasks_file(tmp_path / "tasks.txt", ["one"])
+    (tmp_path / "out.jsonl").touch()
+    done = run_cli(
+        ["batch", "tasks.txt", "-o", "out.jsonl", "-C", str(workspace)],
+        env_for(api_server, tmp_path),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [r["status"] for r in read_jsonl(tmp_path / "out.jsonl")] == ["ok"]
+
+
+def test_a_rejected_key_stops_the_batch_at_once(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = lambda req: error_reply(401, "authentication_error", "invalid x-api-key")
+    tasks_file(tmp_path / "tasks.txt", [f"task {n}" for n in range(12)])
+    done = run_cli(
+        ["batch", "tasks.txt", "-j", "2", "-o", "out.jsonl", "-C", str(workspace)],
+        env_for(api_server, tmp_path),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stderr
+    assert 1 <= len(api_server.requests) <= 2  # the first wave; none after the first 401
+    stopped = [line for line in done.stderr.splitlines() if "batch stopped" in line]
+    assert len(stopped) == 1, done.stderr
+    assert stopped[0].startswith("isoagent: ") and "rejected the credentials (401" in stopped[0]
+    records = read_jsonl(tmp_path / "out.jsonl")  # the tasks that ran; the rest run on resume
+    assert len(records) <= 2 and all(r["status"] == "error" for r in records)
+    assert "Traceback" not in done.stderr
+
+
+def test_input_with_a_line_longer_than_any_prompt_is_refused_unread(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    # 9 MB without a newline: from /dev/zero itself, the line would never end
+    done = shell(
+        f"head -c 9000000 /dev/zero | isoagent batch - -C {shlex.quote(str(workspace))}",
+        env_for(api_server, tmp_path),
+        tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "isoagent: stdin: line 1 is longer than 8 MiB: not a task\n"
+    assert not api_server.requests
 
 
 def test_summaries_through_jq(api_server: MessagesServer, tmp_path: Path, workspace: Path) -> None:
@@ -209,7 +335,7 @@ def test_batch_record_then_replay_without_a_server(
     assert replayed.returncode == 0, replayed.stderr
 
     def summaries(stdout: str) -> dict[Any, str]:
-        return {r["id"]: r["summary"] for r in map(json.loads, stdout.splitlines())}
+        return {r["line"]: r["summary"] for r in map(json.loads, stdout.splitlines())}
 
     assert (
         summaries(replayed.stdout)
@@ -248,7 +374,7 @@ def test_progress_line_on_a_terminal_replaces_the_child_lines(
     text = screen.decode()
     assert done.returncode == 6
     assert "\r\x1b[Kbatch: 3/3 done, 1 failed" in text
-    assert "task 3 invalid: line 3: invalid JSON" in text
+    assert "  line 3 invalid: line 3: invalid JSON" in text
     assert "[general-purpose]" not in text
 
 

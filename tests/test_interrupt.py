@@ -113,3 +113,27 @@ def test_reader_of_stream_json_gone_ends_the_run_with_141_without_waiting_for_th
     assert json.loads(first)["subtype"] == "init"
     assert status == "status 141", done.stderr
     assert "Traceback" not in done.stderr and "isoagent:" not in done.stderr
+
+
+def test_batch_results_reader_gone_ends_the_batch_with_141_without_waiting_for_the_model(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    answer = threading.Event()
+
+    def handler(req: Request) -> Reply:
+        answer.wait(120)
+        return text_reply("too late")
+
+    api_server.handler = handler
+    (tmp_path / "tasks.txt").write_text("one\ntwo\n")
+    try:
+        done = shell(
+            'isoagent batch tasks.txt | true; echo "status ${PIPESTATUS[0]}"',
+            cli_env(api_server),
+            tmp_path,
+            timeout=60,
+        )
+    finally:
+        answer.set()
+    assert done.stdout == "status 141\n", done.stderr
+    assert "Traceback" not in done.stderr

@@ -11,6 +11,7 @@ import sys
 import time
 from typing import TextIO
 
+from isoagent.parent.batch.input import label
 from isoagent.parent.events import TaskRecord
 
 _CLEAR = "\r\x1b[K"
@@ -41,7 +42,8 @@ class BatchDisplay:
             self.failed += 1
             if self.live or not ran:  # elsewhere the child's own progress line says it
                 clear = _CLEAR if self.live else ""
-                self.stream.write(f"{clear}  task {record.id} {record.status}: {record.error}\n")
+                name = label(record.id, record.line)
+                self.stream.write(f"{clear}  {name} {record.status}: {record.error}\n")
         self.draw()
 
     def status(self, *, final: bool = False) -> str:

@@ -2,15 +2,20 @@
 
 A line is a JSON object ``{"id": ..., "prompt": ..., "agent": ...}`` (``id`` and
 ``agent`` optional) or, if it does not start with ``{``, a plain-text prompt.
-A task's id is its ``id`` or else its line number. Blank lines are skipped. A
-line that cannot be run (invalid JSON, no prompt, unknown agent, an id used
+A task's id is its ``id`` or else a hash of the task (its agent and prompt), so
+that it stays the same when lines are added, removed or moved: a resumed batch
+knows which tasks it has done. Blank lines are skipped. A line that cannot be
+run (not UTF-8, invalid JSON, no prompt, unknown agent, an id or a task seen
 before) becomes an ``invalid`` record saying why, and the other lines still run.
 """
 
 from __future__ import annotations
 
+import codecs
+import hashlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import msgspec
 
@@ -18,6 +23,8 @@ from isoagent.parent.events import TaskRecord
 from isoagent.protocol import AgentSpec
 
 TaskId = str | int
+MAX_LINE = 8 << 20  # bytes: more than a model's context holds as a prompt
+HASH_PREFIX = "h-"  # of the id of a task that names none
 
 
 class TaskLine(msgspec.Struct):
@@ -44,25 +51,45 @@ class _Invalid(Exception):
         self.task_id = task_id
 
 
+class LineTooLong(Exception):
+    """A line too long to be a task: what is read is not a task file (``/dev/zero``)."""
+
+
+def read_lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The lines of ``stream``; one longer than ``MAX_LINE`` raises ``LineTooLong`` (without
+    reading on to its end, which may never come)."""
+    number = 0
+    while line := stream.readline(MAX_LINE + 1):
+        number += 1
+        if len(line) > MAX_LINE:
+            raise LineTooLong(f"line {number} is longer than {MAX_LINE >> 20} MiB: not a task")
+        yield line
+
+
 def parse_tasks(
-    lines: Iterable[str], agents: Mapping[str, AgentSpec], default_agent: str
+    lines: Iterable[bytes], agents: Mapping[str, AgentSpec], default_agent: str
 ) -> Iterator[BatchTask | TaskRecord]:
     """A BatchTask for each runnable line, an ``invalid`` TaskRecord for each bad one."""
     first_seen: dict[TaskId, int] = {}
     for number, raw in enumerate(lines, 1):
-        text = raw.strip()
-        if not text:
-            continue
-        task_id: TaskId = number
+        if number == 1:
+            raw = raw.removeprefix(codecs.BOM_UTF8)
+        named: TaskId | None = None  # the line's own id
+        task_id: TaskId | None = None
         try:
+            text = _text(raw).strip()
+            if not text:
+                continue
             if text.startswith("{"):
                 fields = _decode(text)
-                task_id = fields.id if fields.id is not None else number
-                prompt, agent_name = fields.prompt, fields.agent or default_agent
+                prompt, agent_name, named = fields.prompt, fields.agent or default_agent, fields.id
             else:
                 prompt, agent_name = text, default_agent
-            if task_id in first_seen:
-                raise _Invalid(f"duplicate id {task_id!r} (first on line {first_seen[task_id]})")
+            task_id = task_hash(agent_name, prompt) if named is None else named
+            if (first := first_seen.get(task_id)) is not None:
+                if named is None:
+                    raise _Invalid(f"the same task as line {first} (give each an id to run both)")
+                raise _Invalid(f"duplicate id {named!r} (first on line {first})")
             first_seen[task_id] = number
             if not prompt.strip():
                 raise _Invalid("the prompt is empty")
@@ -70,14 +97,56 @@ def parse_tasks(
             if agent is None:
                 raise _Invalid(unknown_agent(agent_name, agents))
         except _Invalid as exc:
-            task_id = task_id if exc.task_id is None else exc.task_id
-            yield TaskRecord(task_id, "invalid", number, error=f"line {number}: {exc}")
+            known = exc.task_id if task_id is None else task_id
+            yield TaskRecord(
+                _line_hash(raw) if known is None else known,
+                "invalid",
+                number,
+                error=f"line {number}: {exc}",
+            )
             continue
         yield BatchTask(task_id, number, prompt, agent)
 
 
+def task_hash(agent: str, prompt: str) -> str:
+    """The id of a task that names none: the same task gets the same id in any batch."""
+    return _hashed(msgspec.json.encode([agent, prompt]))
+
+
+def _line_hash(raw: bytes) -> str:
+    """The id of a line that is not a task and names no id."""
+    return _hashed(raw.strip())
+
+
+def _hashed(data: bytes) -> str:
+    return HASH_PREFIX + hashlib.sha256(data).hexdigest()[:16]
+
+
+def label(task_id: TaskId, line: int) -> str:
+    """How progress lines name a task: by its id, or where it names none, by its line."""
+    is_hash = isinstance(task_id, str) and task_id.startswith(HASH_PREFIX)
+    return f"line {line}" if is_hash else f"task {task_id}"
+
+
 def unknown_agent(name: str, agents: Mapping[str, AgentSpec]) -> str:
     return f"unknown agent {name!r}; choose one of: {', '.join(agents)}"
+
+
+def _text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = f"byte 0x{raw[exc.start]:02x} at column {exc.start + 1}"
+        readable = raw.decode("utf-8", errors="replace").strip()
+        raise _Invalid(f"not UTF-8 text ({where})", _id_of(readable)) from None
+
+
+def _id_of(text: str) -> TaskId | None:
+    """The line's ``id``, if it is a JSON object that has a usable one."""
+    try:
+        return msgspec.json.decode(text, type=_IdOnly).id
+    except msgspec.DecodeError:  # ValidationError too
+        return None
 
 
 def _decode(text: str) -> TaskLine:
@@ -85,10 +154,6 @@ def _decode(text: str) -> TaskLine:
     try:
         return msgspec.json.decode(text, type=TaskLine)
     except msgspec.ValidationError as exc:
-        try:
-            task_id = msgspec.json.decode(text, type=_IdOnly).id
-        except msgspec.ValidationError:
-            task_id = None
-        raise _Invalid(str(exc), task_id) from None
+        raise _Invalid(str(exc), _id_of(text)) from None
     except msgspec.DecodeError as exc:
         raise _Invalid(f"invalid JSON: {exc}") from None

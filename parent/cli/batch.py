@@ -4,24 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import io
 import os
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO, NoReturn
 
 import click
 import msgspec
 
 from isoagent.parent.batch.display import BatchDisplay
-from isoagent.parent.batch.input import BatchTask, TaskId, parse_tasks
+from isoagent.parent.batch.input import (
+    BatchTask,
+    LineTooLong,
+    TaskId,
+    label,
+    parse_tasks,
+    read_lines,
+)
 from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import fail, run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import pick_agent, settings_options
-from isoagent.parent.cli.output import JsonLines
+from isoagent.parent.cli.output import JsonLines, end_when_reader_goes
 from isoagent.parent.cli.prompts import describe
 from isoagent.parent.events import ChildFinished, TaskRecord
 from isoagent.parent.settings import Settings
@@ -33,7 +39,8 @@ if TYPE_CHECKING:
 EPILOG = f"""\b
 Input, one task per line:
   {{"id": "a1", "prompt": "...", "agent": "Explore"}}   (id and agent optional)
-  or a plain-text prompt; a task without an id is known by its line number.
+  or a plain-text prompt; a task without an id is known by a hash of its
+  agent and prompt, so adding or moving lines keeps every task's id.
 
 \b
 Output, one JSON line per task as it finishes:
@@ -88,12 +95,14 @@ def batch(
     if jobs is not None:
         settings = dataclasses.replace(settings, max_parallel=jobs)
     pick_agent(settings.agents, agent_name)
+    where = "stdin" if source_name == "-" else source_name
     try:
         with source:
-            items = list(parse_tasks(source, settings.agents, agent_name))
-    except UnicodeDecodeError as exc:
-        where = "stdin" if source_name == "-" else source_name
-        fail(f"{where} is not UTF-8 text: {exc.reason}", ExitCode.USAGE)
+            items = list(parse_tasks(read_lines(source), settings.agents, agent_name))
+    except LineTooLong as exc:
+        fail(f"{where}: {exc}", ExitCode.USAGE)
+    except OSError as exc:
+        fail(f"cannot read {where}: {exc.strerror or exc}", ExitCode.USAGE)
     done, reported = read_previous(output_path) if output_path else (set(), set())
     pending = [t for t in items if isinstance(t, BatchTask) and t.id not in done]
     invalid = [r for r in items if isinstance(r, TaskRecord)]
@@ -113,9 +122,15 @@ def batch(
         from isoagent.parent.session import Session
 
         async with Session.open(settings, sinks=sinks) as session:
+            if output_path is None:
+                end_when_reader_goes(session, sink)
             return await runner.run(session)
 
     run_command(main)
+
+
+class _Stopped(Exception):
+    """No task can succeed (the API refused the key): the batch stops at once."""
 
 
 class _BatchRun:
@@ -144,29 +159,40 @@ class _BatchRun:
             self.display.task_finished(record, ran=False)
         queue = iter(self.pending)
         ticker = asyncio.create_task(self._tick())
+        again = ": run it again with the same -o to resume" if self.resumable else ""
+        stopped = ""
         try:
-            async with asyncio.TaskGroup() as group:
-                for _ in range(min(session.settings.max_parallel, len(self.pending))):
-                    group.create_task(self._worker(session, queue))
+            try:
+                async with asyncio.TaskGroup() as group:
+                    for _ in range(min(session.settings.max_parallel, len(self.pending))):
+                        group.create_task(self._worker(session, queue))
+            except* _Stopped as group:  # the other tasks were ended: it says why
+                stopped = str(group.exceptions[0])
         except asyncio.CancelledError:
-            again = ": run it again with the same -o to resume" if self.resumable else ""
             self.display.close(f"; interrupted{again}")
             raise
         finally:
             ticker.cancel()
-        self.display.close()
-        return self._finish(session)
+        self.display.close("; stopped" if stopped else "")
+        code = self._finish(session)
+        if stopped:
+            click.echo(f"isoagent: batch stopped: {stopped}{again}", err=True)
+            return ExitCode.ERROR
+        return code
 
     async def _worker(self, session: Session, queue: Iterator[BatchTask]) -> None:
         from isoagent.parent.children.supervisor import ChildRequest
 
         for task in queue:
             self.display.task_started()
-            request = ChildRequest(f"{task.id}: {describe(task.prompt)}", task.prompt, task.agent)
+            title = f"{label(task.id, task.line)}: {describe(task.prompt)}"
+            request = ChildRequest(title, task.prompt, task.agent)
             record = task_record(task, await session.supervisor.run(request))
             self.write(record)
             self.records.append(record)
             self.display.task_finished(record)
+            if (rejected := session.gateway.rejected) is not None:  # so would every task be
+                raise _Stopped(rejected.message)
 
     async def _tick(self) -> None:
         while self.display.live:
@@ -191,21 +217,22 @@ class _BatchRun:
         return ExitCode.TASKS_FAILED if failed else ExitCode.OK
 
 
-def open_tasks(name: str) -> IO[str]:
-    """FILE, or stdin for '-', as UTF-8 text; unreadable input is a usage error."""
+def open_tasks(name: str) -> BinaryIO:
+    """FILE, or stdin for '-', as bytes (each line is decoded on its own); unreadable input
+    is a usage error."""
     if name != "-":
         try:
-            return open(name, encoding="utf-8")
+            return open(name, "rb")
         except OSError as exc:
             fail(f"cannot read {name}: {exc.strerror or exc}", ExitCode.USAGE)
     if sys.stdin is None:
         fail("reading tasks from stdin, but stdin is closed", ExitCode.USAGE)
     if sys.stdin.isatty():
         fail("reading tasks from stdin, but stdin is a terminal", ExitCode.USAGE)
-    return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8")
+    return sys.stdin.buffer
 
 
-def same_file(source: IO[str], path: Path) -> bool:
+def same_file(source: BinaryIO, path: Path) -> bool:
     """Whether ``path`` is (a link to) the file ``source`` reads."""
     try:
         return os.path.samestat(os.fstat(source.fileno()), path.stat())
@@ -233,40 +260,57 @@ def task_record(task: BatchTask, finished: ChildFinished) -> TaskRecord:
 def read_previous(path: Path) -> tuple[set[TaskId], set[tuple[TaskId, str]]]:
     """The ids with an ok line in ``path``, and the invalid lines already reported there.
 
-    A last line cut short (the batch was killed while writing it) is cut off; a whole
-    one that only lacks its newline gets it, so the lines appended next stay lines.
+    Every line must be a result line, or the file is someone else's: refused, untouched. A
+    last line cut short (the batch was killed while writing it) is cut off; a whole one that
+    only lacks its newline gets it, so the lines appended next stay lines.
     """
     try:
         with path.open("r+b") as file:
             data = file.read()
-            end = data.rfind(b"\n") + 1
-            if end < len(data):
-                if is_json(data[end:]):
+            complete, _, last = data.rpartition(b"\n")
+            lines = complete.split(b"\n") if complete else []
+            records = [
+                _result_line(path, line, number)
+                for number, line in enumerate(lines, 1)
+                if line.strip()
+            ]
+            if last:
+                if _is_json(last):
+                    records.append(_result_line(path, last, len(lines) + 1))
                     file.write(b"\n")
-                    data += b"\n"
-                    end = len(data)
+                elif last.startswith(CUT_LINE_START):
+                    file.truncate(len(data) - len(last))
                 else:
-                    file.truncate(end)
+                    _refuse(path, len(lines) + 1)
     except FileNotFoundError:
         return set(), set()
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror or exc}")
-    decoder = msgspec.json.Decoder(TaskRecord)
-    done: set[TaskId] = set()
-    reported: set[tuple[TaskId, str]] = set()
-    for line in data[:end].splitlines():
-        try:
-            record = decoder.decode(line)
-        except msgspec.DecodeError:
-            continue
-        if record.status == "ok":
-            done.add(record.id)
-        elif record.status == "invalid":
-            reported.add((record.id, record.error))
+    done = {r.id for r in records if r.status == "ok"}
+    reported = {(r.id, r.error) for r in records if r.status == "invalid"}
     return done, reported
 
 
-def is_json(data: bytes) -> bool:
+CUT_LINE_START = b'{"id":'  # how a result line starts, as JsonLines writes it
+_record_decoder = msgspec.json.Decoder(TaskRecord)
+
+
+def _result_line(path: Path, line: bytes, number: int) -> TaskRecord:
+    try:
+        return _record_decoder.decode(line)
+    except msgspec.DecodeError:
+        _refuse(path, number)
+
+
+def _refuse(path: Path, number: int) -> NoReturn:
+    fail(
+        f"--output {path} is not isoagent batch output (line {number} is not a result line): "
+        "name another file",
+        ExitCode.USAGE,
+    )
+
+
+def _is_json(data: bytes) -> bool:
     try:
         msgspec.json.decode(data)
     except msgspec.DecodeError:

@@ -22,7 +22,7 @@ import click
 from isoagent.parent.cli.errors import fail, run_session_body
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import output_options, settings_options
-from isoagent.parent.cli.output import Output
+from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
 from isoagent.parent.settings import Settings
 
@@ -135,6 +135,7 @@ def run_prompt(settings: Settings, prompt: str, output_format: str) -> tuple[int
         nonlocal run_id
         async with Session.open(settings, sinks=output.sinks()) as session:
             run_id = session.run.run_id
+            end_when_reader_goes(session, output.lines)
             result = await session.run_parent(prompt)
             return output.finish(session.finish(result))
 

@@ -27,6 +27,7 @@ class Gateway:
         self.max_tokens_total = max_tokens_total
         self.usage = Usage()
         self.api_seconds = 0.0  # summed over calls, concurrent ones included
+        self.rejected: ModelError | None = None  # the key was refused (401): it stays refused
         self._slots = asyncio.Semaphore(max_concurrent)
 
     async def call(self, call: ModelCall) -> ModelReply:
@@ -34,11 +35,16 @@ class Gateway:
         already under way when it runs out still finish: a run can pass its budget by
         what at most ``max_concurrent - 1`` concurrent calls use, never by more."""
         async with self._slots:
+            if self.rejected is not None:  # it would be refused again: spare the server
+                return ModelReply(turn=call.turn, error=self.rejected)
             if self.max_tokens_total and self.usage.total >= self.max_tokens_total:
                 budget = f"the run's token budget ({self.max_tokens_total}) is used up"
                 return ModelReply(turn=call.turn, error=ModelError("budget", budget))
             started = time.monotonic()
             reply = await self.source.complete(call)
             self.api_seconds += time.monotonic() - started
+        error = reply.error
+        if error is not None and error.kind == "auth" and error.status_code == 401:
+            self.rejected = error
         self.usage = self.usage + reply.usage
         return reply
