@@ -26,6 +26,7 @@ import msgspec
 
 from isoagent.child.agent.loop import text_of
 from isoagent.child.agent.proc import start_time
+from isoagent.parent.children.cgroups import ChildCgroup, RunCgroups
 from isoagent.parent.children.cleanup import describe_exit, end_session
 from isoagent.parent.children.connection import StderrLog, log_cap, write_frame
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
@@ -111,6 +112,7 @@ class Supervisor:
         self._slots = asyncio.Semaphore(settings.max_parallel)
         self._numbers = itertools.count(1)
         self.finished: list[ChildFinished] = []
+        self.cgroups = RunCgroups.open()
         self._running: set[asyncio.Task[ChildFinished]] = set()
 
     async def run(self, request: ChildRequest) -> ChildFinished:
@@ -207,6 +209,7 @@ class _ChildRun:
         self.transcript_label = sup.run_folder.display(self.transcript_path)
         self.pid = 0
         self.born = 0  # its start_time: what it started began later
+        self.cgroup: ChildCgroup | None = None
         self.last_progress: Progress | None = None
         self.recorder = ConversationRecorder(self.emit, self.id)
         self.usage = Usage()
@@ -250,7 +253,8 @@ class _ChildRun:
         finally:
             try:  # an interruption here still records the child and removes its files
                 if process is not None:
-                    await asyncio.shield(end_session(process, tmpdir, self.born))
+                    ending = end_session(process, tmpdir, self.born, cgroup=self.cgroup)
+                    await asyncio.shield(ending)
                 if drain is not None:
                     await _finish(drain)
             finally:
@@ -321,6 +325,13 @@ class _ChildRun:
                 raise ChildFailed(f"could not be started ({' '.join(command)}): {exc}") from None
         self.pid = process.pid
         self.born = start_time(process.pid)
+        limits = self.sup.settings.limits  # the child waits for its Task: it started nothing yet
+        self.cgroup = self.sup.cgroups.join(
+            f"child-{self.id}-{self.pid}",
+            process.pid,
+            limits.max_processes,
+            limits.address_space_mb,
+        )
         return process
 
     async def _launch(self) -> ChildProcess:

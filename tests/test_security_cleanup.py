@@ -1,0 +1,114 @@
+"""Nothing a child starts outlives it, and root's commands are held to the process limit.
+
+The child's bash plays what a process does to escape a clean-up that looks for its
+session or an environment tag: ``setsid -f env -i``, ``env -u`` the tag, a double
+fork into a daemon. Each leaves a pid file; after the run every one is gone, whether
+the child ended normally, timed out, crashed or the run was interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from isoagent.child.agent.proc import TAG_VARIABLE
+from tests.conftest import cli_env
+from tests.support.cli import run_cli, start_cli
+from tests.support.messages_server import MessagesServer
+from tests.support.processes import alive, wait_for
+from tests.support.scripts import child_runs
+
+DAEMON = """
+import os, sys
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "301"])
+    os._exit(0)
+"""
+
+
+def escapes(folder: Path) -> str:
+    """A bash command that leaves three processes behind, noting their pids."""
+    (folder / "daemon.py").write_text(DAEMON)
+    return (
+        f"cd {folder}; "
+        "setsid -f env -i sh -c 'echo $$ > setsid.pid; exec sleep 302'; "
+        f"(env -u {TAG_VARIABLE} sh -c 'echo $$ > untagged.pid; exec sleep 303' &); "
+        f"{sys.executable} daemon.py; "
+        "while [ ! -s setsid.pid ] || [ ! -s untagged.pid ] || ! pgrep -f 'sleep 301' > daemon.pid;"
+        " do sleep 0.05; done; echo ESCAPED"
+    )
+
+
+def escaped_pids(folder: Path) -> list[int]:
+    names = ("setsid", "untagged", "daemon")
+    assert wait_for(lambda: all((folder / f"{n}.pid").exists() for n in names), 30)
+    return [int((folder / f"{n}.pid").read_text().split()[0]) for n in names]
+
+
+def assert_all_ended(pids: list[int]) -> None:
+    wait_for(lambda: not any(alive(p) for p in pids), 10)
+    left = [p for p in pids if alive(p)]
+    for pid in left:  # do not leave them running for the next test
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"outlived their child: {left}"
+
+
+@pytest.mark.parametrize("options", [[], ["--sandbox", "off"]], ids=["sandboxed", "sandbox-off"])
+def test_nothing_a_child_starts_outlives_its_normal_end(
+    api_server: MessagesServer, tmp_path: Path, options: list[str]
+) -> None:
+    api_server.handler = child_runs("general-purpose", escapes(tmp_path))
+    done = run_cli(["run", "go", *options], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "ESCAPED" in done.stdout
+    assert_all_ended(escaped_pids(tmp_path))
+
+
+def test_nothing_a_child_starts_outlives_its_crash(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """The child agent is killed first: its orphans are no longer below it."""
+    api_server.handler = child_runs("general-purpose", escapes(tmp_path) + "; kill -9 $PPID")
+    done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "SIGKILL" in done.stdout
+    assert_all_ended(escaped_pids(tmp_path))
+
+
+def test_nothing_a_child_starts_outlives_its_timeout(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = child_runs("general-purpose", escapes(tmp_path) + "; sleep 300")
+    done = run_cli(["run", "go", "--timeout", "8"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "timed out" in done.stdout
+    assert_all_ended(escaped_pids(tmp_path))
+
+
+def test_nothing_a_child_starts_outlives_ctrl_c(api_server: MessagesServer, tmp_path: Path) -> None:
+    api_server.handler = child_runs("general-purpose", escapes(tmp_path) + "; sleep 300")
+    cli = start_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    try:
+        pids = escaped_pids(tmp_path)
+        cli.send_signal(signal.SIGINT)
+        cli.communicate(timeout=30)
+    finally:
+        cli.kill()
+    assert cli.returncode == 130
+    assert_all_ended(pids)
+
+
+def test_process_limit_binds_a_root_child(api_server: MessagesServer, tmp_path: Path) -> None:
+    """RLIMIT_NPROC does not bind root; the child's pids cgroup does."""
+    fork_many = "for i in $(seq 80); do sleep 30 & done 2>&1 | sort -u | head -3; echo FORKED"
+    api_server.handler = child_runs("general-purpose", fork_many)
+    done = run_cli(["run", "go", "--max-processes", "20"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "FORKED" in done.stdout
+    assert "Resource temporarily unavailable" in done.stdout
