@@ -125,7 +125,10 @@ def one_line_errors() -> Iterator[None]:
 @click.group(cls=_Group, epilog=EXIT_CODES_HELP)
 @click.version_option(package_name="isoagent")
 def cli() -> None:
-    """Run Claude subagents as separate OS processes."""
+    """Run Claude subagents as separate OS processes.
+
+    `isoagent -p PROMPT` is `claude -p`, with Claude Code's flags (see `isoagent -p --help`).
+    """
 
 
 def main() -> None:
