@@ -23,7 +23,7 @@ from isoagent.parent.events import TaskRecord
 from isoagent.protocol import AgentSpec
 
 TaskId = str | int
-MAX_LINE = 8 << 20  # bytes: more than a model's context holds as a prompt
+MAX_PROMPT_BYTES = 8 << 20  # more than a model's context holds: a batch line, a stdin
 HASH_PREFIX = "h-"  # of the id of a task that names none
 
 
@@ -56,13 +56,15 @@ class LineTooLong(Exception):
 
 
 def read_lines(stream: BinaryIO) -> Iterator[bytes]:
-    """The lines of ``stream``; one longer than ``MAX_LINE`` raises ``LineTooLong`` (without
-    reading on to its end, which may never come)."""
+    """The lines of ``stream``; one longer than ``MAX_PROMPT_BYTES`` raises ``LineTooLong``
+    (without reading on to its end, which may never come)."""
     number = 0
-    while line := stream.readline(MAX_LINE + 1):
+    while line := stream.readline(MAX_PROMPT_BYTES + 1):
         number += 1
-        if len(line) > MAX_LINE:
-            raise LineTooLong(f"line {number} is longer than {MAX_LINE >> 20} MiB: not a task")
+        if len(line) > MAX_PROMPT_BYTES:
+            raise LineTooLong(
+                f"line {number} is longer than {MAX_PROMPT_BYTES >> 20} MiB: not a task"
+            )
         yield line
 
 

@@ -7,6 +7,7 @@ import os
 import stat
 import sys
 
+from isoagent.parent.batch.input import MAX_PROMPT_BYTES
 from isoagent.parent.cli.errors import fail
 from isoagent.parent.cli.exit_codes import ExitCode
 
@@ -19,7 +20,7 @@ def read_prompt(prompt: str) -> str:
             fail("reading the prompt from stdin, but stdin is closed", ExitCode.USAGE)
         if sys.stdin.isatty():
             fail("reading the prompt from stdin, but stdin is a terminal", ExitCode.USAGE)
-        prompt = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+        prompt = read_stdin()
     prompt = prompt.encode("utf-8", "surrogateescape").decode("utf-8", errors="replace")
     if not prompt.strip():
         fail("the prompt is empty", ExitCode.USAGE)
@@ -54,7 +55,26 @@ def read_piped_stdin() -> str:
         return ""
     if not (stat.S_ISFIFO(mode) or stat.S_ISREG(mode)):
         return ""
-    return sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    return read_stdin()
+
+
+def read_stdin() -> str:
+    """All of stdin as text, bytes that are not UTF-8 as U+FFFD. Binary data (a NUL byte),
+    more than ``MAX_PROMPT_BYTES`` (``/dev/zero`` never ends) or a stdin that cannot be read
+    (open for writing only) is a usage error."""
+    assert sys.stdin is not None
+    try:
+        data = sys.stdin.buffer.read(MAX_PROMPT_BYTES + 1)
+    except OSError as exc:
+        fail(f"cannot read stdin: {exc.strerror or exc}", ExitCode.USAGE)
+    if (at := data.find(b"\0")) >= 0:
+        fail(f"stdin is binary data (a NUL byte at offset {at}), not a prompt", ExitCode.USAGE)
+    if len(data) > MAX_PROMPT_BYTES:
+        fail(
+            f"stdin holds more than {MAX_PROMPT_BYTES >> 20} MiB: too much for a prompt",
+            ExitCode.USAGE,
+        )
+    return data.decode("utf-8", errors="replace")
 
 
 def describe(prompt: str, width: int = 50) -> str:
