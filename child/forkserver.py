@@ -23,6 +23,7 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Iterator
 
 import msgspec
 
@@ -45,27 +46,27 @@ PIPES = 3  # the child's stdin, stdout and stderr
 
 def serve(sock: socket.socket) -> None:
     """Answer requests until the parent's end of ``sock`` closes."""
-    wake_read, wake_write = os.pipe()
-    os.set_blocking(wake_read, False)
-    os.set_blocking(wake_write, False)
-    signal.set_wakeup_fd(wake_write)
-    signal.signal(signal.SIGCHLD, lambda *_: None)  # the wakeup fd is the notice
-    for tool in TOOL_CLASSES.values():  # what every child computes alike: once, here
-        input_schema(tool.Input)
-    gc.collect()
-    gc.freeze()
+    wake_read = wake_on_child_exit()
+    preload()
     while True:
         ready, _, _ = select.select([sock.fileno(), wake_read], [], [])
         if wake_read in ready:
-            with contextlib.suppress(BlockingIOError):
-                while os.read(wake_read, 512):
-                    pass
-            _reap(sock)
+            for pid, returncode in reaped(wake_read):
+                _send(sock, Exited(pid, returncode))
         if sock.fileno() in ready:
             data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, PIPES)
             if not data:
                 return  # the parent is gone
             _spawn(sock, data, fds, flags)
+
+
+def preload() -> None:
+    """Compute once, here, what every child computes alike, and keep the objects out of
+    the garbage collector, so that forked children share their pages."""
+    for tool in TOOL_CLASSES.values():
+        input_schema(tool.Input)
+    gc.collect()
+    gc.freeze()
 
 
 def _spawn(sock: socket.socket, data: bytes, fds: list[int], flags: int) -> None:
@@ -85,14 +86,14 @@ def _spawn(sock: socket.socket, data: bytes, fds: list[int], flags: int) -> None
             _send(sock, SpawnFailed(request.request, f"fork: {exc.strerror or exc}"))
             return
         if pid == 0:
-            _run_child(request, fds)  # never returns
+            become_child(request, fds)  # never returns
         _send(sock, Spawned(request.request, pid))
     finally:  # the parent must be the only holder of the other pipe ends, or EOF never comes
         for fd in fds:
             os.close(fd)
 
 
-def _run_child(request: Spawn, fds: list[int]) -> None:
+def become_child(request: Spawn, fds: list[int]) -> None:
     """In the forked child: become ``python -m isoagent.child`` on the given pipes, then exit."""
     code = 1
     try:
@@ -125,7 +126,22 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
-def _reap(sock: socket.socket) -> None:
+def wake_on_child_exit() -> int:
+    """A pipe's read end that becomes readable when a child of this process exits."""
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)  # the wakeup fd is the notice
+    return wake_read
+
+
+def reaped(wake_read: int) -> Iterator[tuple[int, int]]:
+    """Empty the wake-up pipe; then each ended child's pid and returncode (as in
+    subprocess: negative when a signal killed it)."""
+    with contextlib.suppress(BlockingIOError):
+        while os.read(wake_read, 512):
+            pass
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -133,7 +149,7 @@ def _reap(sock: socket.socket) -> None:
             return
         if pid == 0:
             return
-        _send(sock, Exited(pid, os.waitstatus_to_exitcode(status)))
+        yield pid, os.waitstatus_to_exitcode(status)
 
 
 def _send(sock: socket.socket, frame: Spawned | SpawnFailed | Exited) -> None:

@@ -170,7 +170,7 @@ class Session:
                     try:
                         await session.supervisor.end_all()
                     finally:
-                        session.supervisor.close()
+                        await session.supervisor.close()
                 if session.signal:
                     session._record_interruption()
                     raise Interrupted(session.signal, session.run.display(session.run.path))

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import msgspec
 
 from isoagent.protocol.frames import ChildFrame, ParentFrame
+from isoagent.protocol.hostserver import FromServer, ToServer
 
 MAX_FRAME = 1 << 30  # 1 GiB
 MAPPED_BODY = 1 << 20  # bodies this large or larger are read into a mapping of their own
@@ -25,6 +26,8 @@ _encoder = msgspec.msgpack.Encoder()
 _decoders: dict[object, msgspec.msgpack.Decoder] = {
     ChildFrame: msgspec.msgpack.Decoder(ChildFrame),
     ParentFrame: msgspec.msgpack.Decoder(ParentFrame),
+    ToServer: msgspec.msgpack.Decoder(ToServer),
+    FromServer: msgspec.msgpack.Decoder(FromServer),
 }
 
 
@@ -51,7 +54,8 @@ def check_length(header: bytes | bytearray) -> int:
 
 
 def decode_frame(body: bytes | bytearray | mmap.mmap, union: object) -> object:
-    """Decode one frame body as a member of ``union`` (ChildFrame or ParentFrame)."""
+    """Decode one frame body as a member of ``union`` (ChildFrame or ParentFrame; a host
+    server's ToServer or FromServer)."""
     try:
         return _decoders[union].decode(body)
     except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nested too deep

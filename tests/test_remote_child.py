@@ -24,7 +24,9 @@ from isoagent.protocol import (
     Result,
     Task,
     ToolUseBlock,
+    decode_frame,
 )
+from isoagent.protocol.hostserver import STDOUT, Data, FromServer, Open, Opened, Ready
 from tests.support.processes import alive, wait_for
 
 AGENT = AgentSpec("general-purpose", "d", "p", ["bash"])
@@ -113,3 +115,54 @@ def test_a_remote_child_whose_workspace_is_missing_fails_at_once(tmp_path: Path)
         child.wait(30)
     assert isinstance(result, Result) and result.status == "error"
     assert "the workspace /nowhere/ws does not exist on" in result.error
+
+
+def start_host_server(host: Path, heartbeat: str) -> subprocess.Popen[bytes]:
+    (host / "tmp").mkdir(parents=True)
+    return subprocess.Popen(
+        [sys.executable, "-E", "-s", "-P", "-m", "isoagent.child.hostserver", heartbeat],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=host,
+        env={"PATH": os.environ["PATH"], "HOME": str(host), "TMPDIR": str(host / "tmp")},
+        start_new_session=True,
+    )
+
+
+def test_a_host_server_forks_children_on_channels_and_ends_with_its_link(tmp_path: Path) -> None:
+    server = start_host_server(tmp_path / "host", "0")
+    assert server.stdin is not None and server.stdout is not None
+    writer = FrameWriter(server.stdin.fileno())
+    reader = FrameReader(server.stdout.fileno(), FromServer)
+    try:
+        assert isinstance(reader.read(), Ready)
+        for channel in (1, 2):
+            writer.write(Open(channel))
+        said: dict[int, bytes] = {1: b"", 2: b""}
+        pids = {}
+        while any(len(data) < 4 for data in said.values()):  # each child's Hello header
+            frame = reader.read()
+            if isinstance(frame, Opened):
+                pids[frame.channel] = frame.pid
+            elif isinstance(frame, Data) and frame.stream == STDOUT:
+                said[frame.channel] += frame.data
+        assert len(set(pids.values())) == 2
+        hello = decode_frame(said[1][4:], ChildFrame)
+        assert isinstance(hello, Hello) and hello.pid == pids[1]
+    finally:
+        server.stdin.close()  # the link's end: the server ends, and its children with it
+        server.wait(30)
+    assert wait_for(lambda: not any(alive(pid) for pid in pids.values()), 30)
+
+
+def test_a_host_server_whose_parent_goes_silent_ends(tmp_path: Path) -> None:
+    server = start_host_server(tmp_path / "host", "1")
+    assert server.stdout is not None
+    try:
+        assert isinstance(FrameReader(server.stdout.fileno(), FromServer).read(), Ready)
+        assert wait_for(lambda: server.poll() is not None, 60), "it kept waiting"
+    finally:
+        server.kill()
+        server.wait()
+    assert b"parent silent for 1 s" in server.stderr.read()  # type: ignore[union-attr]

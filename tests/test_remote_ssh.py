@@ -12,12 +12,16 @@ import pytest
 
 from tests.conftest import cli_env
 from tests.support import sshd
+from tests.support.cli import read_jsonl, run_dirs
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.remote_runs import run_batch, run_task
 
 pytestmark = pytest.mark.skipif(bool(sshd.unavailable()), reason=sshd.unavailable() or "-")
 
-PROBE = 'echo "tmp=$TMPDIR depth=$ISOAGENT_DEPTH ssh=${SSH_CONNECTION:-none}"; cat where.txt'
+PROBE = (
+    'echo "tmp=$TMPDIR depth=$ISOAGENT_DEPTH ssh=${SSH_CONNECTION:-none} child=$PPID"; '
+    "cat where.txt"
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +56,12 @@ def ssh_processes(server: sshd.Sshd) -> list[int]:
     return found
 
 
+@pytest.mark.parametrize("host_server", ["1", "0"], ids=["host-server", "launch-per-child"])
 def test_children_run_through_ssh_over_one_login_with_a_child_environment(
-    api_server: MessagesServer, server: sshd.Sshd, tmp_path: Path
+    api_server: MessagesServer, server: sshd.Sshd, tmp_path: Path, host_server: str
 ) -> None:
+    """One login either way: the host server's link, or the control master that every
+    child's own ssh rides (``ISOAGENT_HOST_SERVER=0``)."""
     workspace, remote_workspace = tmp_path / "ws", tmp_path / "remote-ws"
     workspace.mkdir()
     remote_workspace.mkdir()
@@ -62,9 +69,8 @@ def test_children_run_through_ssh_over_one_login_with_a_child_environment(
     api_server.handler = probe
     logins = server.accepted_logins()
     args = ["-C", str(workspace), "--remote-workdir", str(remote_workspace)]
-    done, records = run_batch(
-        3, [*args, *through(server, "127.0.0.1:2")], cli_env(api_server), tmp_path
-    )
+    env = cli_env(api_server, ISOAGENT_HOST_SERVER=host_server)
+    done, records = run_batch(3, [*args, *through(server, "127.0.0.1:2")], env, tmp_path)
     assert done.returncode == 0, done.stderr
     assert len(records) == 3 and all(r["status"] == "ok" for r in records), records
     for record in records:
@@ -72,7 +78,11 @@ def test_children_run_through_ssh_over_one_login_with_a_child_environment(
         assert "the remote workspace" in record["summary"]
         tmp = record["summary"].split("tmp=", 1)[1].split()[0]
         assert tmp and not os.path.exists(tmp)  # made on the host, removed when it ended
-    assert server.accepted_logins() - logins == 1  # the control master's; children ride it
+    assert server.accepted_logins() - logins == 1
+    started = {e["pid"] for e in read_jsonl(run_dirs(workspace)[0] / "run.jsonl") if "pid" in e}
+    children = {int(r["summary"].split("child=", 1)[1].split()[0]) for r in records}
+    # on a host server the parent knows each child's own pid; through ssh, ssh's
+    assert (started == children) == (host_server == "1")
     assert ssh_processes(server) == []  # no ssh left, the master included
 
 

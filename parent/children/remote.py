@@ -67,20 +67,27 @@ class Launcher:
         self.places = any(HOST_FIELD in word for word in self.words)
         self.is_ssh = Path(self.words[0]).name == "ssh"
         command = [remote_python, "-E", "-s", "-P", "-m", "isoagent.child"]
-        self.command = [shlex.quote(word) for word in command] if self.is_ssh else command
+        self.command = [self._word(word) for word in command]
         own = any(w.lower().startswith(("controlpath", "controlmaster")) for w in self.words)
         self.multiplexes = self.is_ssh and self.places and not own
         self._masters: dict[str, subprocess.Popen[bytes]] = {}
         self._sockets: dict[str, str] = {}
         self._control_dir = ""
 
-    def argv(self, host: HostEntry) -> list[str]:
-        """The local command line that starts a child on ``host``."""
+    def argv(self, host: HostEntry, server: float | None = None) -> list[str]:
+        """The local command line that starts a child on ``host`` or, with ``server`` (its
+        heartbeat), the host's host server."""
         words = self._words(host)
-        if self.multiplexes:
+        if self.multiplexes and server is None:
             control = ["-o", "ControlMaster=no", "-o", f"ControlPath={self._socket(host)}"]
             words[1:1] = control  # no socket (yet): ssh connects on its own
-        return [*words, *self.command]
+        if server is None:
+            return [*words, *self.command]
+        command = [*self.command[:-1], self._word("isoagent.child.hostserver"), f"{server:g}"]
+        return [*words, *command]
+
+    def _word(self, word: str) -> str:
+        return shlex.quote(word) if self.is_ssh else word
 
     def _words(self, host: HostEntry) -> list[str]:
         return [word.replace(HOST_FIELD, host.name) for word in self.words]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 import shutil
 import sys
 import tempfile
@@ -47,6 +48,7 @@ from isoagent.parent.children.remote import (
     keep_link,
     launcher_environment,
 )
+from isoagent.parent.children.remote_server import HostLink, LinkFailed
 from isoagent.parent.children.sandbox_policy import SandboxRefused, sandbox_mode
 from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
 from isoagent.parent.model.conversation import ConversationRecorder
@@ -70,6 +72,7 @@ from isoagent.protocol import (
 )
 
 HELLO_TIMEOUT = 30.0
+HOST_SERVER_VARIABLE = "ISOAGENT_HOST_SERVER"  # 0: a launcher connection per remote child
 CANCEL_GRACE = 2.0  # seconds a cancelled child has to send its Result
 
 
@@ -104,6 +107,14 @@ class Supervisor:
         self.fork_server = fork_server
         self.remote = remote = settings.remote
         self.launcher = None if remote is None else Launcher(remote.launcher, remote.remote_python)
+        # a warm start per host: one host server each, for the run (HOST_SERVER=0: a launch
+        # per child); a template without {host} leaves each child's placement to its engine
+        self.host_servers = (
+            self.launcher is not None
+            and self.launcher.places
+            and os.environ.get(HOST_SERVER_VARIABLE, "1").strip() != "0"
+        )
+        self._links: dict[str, HostLink] = {}
         self.pool = HostPool(list(remote.hosts if remote else ()))
         self.gateway = gateway
         self.child_command = settings.child_command or CHILD_COMMAND
@@ -170,8 +181,21 @@ class Supervisor:
                 file=sys.stderr,
             )
 
-    def close(self) -> None:
-        """End what outlives single children: the hosts' ssh control masters."""
+    def link(self, host: HostEntry) -> HostLink:
+        """``host``'s host server link: the running one, or a new one if it broke."""
+        link = self._links.get(host.name)
+        if link is None or link.broken:
+            assert self.launcher is not None and self.remote is not None
+            argv = self.launcher.argv(host, server=self.remote.heartbeat)
+            link = self._links[host.name] = HostLink(
+                argv, launcher_environment(), self.remote.heartbeat
+            )
+        return link
+
+    async def close(self) -> None:
+        """End what outlives single children: host servers, ssh control masters."""
+        await asyncio.gather(*(link.close() for link in self._links.values()))
+        self._links.clear()
         if self.launcher is not None:
             self.launcher.close()
 
@@ -198,6 +222,7 @@ class _ChildRun:
         self.refused = refused  # why it cannot be started at all
         self.launched: bool | None = None  # for a remote child: whether it said Hello
         self.link_lost = False
+        self.link: HostLink | None = None  # its host server's, when it is a channel on one
         stem = sup.run_folder.child_stem(number, request.agent.name)
         if attempt:  # the failed attempts' transcripts and logs stay beside this one's
             stem = stem.with_name(f"{stem.name}-retry{attempt}")
@@ -252,7 +277,9 @@ class _ChildRun:
             raise
         finally:
             try:  # an interruption here still records the child and removes its files
-                if process is not None:
+                if process is not None and self.link is not None:
+                    await asyncio.shield(self._end_channel(process, self.link))
+                elif process is not None:
                     ending = end_session(process, tmpdir, self.born, cgroup=self.cgroup)
                     await asyncio.shield(ending)
                 if drain is not None:
@@ -335,9 +362,19 @@ class _ChildRun:
         return process
 
     async def _launch(self) -> ChildProcess:
-        """Start the launcher that starts this child on its host."""
-        launcher, host = self.sup.launcher, self.host
-        assert launcher is not None and host is not None
+        """Start the child on its host: forked by the host's server, or through a launcher
+        of its own."""
+        launcher, host, remote = self.sup.launcher, self.host, self.remote
+        assert launcher is not None and host is not None and remote is not None
+        if self.sup.host_servers:
+            link = self.sup.link(host)
+            try:
+                process = await link.spawn(remote.launch_timeout)
+            except LinkFailed as exc:
+                raise self._not_started(str(exc)) from None
+            self.link = link
+            self.pid = process.pid  # on its host
+            return process
         env = launcher_environment()
         await launcher.warm(host, env)
         argv = launcher.argv(host)
@@ -366,7 +403,12 @@ class _ChildRun:
         except ChildFailed as exc:
             await process.wait_exit(1.0)
             message = str(exc)
-            if self.launched and exc.status == "crashed" and process.returncode == LINK_FAILED:
+            if (
+                self.launched
+                and not self.link_lost
+                and exc.status == "crashed"
+                and process.returncode == LINK_FAILED
+            ):
                 self.link_lost = True  # ssh's code for a dropped connection
                 message = f"lost its link to host {self._host_name}: {message}"
             return self._failure(exc.status, message, process.returncode)
@@ -433,6 +475,12 @@ class _ChildRun:
     @property
     def _host_name(self) -> str:
         return "" if self.host is None else self.host.name
+
+    async def _end_channel(self, process: ChildProcess, link: HostLink) -> None:
+        """End a child on a host server: its stdin's end tells it to end itself and what
+        it started, there (its pid is a pid there: nothing here may be signalled)."""
+        process.close_pipes()
+        await process.wait_exit(CANCEL_GRACE)
 
     def _not_started(self, why: str) -> ChildFailed:
         if self.remote is None:
