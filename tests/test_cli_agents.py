@@ -158,3 +158,40 @@ def test_batch_lines_can_name_a_user_agent(
         "r": "read_file,grep",
         "g": "bash,read_file,write_file,edit_file,glob,grep",
     }
+
+
+def test_a_collection_warns_one_line_per_rejected_file_and_one_summary(
+    home: Path, workspace: Path
+) -> None:
+    """A Claude Code agent collection laid out as published: subfolders, READMEs, tools
+    isoagent lacks in many files. Rejected files get a line each; the rest, one line."""
+    agents_dir = workspace / ".claude" / "agents"
+    for team in ("backend", "frontend", "ops/deploy"):
+        folder = agents_dir / team
+        folder.mkdir(parents=True)
+        (folder / "README.md").write_text(f"# {team} agents\n")
+        for n in range(4):
+            (folder / f"a{n}.md").write_text(
+                f"---\nname: {team}-{n}\ndescription: Use when: {team} work\n"
+                "tools: Read, NotebookEdit, mcp__github__create_issue, Bash(git:*)\n"
+                "color: blue\n---\nYou help.\n"
+            )
+    (agents_dir / "backend" / "broken.md").write_text("---\nname: b\n")
+    (agents_dir / "ops" / "nodesc.md").write_text("---\nname: nodesc\n---\nx\n")
+    done = run_cli(["agents", "--json"], plain_env(home), cwd=workspace)
+    catalog = json.loads(done.stdout)
+    assert {f"{t}-{n}" for t in ("backend", "frontend", "ops/deploy") for n in range(4)} <= set(
+        catalog["agents"]
+    )
+    assert catalog["agents"]["ops/deploy-0"]["bash_allow"] == ["git:*"]
+    lines = done.stderr.splitlines()
+    assert len(lines) == 3, lines
+    skipped = sorted(line for line in lines if "agent file skipped" in line)
+    assert "broken.md:1: unterminated front matter" in skipped[0]
+    assert "nodesc.md:1: `description`" in skipped[1]
+    [summary] = [line for line in lines if "agent file skipped" not in line]
+    assert summary == (
+        "isoagent: warning: agent files: tools isoagent does not have were left out: "
+        "NotebookEdit (12 agents), mcp__* (12 agents); "
+        "3 Markdown file(s) without front matter ignored"
+    )

@@ -109,6 +109,9 @@ def test_allowed_and_disallowed_tools_shape_the_parent(
     refused = api_server.requests[1].tool_results[0]
     assert refused["is_error"] and "`touch made.txt` is not allowed" in refused["content"]
     assert not (workspace / "made.txt").exists()
+    [denial] = json.loads(done.stdout)["permission_denials"]  # as Claude Code reports it
+    assert denial["tool_name"] == "Bash" and denial["tool_use_id"] == refused["tool_use_id"]
+    assert denial["tool_input"] == {"command": "git --version; touch made.txt"}
 
     done = run_cli(
         ["-p", "go", "--disallowedTools", "Bash,Write", "--disallowedTools", "Task"],

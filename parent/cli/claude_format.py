@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL
+from isoagent.child.agent.tools.bash import REFUSED
 from isoagent.parent.events import (
     ChildFinished,
     ChildProgress,
@@ -59,6 +60,8 @@ class ClaudeFormat:
         self.session_id = ""
         self.model = ""
         self._pending_tasks: list[ToolUseBlock] = []  # the parent's task calls not yet started
+        self._bash_calls: dict[str, ToolUseBlock] = {}
+        self._denials: list[dict[str, Any]] = []  # commands their Bash(...) rules refused
         self._children: dict[str, _Child] = {}
         self._usage_by_model: dict[str, Usage] = {}
 
@@ -136,6 +139,7 @@ class ClaudeFormat:
         if event.role == "user":
             if not any(block["type"] == "tool_result" for block in content):
                 return None  # the prompt itself: Claude Code does not echo it
+            self._note_denials(event.content)
             return self._stamp(
                 {
                     "type": "user",
@@ -148,6 +152,9 @@ class ClaudeFormat:
         model = model or self.model
         usage = event.usage or Usage()
         self._count(event.child, model, usage)
+        self._bash_calls.update(
+            (b.id, b) for b in event.content if isinstance(b, ToolUseBlock) and b.name == "bash"
+        )
         if not event.child:
             self._pending_tasks += [
                 b for b in event.content if isinstance(b, ToolUseBlock) and b.name == TASK_TOOL
@@ -216,7 +223,7 @@ class ClaudeFormat:
                 }
                 for model, usage in self._usage_by_model.items()
             },
-            "permission_denials": [],
+            "permission_denials": self._denials,
             "terminal_reason": _TERMINAL.get(result.status, "error"),
             "uuid": str(uuid.uuid4()),
         }
@@ -267,6 +274,15 @@ class ClaudeFormat:
         if not child or self.main_child:
             return None
         return self._children[child].tool_use_id if child in self._children else None
+
+    def _note_denials(self, content: list[Any]) -> None:
+        """Claude Code's ``permission_denials``: the bash calls whose rules refused them."""
+        for block in content:
+            call = self._bash_calls.get(getattr(block, "tool_use_id", ""))
+            if call is not None and block.is_error and block.content.startswith(REFUSED):
+                self._denials.append(
+                    {"tool_name": "Bash", "tool_use_id": call.id, "tool_input": call.input}
+                )
 
     def _count(self, child: str, model: str, usage: Usage) -> None:
         if child in self._children:

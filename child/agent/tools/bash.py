@@ -23,6 +23,7 @@ _EOF_GRACE = 0.5
 _CHUNK = 65536
 # without an output cap, still never hold more than this much output in memory
 _UNCAPPED = 10_000_000
+REFUSED = "command refused: "  # a command its Bash(...) rules do not allow
 
 
 class BashInput(msgspec.Struct, forbid_unknown_fields=True):
@@ -54,7 +55,7 @@ class Bash(Tool[BashInput]):
             try:
                 check(inp.command, ctx.bash_allow, ctx.bash_deny)
             except CommandRefused as exc:
-                raise ToolError(f"command refused: {exc}") from None
+                raise ToolError(f"{REFUSED}{exc}") from None
         timeout = inp.timeout if inp.timeout is not None else ctx.limits.bash_timeout
         cap = ctx.limits.output_cap if ctx.limits.output_cap > 0 else _UNCAPPED
         output = _Output(cap)
