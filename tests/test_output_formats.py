@@ -165,6 +165,9 @@ def test_task_json_and_stream_json(api_server: MessagesServer, workspace: Path) 
     messages = [parse_message(json.loads(line)) for line in done.stdout.splitlines()]
     kinds = [type(m).__name__ for m in messages]
     assert kinds[0] == "SystemMessage" and kinds[1] == "TaskStartedMessage"
+    init = messages[0]
+    assert isinstance(init, SystemMessage)
+    assert init.data["tools"] == ["bash", "read_file", "write_file", "edit_file", "glob", "grep"]
     assert kinds[-2:] == ["TaskNotificationMessage", "ResultMessage"]
     [answer] = [m for m in messages if isinstance(m, AssistantMessage)]
     assert answer.parent_tool_use_id is None  # no parent: the child is the main agent

@@ -118,6 +118,12 @@ def test_allowed_and_disallowed_tools_shape_the_parent(
         env, cwd=workspace, input="",
     )  # fmt: skip
     assert done.stdout == "go | read_file,edit_file,glob,grep\n"
+    done = run_cli(
+        ["-p", "go", "--disallowedTools", "Bash", "--output-format", "stream-json", "--verbose"],
+        env, cwd=workspace, input="",
+    )  # fmt: skip
+    init = json.loads(done.stdout.splitlines()[0])
+    assert init["tools"] == ["read_file", "write_file", "edit_file", "glob", "grep", "task"]
 
 
 def test_an_unknown_disallowed_tool_is_refused_not_ignored(
@@ -292,3 +298,26 @@ def test_stream_json_has_claude_codes_message_sequence(
     assert claude == isoagent == [("system", "init"), ("assistant", None), ("result", "success")]
     models = {r.model for r in api_server.requests}
     assert models == {CURRENT_MODELS["haiku"]}  # the alias resolved alike by both
+
+
+def test_the_sdks_client_holds_a_conversation_with_isoagent(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """ClaudeSDKClient keeps stdin open: each query is a user message, and the second
+    continues the conversation of the first."""
+    api_server.handler = lambda req: text_reply(f"{len(req.messages)} messages")
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT), cwd=str(workspace), env=env_for(api_server, tmp_path)
+    )
+
+    async def talk() -> list[str]:
+        answers = []
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            for prompt in ("first", "second"):
+                await client.query(prompt)
+                async for message in client.receive_response():
+                    if isinstance(message, ResultMessage):
+                        answers.append(message.result or "")
+        return answers
+
+    assert asyncio.run(asyncio.wait_for(talk(), 120)) == ["1 messages", "3 messages"]

@@ -11,7 +11,7 @@ final ``result``. isoagent's own facts ride along in fields Claude Code does not
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,14 +49,20 @@ class ClaudeFormat:
     """Turns isoagent events into Claude Code messages; ``write`` gets each message.
 
     ``main_child``: the run has no parent agent (``isoagent task``), so the child's
-    messages are the main conversation (``parent_tool_use_id`` None).
+    messages are the main conversation (``parent_tool_use_id`` None). ``tools``: the main
+    agent's (default: the parent's full set).
     """
 
     def __init__(
-        self, write: Callable[[Message], None] | None, *, main_child: bool = False
+        self,
+        write: Callable[[Message], None] | None,
+        *,
+        main_child: bool = False,
+        tools: Sequence[str] = (),
     ) -> None:
         self.write = write
         self.main_child = main_child
+        self.tools = list(tools) or [*BASE_TOOLS, TASK_TOOL]
         self.session_id = ""
         self.model = ""
         self._pending_tasks: list[ToolUseBlock] = []  # the parent's task calls not yet started
@@ -115,11 +121,10 @@ class ClaudeFormat:
     def _init(self, event: RunStarted) -> Message:
         self.session_id = event.run_id
         self.model = event.model
-        tools = [] if self.main_child else [*BASE_TOOLS, TASK_TOOL]
         return self._system(
             "init",
             cwd=event.workdir,
-            tools=tools,
+            tools=self.tools,
             mcp_servers=[],
             model=event.model,
             permissionMode="default",

@@ -17,7 +17,7 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Any, BinaryIO
 
 import click
@@ -95,12 +95,17 @@ def silence(stream: IO[Any]) -> None:
 
 
 class Output:
-    def __init__(self, output_format: str, *, main_child: bool = False) -> None:
-        """``main_child``: the run has no parent agent (``isoagent task``)."""
+    def __init__(
+        self, output_format: str, *, main_child: bool = False, tools: Sequence[str] = ()
+    ) -> None:
+        """``main_child``: the run has no parent agent (``isoagent task``); ``tools``: the
+        main agent's, for ``init``."""
         self.format = output_format
         self.lines = JsonLines()
         streaming = output_format == "stream-json"
-        self.claude = ClaudeFormat(self.lines if streaming else None, main_child=main_child)
+        self.claude = ClaudeFormat(
+            self.lines if streaming else None, main_child=main_child, tools=tools
+        )
 
     def sinks(self) -> list[Sink]:
         """json and stream-json follow every event (stream-json prints them)."""

@@ -126,9 +126,10 @@ def print_mode(
 
 def run_prompt(settings: Settings, prompt: str, output_format: str) -> tuple[int, str]:
     """One parent run, printed in ``output_format``: its exit status and run id."""
+    from isoagent.parent.parent_agent import parent_tools
     from isoagent.parent.session import Session
 
-    output = Output(output_format)
+    output = Output(output_format, tools=parent_tools(settings).tools)
     run_id = ""
 
     async def main() -> int:

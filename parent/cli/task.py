@@ -41,7 +41,7 @@ def task(prompt: str, agent_name: str, output_format: str, settings: Settings) -
 
     text = task_prompt(prompt)
     agent = pick_agent(settings.agents, agent_name)
-    output = Output(output_format, main_child=True)
+    output = Output(output_format, main_child=True, tools=agent.tools)
     request = ChildRequest(describe(text), text, agent)
     sinks: list[Sink] = [*output.sinks(), ProgressDisplay(verbose=settings.verbose)]
 
