@@ -47,8 +47,9 @@ def escapes(folder: Path) -> str:
 
 def escaped_pids(folder: Path) -> list[int]:
     names = ("setsid", "untagged", "daemon")
-    assert wait_for(lambda: all((folder / f"{n}.pid").exists() for n in names), 30)
-    return [int((folder / f"{n}.pid").read_text().split()[0]) for n in names]
+    files = [folder / f"{name}.pid" for name in names]
+    assert wait_for(lambda: all(f.exists() and f.read_text().strip() for f in files), 30)
+    return [int(f.read_text().split()[0]) for f in files]
 
 
 def assert_all_ended(pids: list[int]) -> None:
