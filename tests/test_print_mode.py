@@ -210,7 +210,7 @@ def sdk_query(prompt: str, options: ClaudeAgentOptions) -> list[Any]:
 
 
 def test_the_sdks_query_runs_isoagent_through_cli_path(
-    api_server: MessagesServer, tmp_path: Path, workspace: Path
+    api_server: MessagesServer, tmp_path: Path, workspace: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The SDK starts isoagent as it starts Claude Code (no -p, --input-format stream-json,
     an initialize request, the prompt as a user message, stdin closed) and reads it."""
@@ -226,6 +226,7 @@ def test_the_sdks_query_runs_isoagent_through_cli_path(
     messages = sdk_query("hello from the sdk", options)
     init, answer, result = messages
     assert isinstance(init, SystemMessage) and init.subtype == "init"
+    assert init.data["isoagent_version"] and init.data["claude_code_version"]
     assert "rev" in init.data["agents"]  # the agent sent in the initialize request
     assert isinstance(answer, AssistantMessage) and answer.parent_tool_use_id is None
     assert isinstance(result, ResultMessage) and not result.is_error
@@ -233,6 +234,7 @@ def test_the_sdks_query_runs_isoagent_through_cli_path(
         result.result == "hello from the sdk | bash,read_file,write_file,edit_file,glob,grep,task"
     )
     assert api_server.requests[0].model == CURRENT_MODELS["haiku"]
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]  # "too old" and such
 
 
 # -- side by side with Claude Code's own CLI, on the same scripted server ---------------

@@ -33,6 +33,9 @@ from isoagent.protocol import Result, ThinkingBlock, ToolUseBlock, Usage
 
 Message = dict[str, Any]
 
+# The Claude Code release whose stream and control protocol isoagent speaks (the tests run
+# that release's CLI beside isoagent); init reports it, as the SDK asks, next to isoagent's own.
+CLAUDE_CODE_PROTOCOL = "2.1.330"
 _SUBTYPES = {"ok": "success", "max_turns": "error_max_turns"}
 _TERMINAL = {"ok": "completed", "max_turns": "max_turns", "budget": "budget"}
 _TASK_STATUS = {"ok": "completed", "cancelled": "stopped"}
@@ -134,6 +137,8 @@ class ClaudeFormat:
             agents=event.agents,
             skills=[],
             plugins=[],
+            claude_code_version=CLAUDE_CODE_PROTOCOL,
+            isoagent_version=_version(),
             run_id=event.run_id,
             run_dir=event.run_dir,
         )
@@ -293,6 +298,15 @@ class ClaudeFormat:
         if child in self._children:
             self._children[child].usage = self._children[child].usage + usage
         self._usage_by_model[model] = self._usage_by_model.get(model, Usage()) + usage
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("isoagent")
+    except PackageNotFoundError:
+        return ""
 
 
 def _block(block: msgspec.Struct) -> dict[str, Any]:
