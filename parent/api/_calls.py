@@ -128,7 +128,7 @@ def api_settings(workdir: str | Path, options: Mapping[str, Any]) -> Any:
             append_system_prompt=values["append_system_prompt"],
             allowed_tools=values["allowed_tools"],
             disallowed_tools=values["disallowed_tools"],
-            agents=options.get("agents"),
+            agents=values["agents_json"],
             permission_mode=values["permission_mode"],
             continue_=values["continue_"],
             resume=values["resume"],
