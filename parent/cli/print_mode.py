@@ -173,14 +173,17 @@ def _stdin_messages() -> Iterator[dict[str, Any]]:
 
 def _answer(message: dict[str, Any], settings: Settings) -> Settings:
     """Claude Code's reply to a control request: ``initialize`` succeeds (adding the agent
-    types it carries); anything else is refused by name, so the SDK does not wait for an
-    answer that never comes. The settings the rest of the session runs with."""
+    types it carries) unless it registers hooks, which isoagent cannot run (a hook meant to
+    block a tool call must not be ignored); anything else is refused by name, so the SDK
+    does not wait for an answer that never comes. The settings the session runs with."""
     from isoagent.parent.agent_files import inline_agents
 
     request = message.get("request")
     request = request if isinstance(request, dict) else {}
     subtype = request.get("subtype")
     error = f"isoagent does not support the control request {subtype!r}"
+    if subtype == "initialize" and request.get("hooks"):
+        subtype, error = None, "isoagent does not run SDK hooks; remove them to use isoagent"
     if subtype == "initialize" and request.get("agents"):
         try:
             added = inline_agents(json.dumps(request["agents"]))
