@@ -10,13 +10,17 @@ start until its Hello is read; the variants take turns.
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from bench.cli_start import SCRIPT
+from bench.flows import two_turns
 from bench.spawn import CHILD, _time_to_hello, _time_to_hello_forked
 from bench.stats import Line, Stat, ratio, reference
 from isoagent.parent.children.forkserver import ForkServer
@@ -30,7 +34,9 @@ from isoagent.parent.children.launch import (
 from isoagent.parent.children.process import ChildProcess
 from isoagent.parent.children.remote import Launcher, launcher_environment
 from isoagent.parent.children.remote_server import HostLink
+from tests.conftest import cli_env
 from tests.support import sshd
+from tests.support.messages_server import MessagesServer
 
 HOST = HostEntry("127.0.0.1")
 HEARTBEAT = 15.0
@@ -89,6 +95,45 @@ async def _samples(server: sshd.Sshd, runs: int) -> dict[str, list[float]]:
     return samples
 
 
+def _batch_wall(server: sshd.Sshd, latency: float, tasks: int, where: list[str]) -> float:
+    """Seconds for a whole ``isoagent batch`` of ``tasks`` two-turn tasks run ``where``."""
+    with (
+        tempfile.TemporaryDirectory(prefix="isoagent-bench-") as tmp,
+        MessagesServer(two_turns(latency)) as api,
+    ):
+        work = Path(tmp)
+        lines = [{"id": f"t{i}", "prompt": f"batch task {i}"} for i in range(tasks)]
+        (work / "tasks.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        argv = [str(SCRIPT), "batch", "tasks.jsonl", "-o", "out.jsonl", "-C", str(work), *where]
+        started = time.perf_counter()
+        done = subprocess.run(argv, cwd=work, env=cli_env(api), capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        if done.returncode != 0:
+            raise RuntimeError(f"bench batch failed: {done.stderr[-500:]}")
+    return wall
+
+
+def _batches(server: sshd.Sshd, latency: float, tasks: int, repeats: int) -> list[Line]:
+    """A batch over two ssh "hosts" (two names of 127.0.0.1, 8 slots each) against the same
+    batch on this machine at the same concurrency."""
+    ssh = ["--hosts", "127.0.0.1:8,localhost:8", "--launcher", server.launcher()]
+    ssh += ["--remote-python", sys.executable]
+    local, remote = Stat([], "s"), Stat([], "s")
+    for _ in range(repeats):  # interleaved, so that load from elsewhere hits both
+        local.samples.append(_batch_wall(server, latency, tasks, ["-j", "16"]))
+        remote.samples.append(_batch_wall(server, latency, tasks, ssh))
+    what = f"`isoagent batch`, {tasks} tasks, {latency * 1000:.0f} ms per model call, whole command"
+    return [
+        Line(
+            "remote start",
+            f"{what}, over two ssh hosts x 8 slots",
+            remote,
+            ratio(remote, local, "local"),
+        ),
+        reference("remote start", f"{what}, here, `-j 16`", local),
+    ]
+
+
 def remote_start(runs: int, skipped: list[str]) -> list[Line]:
     why = sshd.unavailable()
     if why:
@@ -100,6 +145,7 @@ def remote_start(runs: int, skipped: list[str]) -> list[Line]:
         server.start()
         started = time.perf_counter()
         samples = asyncio.run(_samples(server, runs))
+        batches = _batches(server, 0.25, 64, max(1, runs // 5))
         print(f"bench: remote start took {time.perf_counter() - started:.0f} s", file=sys.stderr)
     finally:
         server.stop()
@@ -137,4 +183,5 @@ def remote_start(runs: int, skipped: list[str]) -> list[Line]:
         ),
         reference("remote start", "local plain: `python -m isoagent.child`", plain),
         reference("remote start", "local, forked by the fork server", forked, versus(forked)),
+        *batches,
     ]

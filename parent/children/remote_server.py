@@ -53,6 +53,7 @@ class _Channel:
         self.stderr = asyncio.StreamReader()
         self.exit: asyncio.Future[int | None] = loop.create_future()
         self.opened: asyncio.Future[int] = loop.create_future()
+        self.stderr_ended = False
 
     def end(self, returncode: int) -> None:
         """The child is gone (or out of reach): everything it had to say has been said."""
@@ -205,10 +206,11 @@ class HostLink:
             channel.opened.set_result(frame.pid)
         elif isinstance(frame, OpenFailed):
             channel.opened.set_exception(OSError(frame.error))
-        elif isinstance(frame, Closed):
-            self._channels.pop(frame.channel, None)
+        elif isinstance(frame, Closed):  # its stderr may still have bytes on their way
             if not channel.exit.done():
                 channel.exit.set_result(frame.returncode)
+            if channel.stderr_ended:
+                self._channels.pop(frame.channel, None)
         elif frame.stream == STDOUT:
             if frame.data:
                 channel.frames.data_received(frame.data)
@@ -219,6 +221,9 @@ class HostLink:
                 channel.stderr.feed_data(frame.data)
             else:
                 channel.stderr.feed_eof()
+                channel.stderr_ended = True
+                if channel.exit.done():
+                    self._channels.pop(frame.channel, None)
 
     async def _keep_stderr(self, process: asyncio.subprocess.Process) -> None:
         assert process.stderr is not None
