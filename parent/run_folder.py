@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import os
 import secrets
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from io import FileIO
 from pathlib import Path
@@ -17,17 +20,45 @@ from isoagent.parent.events import Event
 _encoder = msgspec.json.Encoder()
 
 
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# the folders a run's files live in are only ever opened relative to their parent's fd,
+# never by a path: a child that replaced one with a symbolic link gets ELOOP, not our files
+_UNFOLLOWED = 2  # the run base and its parent: ".isoagent/runs"
+
+
 @dataclass
 class RunFolder:
+    """A run's folder, mode 0700, held open from its creation: every file is created
+    in it through that descriptor, new (``O_EXCL``), never through a link, mode 0600."""
+
     path: Path
     run_id: str
+    fd: int = -1
 
     @classmethod
     def create(cls, base: Path) -> RunFolder:
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-        path = base / run_id
-        path.mkdir(parents=True)
-        return cls(path, run_id)
+        parent = _open_base(base)
+        try:
+            os.mkdir(run_id, 0o700, dir_fd=parent)
+            fd = os.open(run_id, _DIRECTORY, dir_fd=parent)
+        finally:
+            os.close(parent)
+        return cls(base / run_id, run_id, fd)
+
+    def create_file(self, name: str) -> FileIO:
+        """A new file ``name`` in the run folder, open for writing."""
+        return FileIO(os.open(name, _NEW_FILE, 0o600, dir_fd=self.fd), "wb")
+
+    def opener(self, path: Path) -> Callable[[], FileIO]:
+        """What creates ``path`` (a file of this run folder): for a writer to call."""
+        return lambda: self.create_file(path.name)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def child_stem(self, index: int, agent: str) -> Path:
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in agent)
@@ -37,6 +68,42 @@ class RunFolder:
         """A path as the user will want to see it: relative to the cwd when below it."""
         cwd = Path.cwd()
         return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
+
+
+def _open_base(base: Path) -> int:
+    """``base`` as a directory fd: its last two folders (``.isoagent/runs``, which children
+    may reach) made 0700 and opened without following a link; ``.isoagent`` gets a
+    ``.gitignore`` of ``*`` so git status stays clean."""
+    anchor = base.parents[_UNFOLLOWED - 1]
+    anchor.mkdir(parents=True, exist_ok=True)
+    fd = os.open(anchor, _DIRECTORY & ~os.O_NOFOLLOW)
+    try:
+        for name in base.parts[-_UNFOLLOWED:]:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o700, dir_fd=fd)
+            try:
+                inner = os.open(name, _DIRECTORY, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # O_DIRECTORY's answer to a link
+                    exc.strerror = f"{name} is a symbolic link or not a folder"
+                raise
+            os.close(fd)
+            fd = inner
+            if name == ".isoagent":
+                _ignore_all(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _ignore_all(folder: int) -> None:
+    try:
+        ignore = FileIO(os.open(".gitignore", _NEW_FILE, 0o600, dir_fd=folder), "wb")
+    except FileExistsError:
+        return
+    with ignore:
+        write_all(ignore, b"*\n")
 
 
 def write_all(file: FileIO, data: bytes) -> None:
@@ -53,12 +120,13 @@ class TranscriptWriter:
     the run goes on.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, create: Callable[[], FileIO] | None = None) -> None:
+        """``create``: makes the file (``RunFolder.opener``); default: append to ``path``."""
         self.path = path
         self._file: FileIO | None = None
         self._end = 0  # end of the last complete line
         try:
-            self._file = path.open("ab", buffering=0)
+            self._file = create() if create else path.open("ab", buffering=0)
             self._end = self._file.tell()
         except OSError as exc:
             self._fail(exc)

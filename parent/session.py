@@ -103,7 +103,8 @@ class Session:
         self.settings = settings
         self.run = RunFolder.create(settings.runs_dir)
         self.events = Broadcast()
-        self.log = TranscriptWriter(self.run.path / "run.jsonl")
+        log = self.run.path / "run.jsonl"
+        self.log = TranscriptWriter(log, self.run.opener(log))
         self.events.sinks.append(self._log_run_event)
         self.gateway = Gateway(
             source,
@@ -171,6 +172,7 @@ class Session:
                         await session.supervisor.end_all()
                     finally:
                         await session.supervisor.close()
+                        session.run.close()  # no file is created in it any more
                 if session.signal:
                     session._record_interruption()
                     raise Interrupted(session.signal, session.run.display(session.run.path))

@@ -227,10 +227,13 @@ class _ChildRun:
         if attempt:  # the failed attempts' transcripts and logs stay beside this one's
             stem = stem.with_name(f"{stem.name}-retry{attempt}")
         self.transcript_path = stem.with_suffix(".jsonl")
+        log = stem.with_suffix(".stderr.log")
         self.stderr = StderrLog(
-            stem.with_suffix(".stderr.log"), cap=log_cap(sup.settings.limits.file_size_mb)
+            log, cap=log_cap(sup.settings.limits.file_size_mb), create=sup.run_folder.opener(log)
         )
-        self.transcript = TranscriptWriter(self.transcript_path)
+        self.transcript = TranscriptWriter(
+            self.transcript_path, sup.run_folder.opener(self.transcript_path)
+        )
         self.transcript_label = sup.run_folder.display(self.transcript_path)
         self.pid = 0
         self.born = 0  # its start_time: what it started began later

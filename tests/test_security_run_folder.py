@@ -1,0 +1,111 @@
+"""The run folder is out of a child's reach: the parent never writes through what a child planted.
+
+A writing child's bash plants symbolic links where the parent will write next (the
+next child's transcript and log, its own run folder, ``.isoagent/runs``), aiming
+them outside the workspace. Sandboxed, ``.isoagent`` is read-only inside the child;
+with ``--sandbox off`` the parent's own care (files created new in a folder held
+open since its creation, folders opened without following links) must hold alone.
+"""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli_env
+from tests.support.cli import run_cli, run_dirs
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.support.scripts import child_runs
+
+SANDBOXES = [pytest.param([], id="sandboxed"), pytest.param(["--sandbox", "off"], id="sandbox-off")]
+
+
+def two_children(first_command: str):
+    """The parent starts a writing child that runs ``first_command``, then a second one."""
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent:
+            if req.turn < 2:
+                args = {"description": f"step {req.turn}", "prompt": "go"}
+                return tool_reply("task", {**args, "subagent_type": "general-purpose"})
+            return text_reply("PARENT DONE")
+        if req.turn == 0 and req.first_user_text == "go" and not req.tool_results:
+            return tool_reply("bash", {"command": first_command})
+        return text_reply("CHILD DONE: " + str(req.tool_results[0]["content"]))
+
+    return handler
+
+
+@pytest.mark.parametrize("options", SANDBOXES)
+def test_links_planted_for_the_next_childs_files_are_not_followed(
+    api_server: MessagesServer, tmp_path: Path, options: list[str]
+) -> None:
+    workspace, outside = tmp_path / "ws", tmp_path / "outside"
+    workspace.mkdir()
+    outside.mkdir()
+    plant = (
+        "d=$(ls -d .isoagent/runs/*/ | tail -1); for n in 001 002; do "
+        f"ln -s {outside}/$n.log $d/child-$n-general-purpose.stderr.log; "
+        f"ln -s {outside}/$n.jsonl $d/child-$n-general-purpose.jsonl; done; "
+        f"ln -s {outside}/run.jsonl $d/run.jsonl.new; mv -f $d/run.jsonl.new $d/run.jsonl; "
+        "ls -l $d"
+    )
+    first = True
+
+    def handler(req: Request) -> Reply:
+        nonlocal first
+        if not req.is_parent and req.turn == 0 and first:
+            first = False
+            return tool_reply("bash", {"command": plant})
+        return two_children(plant)(req) if req.is_parent else text_reply("CHILD DONE")
+
+    api_server.handler = handler
+    done = run_cli(["run", "go", *options], cli_env(api_server), cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    assert list(outside.iterdir()) == []  # nothing written through a planted link
+
+
+@pytest.mark.parametrize("options", SANDBOXES)
+def test_a_child_replacing_the_run_folders_with_links_sends_no_file_outside(
+    api_server: MessagesServer, tmp_path: Path, options: list[str]
+) -> None:
+    workspace, outside = tmp_path / "ws", tmp_path / "outside"
+    workspace.mkdir()
+    outside.mkdir()
+    swap = (
+        "d=$(ls -d .isoagent/runs/*/ | tail -1); d=${d%/}; "
+        f"mv $d $d.moved && ln -s {outside} $d; "
+        f"mv .isoagent/runs .isoagent/moved && ln -s {outside} .isoagent/runs; ls -la .isoagent"
+    )
+    api_server.handler = two_children(swap)
+    done = run_cli(["run", "go", *options], cli_env(api_server), cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    assert list(outside.iterdir()) == []
+    # the next run does not follow .isoagent/runs either: it refuses, or finds it intact
+    again = run_cli(["run", "go", *options], cli_env(api_server), cwd=workspace)
+    assert list(outside.iterdir()) == []
+    if again.returncode != 0:
+        assert "symbolic link or not a folder" in again.stderr
+
+
+def test_run_files_are_private_and_ignored_by_git(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    api_server.handler = child_runs("Explore", "echo hi")
+    done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+
+    (run,) = run_dirs(tmp_path)
+    assert stat.S_IMODE(run.stat().st_mode) == 0o700
+    files = list(run.iterdir())
+    assert len(files) >= 3  # run.jsonl, the child's transcript and log
+    assert all(stat.S_IMODE(f.stat().st_mode) == 0o600 for f in files)
+    assert (tmp_path / ".isoagent" / ".gitignore").read_text() == "*\n"
+    status = subprocess.run(
+        ["git", "status", "--porcelain"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert status.stdout == ""
