@@ -1,4 +1,5 @@
-"""Claude Code's ``Bash(git:*)`` rules: a restricted bash runs only matching commands."""
+"""Claude Code's ``Bash(git:*)`` rules and ``permissionMode: plan``: what an agent file
+restricts, the child enforces."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from isoagent.child.agent.tools.bash_rules import CommandRefused, check
+from isoagent.parent.children.sandbox_policy import landlock_available
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
@@ -118,3 +120,41 @@ def test_a_child_refuses_a_compound_command_and_the_model_reads_why(
     assert "command refused: `rm -f precious.txt` is not allowed" in refused["content"]
     allowed = api_server.requests[2].tool_results[0]
     assert "git version" in allowed["content"] and not allowed.get("is_error")
+
+
+PLANNER = """\
+---
+name: planner
+description: Plans only.
+permissionMode: plan
+---
+You plan.
+"""
+
+
+@pytest.mark.skipif(not landlock_available(), reason="kernel has no Landlock")
+def test_a_plan_mode_agent_cannot_write_even_through_bash(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """permissionMode: plan in an agent file: no write tools, and the kernel keeps its bash
+    from writing (the read-only sandbox), played by a model that tries anyway."""
+    workspace = tmp_path / "ws"
+    (workspace / ".claude" / "agents").mkdir(parents=True)
+    (workspace / ".claude" / "agents" / "planner.md").write_text(PLANNER)
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply("bash", {"command": "touch made.txt"})
+        return text_reply(f"{','.join(req.tool_names)} | {req.tool_results[0]['content']}")
+
+    api_server.handler = handler
+    done = run_cli(
+        ["task", "--agent", "planner", "plan", "-C", str(workspace)],
+        cli_env(api_server, HOME=str(tmp_path / "home")),
+        cwd=workspace,
+        input="",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("bash,read_file,glob,grep | ")
+    assert "Permission denied" in done.stdout or "Read-only" in done.stdout
+    assert not (workspace / "made.txt").exists()
