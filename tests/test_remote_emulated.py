@@ -221,3 +221,16 @@ def test_a_queue_wait_counts_against_the_launch_timeout_and_then_moves_the_task(
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("on host free")
     assert "did not start on host busy: the host server said nothing within 2 s" in done.stderr
+
+
+@pytest.mark.parametrize("host_server", ["1", "0"], ids=["host-server", "launch-per-child"])
+def test_a_login_that_prints_to_stdout_is_a_launch_failure_that_says_so(
+    api_server: MessagesServer, tmp_path: Path, root: Path, workspace: Path, host_server: str
+) -> None:
+    host(root, "chatty").parent.joinpath("banner").write_text("Welcome to chatty!\n")
+    env = cli_env(api_server, ISOAGENT_HOST_SERVER=host_server)
+    done = run_task(["-C", str(workspace), *remote(root, "chatty:1")], env, tmp_path)
+    assert done.returncode == 4, done.stderr
+    assert "launch_failed" in done.stderr and "did not start on host chatty" in done.stderr
+    assert "print to stdout" in done.stderr
+    assert api_server.requests == []

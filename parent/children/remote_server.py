@@ -181,7 +181,9 @@ class HostLink:
                 for frame in frames.feed(data):
                     self._dispatch(frame)  # type: ignore[arg-type]
         except FrameError as exc:
-            why = f"the host server sent garbage: {exc}"
+            why = f"the host server sent garbage ({exc})"
+            if self._ready is not None and not self._ready.done():
+                why += ": does the login there print to stdout (a .bashrc that should not)?"
         await asyncio.sleep(0.05)  # its launcher's last words (ssh: ...) on stderr
         code = process.returncode
         if code is None:

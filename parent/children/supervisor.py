@@ -438,6 +438,11 @@ class _ChildRun:
                 hello = await process.frames.next()
         except TimeoutError:
             raise self._not_started(f"sent no Hello within {hello_timeout:g} s") from None
+        except FrameError as exc:
+            if self.remote is None:
+                raise
+            why = f"sent bytes that are not a frame ({exc}): does the login print to stdout?"
+            raise self._not_started(why) from None
         if hello is None:
             raise self._not_started("exited before saying Hello")
         if self.remote:

@@ -13,7 +13,9 @@ emulator's own relaying of stdin and stdout, so it can fail the ways a network d
   (a silent link: no bytes, no close);
 - ``ROOT/HOST/cut`` appears: exits 255 at once, as ssh does when its connection drops;
 - ``ROOT/HOST/queue`` holds a number: waits that many seconds before it starts the
-  command, as a batch queue does.
+  command, as a batch queue does;
+- ``ROOT/HOST/banner`` exists: its text goes to stdout first, as from a login shell's
+  ``.bashrc`` that prints.
 
 Each launch appends ``start PID`` and ``end PID`` lines to ``ROOT/HOST/launches``.
 Only the standard library: it is not part of isoagent.
@@ -43,6 +45,9 @@ def main(root: Path, host: str, command: list[str]) -> int:
             log.write("refused\n")
         print(f"ssh: connect to host {host} port 22: Connection refused", file=sys.stderr)
         return LINK_LOST
+    if (here / "banner").exists():
+        sys.stdout.buffer.write((here / "banner").read_bytes())
+        sys.stdout.flush()
     if (here / "queue").exists():
         time.sleep(float((here / "queue").read_text()))
     env = {
