@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import warnings
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
 
@@ -36,4 +37,7 @@ def run_session_body(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
     except Interrupted as exc:
         if not exc.quiet:
             click.echo(f"isoagent: {exc}", err=True)
+        # a model call cancelled while connecting can leave one of the HTTP library's
+        # coroutines unstarted; its warning at exit would be the interruption's only noise
+        warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
         return exc.exit_code

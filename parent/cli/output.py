@@ -42,11 +42,11 @@ class JsonLines:
     def __init__(self, stream: BinaryIO | None = None) -> None:
         self.stream = stream if stream is not None else sys.stdout.buffer
         self.on_gone: Callable[[], None] | None = None
+        self.gone = False  # its reader went away
         self._encoder = msgspec.json.Encoder()
-        self._closed = False
 
     def __call__(self, item: object) -> None:
-        if self._closed:
+        if self.gone:
             return
         try:
             self.stream.write(self._encoder.encode(item) + b"\n")
@@ -56,7 +56,7 @@ class JsonLines:
 
     def reader_gone(self) -> None:
         """Write no more (stdout, if that is the stream, goes to /dev/null); tell ``on_gone``."""
-        self._closed = True
+        self.gone = True
         if self.stream is sys.stdout.buffer:
             silence(sys.stdout)
         if self.on_gone is not None:
@@ -69,6 +69,9 @@ def end_when_reader_goes(session: Session, lines: JsonLines) -> None:
     not when the next line fails to be written, which may be long after (a slow model turn).
     """
     lines.on_gone = functools.partial(session.stop, signal.SIGPIPE)
+    if lines.gone:  # already: its first line (the session's start) could not be written
+        lines.on_gone()
+        return
     try:  # the writing end of a pipe polls readable only as an error: its reader is gone
         fd = sys.stdout.fileno()
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):
