@@ -23,7 +23,7 @@ from isoagent.child.sandbox.privileges import make_undumpable
 from isoagent.parent.bridge import GatewayBridge, run_in_thread
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
 from isoagent.parent.children.launch import fork_server_for, nesting_depth
-from isoagent.parent.children.sandbox_policy import unsandboxed_warning
+from isoagent.parent.children.sandbox_policy import protection_warning, unsandboxed_warning
 from isoagent.parent.children.supervisor import Supervisor
 from isoagent.parent.events import (
     Broadcast,
@@ -147,8 +147,12 @@ class Session:
                     fork_server.launch()
             if source is None:
                 source = model_source(settings)
-            if warning := unsandboxed_warning(settings.sandbox):
-                warn(warning)
+            for warning in (
+                unsandboxed_warning(settings.sandbox),
+                protection_warning(settings.sandbox),
+            ):
+                if warning:
+                    warn(warning)
             try:
                 session = cls(settings, source, fork_server)
             except OSError as exc:

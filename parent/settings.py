@@ -31,6 +31,7 @@ class Settings:
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     sandbox: SandboxChoice = "auto"
     allow_unsandboxed: bool = False
+    writable_git: bool = False  # writing agents may change .git (hooks, config)
     child_command: list[str] | None = None  # how to start a child; None: python -m isoagent.child
     run_base: Path | None = None  # where run folders go; None: <workdir>/.isoagent/runs
     verbose: bool = False

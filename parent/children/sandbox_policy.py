@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 from isoagent.child.agent.builtin_agents import writes
 from isoagent.parent.settings import SandboxChoice
@@ -50,4 +51,61 @@ def unsandboxed_warning(choice: SandboxChoice) -> str | None:
     return (
         "warning: Landlock is not available on this kernel: children cannot be sandboxed; "
         "read-only agents are refused unless --allow-unsandboxed is given"
+    )
+
+
+# inside a writable workspace, kept read-only: hooks and config run later, unsandboxed;
+# agent files and settings decide what the next agents may do; the run's own records
+PROTECTED = (".git", ".claude", ".isoagent")
+_CAP_SYS_ADMIN = 21
+
+
+@functools.cache
+def mount_namespaces_available() -> bool:
+    """Whether a child can have a mount namespace of its own: as root with CAP_SYS_ADMIN,
+    or in an unprivileged user namespace where the system allows those."""
+    try:
+        status = dict(
+            line.split(":\t", 1) for line in Path("/proc/self/status").read_text().splitlines()
+        )
+        if int(status.get("CapEff", "0"), 16) >> _CAP_SYS_ADMIN & 1:
+            return True
+    except (OSError, ValueError):
+        return False
+    for knob, refusing in (
+        ("/proc/sys/kernel/unprivileged_userns_clone", "0"),
+        ("/proc/sys/user/max_user_namespaces", "0"),
+        ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1"),
+    ):
+        try:
+            if Path(knob).read_text().strip() == refusing:
+                return False
+        except OSError:
+            continue
+    return True
+
+
+def protected_paths(
+    mode: SandboxMode, workdir: Path, runs_dir: Path, writable_git: bool
+) -> tuple[str, ...]:
+    """The existing folders of the workspace a ``workspace``-mode child gets read-only
+    (``PROTECTED``, less ``.git`` with ``writable_git``; the run folders' parent when
+    it is in the workspace); none where there is no mount namespace (said once, by
+    ``protection_warning``)."""
+    if mode != "workspace" or not mount_namespaces_available():
+        return ()
+    paths = [workdir / name for name in PROTECTED if not (writable_git and name == ".git")]
+    records = runs_dir.parent
+    if records.is_relative_to(workdir) and records != workdir and records not in paths:
+        paths.append(records)
+    return tuple(str(path) for path in paths if path.exists())
+
+
+def protection_warning(choice: SandboxChoice) -> str | None:
+    """The once-per-run warning when writing children cannot get protected folders."""
+    if choice in ("off", "read-only") or mount_namespaces_available():
+        return None
+    return (
+        "warning: no mount namespace for children here: writing agents can change "
+        ".git, .claude and .isoagent in the workspace"
     )

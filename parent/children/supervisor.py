@@ -49,7 +49,11 @@ from isoagent.parent.children.remote import (
     launcher_environment,
 )
 from isoagent.parent.children.remote_server import HostLink, LinkFailed
-from isoagent.parent.children.sandbox_policy import SandboxRefused, sandbox_mode
+from isoagent.parent.children.sandbox_policy import (
+    SandboxRefused,
+    protected_paths,
+    sandbox_mode,
+)
 from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway
@@ -306,10 +310,14 @@ class _ChildRun:
             sandbox = sandbox_mode(self.agent, sup.settings.sandbox, sup.settings.allow_unsandboxed)
         except SandboxRefused as exc:
             raise ChildFailed(f"was not started: {exc}", "error") from None
+        settings = sup.settings
         limits = msgspec.structs.replace(
-            sup.settings.limits,
-            max_turns=self.agent.max_turns or sup.settings.limits.max_turns,
+            settings.limits,
+            max_turns=self.agent.max_turns or settings.limits.max_turns,
             sandbox=sandbox,
+            protected=protected_paths(
+                sandbox, settings.workdir, settings.runs_dir, settings.writable_git
+            ),
         )
         run_id = sup.run_folder.run_id
         if self.remote is None:

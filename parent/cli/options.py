@@ -105,6 +105,11 @@ LIMIT_OPTIONS = [
         help="Run read-only agents unconfined where the kernel has no Landlock.",
     ),
     click.option(
+        "--writable-git", is_flag=True,
+        help="Let writing agents change .git (for agents meant to commit); by default .git, "
+        ".claude and .isoagent are read-only to children.",
+    ),
+    click.option(
         "--child-network", type=click.Choice(["on", "off"]), default="on", show_default=True,
         help="off: children run in an empty network namespace (they never need one for the model).",
     ),
@@ -238,6 +243,7 @@ def settings_from(options: Mapping[str, Any]) -> Settings:
         max_tokens_total=options["max_tokens_total"],
         sandbox=options["sandbox"],
         allow_unsandboxed=options["allow_unsandboxed"],
+        writable_git=options["writable_git"],
         agents=load_catalog(options["workdir"], options["agents_dirs"]).agents,
         child_command=shlex.split(os.environ.get("ISOAGENT_CHILD_COMMAND", "")) or None,
         verbose=options["verbose"],
