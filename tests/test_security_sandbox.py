@@ -103,31 +103,21 @@ TAMPER = (
 
 
 @needs_landlock
+@pytest.mark.parametrize("writable_git", [False, True], ids=["default", "writable-git"])
 def test_writing_child_cannot_change_git_claude_or_isoagent(
-    api_server: MessagesServer, tmp_path: Path
+    api_server: MessagesServer, tmp_path: Path, writable_git: bool
 ) -> None:
     workspace = protected_workspace(tmp_path)
     api_server.handler = child_runs("general-purpose", TAMPER)
-    done = run_cli(["run", "go"], cli_env(api_server), cwd=workspace)
+    options = ["--writable-git"] if writable_git else []
+    done = run_cli(["run", "go", *options], cli_env(api_server), cwd=workspace)
     assert done.returncode == 0, done.stderr
     assert "DONE" in done.stdout and "Read-only file system" in done.stdout
     assert (workspace / "src.txt").read_text() == "ok\n"  # the rest of the workspace is its own
-    assert not (workspace / ".git" / "hooks" / "pre-commit").exists()
-    assert (workspace / ".git" / "config").read_text() == "[core]\n"
+    assert (workspace / ".git" / "hooks" / "pre-commit").exists() == writable_git
+    assert ((workspace / ".git" / "config").read_text() == "[core]\n") != writable_git
     assert not (workspace / ".claude" / "agents" / "Explore.md").exists()
     assert not (workspace / ".isoagent" / "planted").exists()
-
-
-@needs_landlock
-def test_writable_git_lets_a_writing_child_change_git_only(
-    api_server: MessagesServer, tmp_path: Path
-) -> None:
-    workspace = protected_workspace(tmp_path)
-    api_server.handler = child_runs("general-purpose", TAMPER)
-    done = run_cli(["run", "go", "--writable-git"], cli_env(api_server), cwd=workspace)
-    assert done.returncode == 0, done.stderr
-    assert (workspace / ".git" / "hooks" / "pre-commit").exists()
-    assert not (workspace / ".claude" / "agents" / "Explore.md").exists()
 
 
 def test_agent_types_are_fixed_when_the_run_starts(
