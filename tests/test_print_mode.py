@@ -342,3 +342,31 @@ def test_sdk_hooks_are_refused_not_silently_ignored(
     with pytest.raises(Exception, match="isoagent does not run SDK hooks"):
         sdk_query("go", options)
     assert api_server.requests == []
+
+
+def test_an_interrupt_during_a_run_is_answered_at_once(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """isoagent cannot interrupt a run; it says so at once instead of leaving the SDK to
+    wait a minute for an answer, and the run still ends with its result."""
+    api_server.handler = lambda req: text_reply("slow answer", delay=2.0)
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT), cwd=str(workspace), env=env_for(api_server, tmp_path)
+    )
+
+    async def talk() -> tuple[str, str]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("go")
+            while not api_server.requests:  # the run is under way
+                await asyncio.sleep(0.05)
+            try:
+                await client.interrupt()
+                refusal = ""
+            except Exception as exc:
+                refusal = str(exc)
+            results = [m async for m in client.receive_response() if isinstance(m, ResultMessage)]
+            return refusal, results[0].result or ""
+
+    refusal, answer = asyncio.run(asyncio.wait_for(talk(), 40))  # the SDK itself waits 60 s
+    assert "isoagent cannot do this while a run is going" in refusal
+    assert answer == "slow answer"

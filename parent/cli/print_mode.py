@@ -11,10 +11,12 @@ warnings and errors, as with ``claude -p``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import queue
 import sys
-from collections.abc import Iterator
+import threading
 from typing import Any
 
 import click
@@ -147,28 +149,53 @@ def _serve_stream(settings: Settings, output_format: str) -> int:
     """The SDK's side of the conversation: answer control requests, run each user message
     (the second and later continue the conversation); the last run's status."""
     code: int = ExitCode.OK
-    for message in _stdin_messages():
+    inbox = _Inbox()
+    while (message := inbox.next()) is not None:
         if message.get("type") == "control_request":
             settings = _answer(message, settings)
         elif message.get("type") == "user" and (text := _user_text(message)).strip():
-            code, run_id = run_prompt(settings, text, output_format)
+            inbox.running.set()
+            try:
+                code, run_id = run_prompt(settings, text, output_format)
+            finally:
+                inbox.running.clear()
             if run_id:
                 settings = dataclasses.replace(settings, resume=run_id)
     return code
 
 
-def _stdin_messages() -> Iterator[dict[str, Any]]:
-    if sys.stdin is None:
-        return
-    for line in sys.stdin.buffer:
-        if not line.strip():
-            continue
-        try:
-            message = json.loads(line)
-        except ValueError:
-            fail(f"--input-format stream-json: not a JSON line: {line[:80]!r}", ExitCode.USAGE)
-        if isinstance(message, dict):
-            yield message
+class _Inbox:
+    """stdin's messages, read by a thread of their own: a control request that comes while
+    a run is going (the SDK's interrupt) is answered at once, not after the run."""
+
+    def __init__(self) -> None:
+        self.running = threading.Event()
+        self._queue: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True, name="stdin").start()
+
+    def next(self) -> dict[str, Any] | None:
+        """The next message between runs (None at the end of stdin)."""
+        item = self._queue.get()
+        if isinstance(item, str):
+            fail(f"--input-format stream-json: not a JSON object: {item[:80]!r}", ExitCode.USAGE)
+        return item
+
+    def _read(self) -> None:
+        for line in sys.stdin.buffer if sys.stdin is not None else ():
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                message = None
+            if not isinstance(message, dict):
+                self._queue.put(line.decode("utf-8", "replace"))
+                return
+            if message.get("type") == "control_request" and self.running.is_set():
+                _respond(message, None, "isoagent cannot do this while a run is going")
+            else:
+                self._queue.put(message)
+        self._queue.put(None)
 
 
 def _answer(message: dict[str, Any], settings: Settings) -> Settings:
@@ -191,15 +218,26 @@ def _answer(message: dict[str, Any], settings: Settings) -> Settings:
             subtype, error = None, f"invalid agents: {exc}"
         else:
             settings = dataclasses.replace(settings, agents={**settings.agents, **added})
-    response: dict[str, Any] = {"request_id": message.get("request_id")}
     if subtype == "initialize":
         answer = {"commands": [], "output_style": "default", "models": [], "account": {}}
+        _respond(message, answer, "")
+    else:
+        _respond(message, None, error)
+    return settings
+
+
+def _respond(request: dict[str, Any], answer: dict[str, Any] | None, error: str) -> None:
+    """A control response: ``answer`` (success) or ``error``, as one line in one write (the
+    stdin thread may answer while a run writes its stream)."""
+    response: dict[str, Any] = {"request_id": request.get("request_id")}
+    if answer is not None:
         response.update(subtype="success", response=answer)
     else:
         response.update(subtype="error", error=error)
-    sys.stdout.write(json.dumps({"type": "control_response", "response": response}) + "\n")
-    sys.stdout.flush()
-    return settings
+    line = json.dumps({"type": "control_response", "response": response}) + "\n"
+    with contextlib.suppress(BrokenPipeError, ValueError):  # the SDK has gone
+        sys.stdout.buffer.write(line.encode())
+        sys.stdout.buffer.flush()
 
 
 def _user_text(message: dict[str, Any]) -> str:
