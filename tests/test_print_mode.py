@@ -256,6 +256,7 @@ def run_both(args: list[str], server: MessagesServer, tmp_path: Path) -> list[st
             "ANTHROPIC_BASE_URL": server.base_url,
             "ANTHROPIC_API_KEY": "test-key",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "ISOAGENT_WARM_GATEWAY": "0",  # no gateway left running after the test
         }
         done = subprocess.run(
             [*command, *args], env=env, cwd=workspace, capture_output=True, text=True,
