@@ -23,7 +23,7 @@ from isoagent.child.sandbox.privileges import make_undumpable
 from isoagent.parent.bridge import GatewayBridge, run_in_thread
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
 from isoagent.parent.children.launch import fork_server_for, nesting_depth
-from isoagent.parent.children.sandbox_policy import protection_warning, unsandboxed_warning
+from isoagent.parent.children.sandbox_policy import mechanism_warnings, unsandboxed_warning
 from isoagent.parent.children.supervisor import Supervisor
 from isoagent.parent.events import (
     Broadcast,
@@ -149,7 +149,7 @@ class Session:
                 source = model_source(settings)
             for warning in (
                 unsandboxed_warning(settings.sandbox),
-                protection_warning(settings.sandbox),
+                *mechanism_warnings(settings.sandbox, settings.limits.network),
             ):
                 if warning:
                     warn(warning)

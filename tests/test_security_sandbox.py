@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from isoagent.parent.children.sandbox_policy import landlock_available
+from isoagent.parent.children.sandbox_policy import (
+    landlock_available,
+    mechanism_warnings,
+    mount_namespaces_available,
+)
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
@@ -146,3 +150,20 @@ def test_agent_types_are_fixed_when_the_run_starts(
     assert done.returncode == 0, done.stderr
     assert (workspace / ".claude" / "agents" / "Explore.md").exists()  # the rewrite happened
     assert explore_tools and "write_file" not in explore_tools[0]
+
+
+@pytest.mark.parametrize(
+    ("choice", "network", "abi", "filters", "said"),
+    [
+        ("auto", True, 7, True, []),
+        ("auto", True, 4, True, ["Landlock ABI 4"]),
+        ("off", True, 4, True, []),
+        ("auto", False, 7, False, ["no seccomp filter"]),
+        ("auto", True, 7, False, []),
+    ],
+)
+def test_a_weaker_kernel_is_said_once(choice, network, abi, filters, said) -> None:
+    warnings = mechanism_warnings(choice, network, abi, filters)
+    if mount_namespaces_available():
+        assert len(warnings) == len(said)
+    assert all(any(s in w for w in warnings) for s in said)

@@ -109,3 +109,27 @@ def protection_warning(choice: SandboxChoice) -> str | None:
         "warning: no mount namespace for children here: writing agents can change "
         ".git, .claude and .isoagent in the workspace"
     )
+
+
+def mechanism_warnings(
+    choice: SandboxChoice, network: bool, abi: int | None = None, filters: bool | None = None
+) -> list[str]:
+    """Once per run: the weaker isolation this kernel or machine gives than the README says.
+    ``abi``, ``filters``: the Landlock ABI, whether seccomp filters (default: ask)."""
+    from isoagent.child.sandbox import landlock_abi, seccomp
+
+    warnings = []
+    abi = landlock_abi() if abi is None else abi
+    if choice != "off" and 0 < abi < 6:
+        warnings.append(
+            f"warning: Landlock ABI {abi} here (scopes need 6): sandboxed children can still "
+            "signal processes and reach abstract Unix sockets outside their sandbox"
+        )
+    if not network and not (seccomp.available() if filters is None else filters):
+        warnings.append(
+            "warning: no seccomp filter for this architecture: children without network "
+            "can still connect to path-named Unix sockets"
+        )
+    if warning := protection_warning(choice):
+        warnings.append(warning)
+    return warnings
