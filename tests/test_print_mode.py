@@ -244,12 +244,15 @@ needs_claude = pytest.mark.skipif(
 )
 
 
-def run_both(args: list[str], server: MessagesServer, tmp_path: Path) -> list[str]:
-    """stdout of ``claude ARGS`` and ``isoagent ARGS``, each in an empty workspace."""
+def run_both(
+    args: list[str], server: MessagesServer, tmp_path: Path, *, stdin: str = "", ok: bool = True
+) -> list[str]:
+    """stdout of ``claude ARGS`` and ``isoagent ARGS``, each in an empty workspace; both
+    exit 0 (``ok``) or both do not."""
     outputs = []
     for name, command in (("claude", [str(CLAUDE)]), ("isoagent", [str(ISOAGENT_SCRIPT)])):
         workspace = tmp_path / name
-        workspace.mkdir()
+        workspace.mkdir(parents=True)
         env = {
             "PATH": os.environ["PATH"],
             "HOME": str(workspace),
@@ -260,9 +263,9 @@ def run_both(args: list[str], server: MessagesServer, tmp_path: Path) -> list[st
         }
         done = subprocess.run(
             [*command, *args], env=env, cwd=workspace, capture_output=True, text=True,
-            input="", timeout=120,
+            input=stdin, timeout=120,
         )  # fmt: skip
-        assert done.returncode == 0, f"{name}: {done.stderr}"
+        assert (done.returncode == 0) is ok, f"{name}: {done.stderr}"
         outputs.append(done.stdout)
     return outputs
 
@@ -371,3 +374,32 @@ def test_an_interrupt_during_a_run_is_answered_at_once(
     refusal, answer = asyncio.run(asyncio.wait_for(talk(), 40))  # the SDK itself waits 60 s
     assert "isoagent cannot do this while a run is going" in refusal
     assert answer == "slow answer"
+
+
+@needs_claude
+def test_piped_stdin_and_max_turns_as_claude_code_does_them(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = lambda req: text_reply("ok")
+    run_both(["-p", "summarize"], api_server, tmp_path / "stdin", stdin="piped text")
+    user_texts = [
+        [b["text"] for b in r.messages[0]["content"] if b.get("type") == "text"]
+        if isinstance(r.messages[0]["content"], list)
+        else [r.messages[0]["content"]]
+        for r in api_server.requests
+    ]
+    assert all("summarize\npiped text" in texts for texts in user_texts), user_texts
+
+    def wants_a_tool(req: Request) -> Reply:
+        name = "Bash" if "Bash" in req.tool_names else "bash"
+        return tool_reply(name, {"command": "echo hi", "description": "echo"})
+
+    api_server.handler = wants_a_tool
+    args = ["-p", "loop", "--max-turns", "1", "--output-format", "json"]
+    claude, isoagent = (
+        json.loads(out) for out in run_both(args, api_server, tmp_path / "turns", ok=False)
+    )
+    for key in ("subtype", "is_error"):
+        assert isoagent[key] == claude[key] == {"subtype": "error_max_turns", "is_error": True}[key]
+    assert "maximum number of turns" in claude["errors"][0]
+    assert "maximum number of turns" in isoagent["errors"][0]
