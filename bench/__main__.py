@@ -71,7 +71,7 @@ FULL = Sizes(
     ],
     cpu_tasks=64,
     cpu_jobs=64,
-    cpu_repeats=3,
+    cpu_repeats=5,
     idle=1000,
     one_shot_runs=5,
     codec_repeats=5,
