@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 
@@ -116,6 +117,9 @@ class Session:
             settings, gateway=self.gateway, run=self.run, sink=self.events, fork_server=fork_server
         )
         self.signal = 0  # the signal that ended the session, if one did
+        # set (from any thread) to end the parent's turn: it stops at its next step, with
+        # status cancelled and its result (the SDK's interrupt)
+        self.stop_parent = threading.Event()
         self.final: RunFinished | None = None  # the run's last record, once written
         self.started = time.monotonic()
         self._task: asyncio.Task[object] | None = None  # the body's, while it runs
@@ -274,7 +278,7 @@ class Session:
         spec = parent_tools(settings)
         ctx = ToolContext(
             settings.workdir, settings.limits, env=self.command_environment(),
-            bash_allow=spec.bash_allow, bash_deny=spec.bash_deny,
+            bash_allow=spec.bash_allow, bash_deny=spec.bash_deny, cancelled=self.stop_parent,
         )  # fmt: skip
         tools = make_tools([name for name in spec.tools if name != TASK_TOOL], ctx)
         if TASK_TOOL in spec.tools:

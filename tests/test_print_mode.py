@@ -348,32 +348,43 @@ def test_sdk_hooks_are_refused_not_silently_ignored(
     assert api_server.requests == []
 
 
-def test_an_interrupt_during_a_run_is_answered_at_once(
+def test_the_sdks_interrupt_ends_the_parents_turn(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
-    """isoagent cannot interrupt a run; it says so at once instead of leaving the SDK to
-    wait a minute for an answer, and the run still ends with its result."""
-    api_server.handler = lambda req: text_reply("slow answer", delay=2.0)
+    """A model that never stops calling tools, interrupted from the SDK: the turn ends with
+    an error result; another control request during a run is refused at once; the client
+    can go on talking."""
+
+    def endless(req: Request) -> Reply:
+        if req.first_user_text == "after":
+            return text_reply("still here")
+        return tool_reply("bash", {"command": "echo step"}, delay=0.2)
+
+    api_server.handler = endless
     options = ClaudeAgentOptions(
         cli_path=str(ISOAGENT_SCRIPT), cwd=str(workspace), env=env_for(api_server, tmp_path)
     )
 
-    async def talk() -> tuple[str, str]:
+    async def talk() -> tuple[str, list[ResultMessage]]:
         async with claude_agent_sdk.ClaudeSDKClient(options) as client:
             await client.query("go")
-            while not api_server.requests:  # the run is under way
+            while len(api_server.requests) < 2:  # the run is under way
                 await asyncio.sleep(0.05)
             try:
-                await client.interrupt()
+                await client.set_permission_mode("plan")
                 refusal = ""
             except Exception as exc:
                 refusal = str(exc)
+            await client.interrupt()
             results = [m async for m in client.receive_response() if isinstance(m, ResultMessage)]
-            return refusal, results[0].result or ""
+            await client.query("after")
+            results += [m async for m in client.receive_response() if isinstance(m, ResultMessage)]
+            return refusal, results
 
-    refusal, answer = asyncio.run(asyncio.wait_for(talk(), 40))  # the SDK itself waits 60 s
+    refusal, (interrupted, after) = asyncio.run(asyncio.wait_for(talk(), 40))  # SDK waits 60 s
     assert "isoagent cannot do this while a run is going" in refusal
-    assert answer == "slow answer"
+    assert interrupted.is_error and interrupted.subtype == "error_during_execution"
+    assert (after.is_error, after.result) == (False, "still here")
 
 
 @needs_claude

@@ -14,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import queue
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -126,8 +128,11 @@ def print_mode(
     sys.exit(run_prompt(settings, prompt, output_format)[0])
 
 
-def run_prompt(settings: Settings, prompt: str, output_format: str) -> tuple[int, str]:
-    """One parent run, printed in ``output_format``: its exit status and run id."""
+def run_prompt(
+    settings: Settings, prompt: str, output_format: str, inbox: _Inbox | None = None
+) -> tuple[int, str]:
+    """One parent run, printed in ``output_format``: its exit status and run id. An
+    ``inbox`` (stream-json input) may interrupt it."""
     from isoagent.parent.parent_agent import parent_tools
     from isoagent.parent.session import Session
 
@@ -139,6 +144,8 @@ def run_prompt(settings: Settings, prompt: str, output_format: str) -> tuple[int
         async with Session.open(settings, sinks=output.sinks()) as session:
             run_id = session.run.run_id
             end_when_reader_goes(session, output.lines)
+            if inbox is not None:
+                inbox.stop = session.stop_parent
             result = await session.run_parent(prompt)
             return output.finish(session.finish(result))
 
@@ -156,20 +163,23 @@ def _serve_stream(settings: Settings, output_format: str) -> int:
         elif message.get("type") == "user" and (text := _user_text(message)).strip():
             inbox.running.set()
             try:
-                code, run_id = run_prompt(settings, text, output_format)
+                code, run_id = run_prompt(settings, text, output_format, inbox)
             finally:
                 inbox.running.clear()
-            if run_id:
+                inbox.stop = None
+            if run_id and _can_continue(settings, run_id):
                 settings = dataclasses.replace(settings, resume=run_id)
     return code
 
 
 class _Inbox:
     """stdin's messages, read by a thread of their own: a control request that comes while
-    a run is going (the SDK's interrupt) is answered at once, not after the run."""
+    a run is going is answered at once, not after the run; ``interrupt`` ends the parent's
+    turn at its next step (a child already running finishes first)."""
 
     def __init__(self) -> None:
         self.running = threading.Event()
+        self.stop: threading.Event | None = None  # the running session's stop_parent
         self._queue: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True, name="stdin").start()
 
@@ -181,7 +191,7 @@ class _Inbox:
         return item
 
     def _read(self) -> None:
-        for line in sys.stdin.buffer if sys.stdin is not None else ():
+        for line in _lines(0 if sys.stdin is not None else -1):
             if not line.strip():
                 continue
             try:
@@ -192,10 +202,47 @@ class _Inbox:
                 self._queue.put(line.decode("utf-8", "replace"))
                 return
             if message.get("type") == "control_request" and self.running.is_set():
-                _respond(message, None, "isoagent cannot do this while a run is going")
+                self._during_run(message)
             else:
                 self._queue.put(message)
         self._queue.put(None)
+
+    def _during_run(self, message: dict[str, Any]) -> None:
+        request = message.get("request")
+        if isinstance(request, dict) and request.get("subtype") == "interrupt":
+            if self.stop is not None:
+                self.stop.set()
+            _respond(message, {}, "")
+        else:
+            _respond(message, None, "isoagent cannot do this while a run is going")
+
+
+def _lines(fd: int) -> Iterator[bytes]:
+    """The lines of ``fd``, read with ``os.read``: a thread blocked here holds no lock of
+    ``sys.stdin``'s, which would abort the interpreter's exit."""
+    pending = b""
+    while fd >= 0:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(b"\n")
+        yield from lines
+    if pending:
+        yield pending
+
+
+def _can_continue(settings: Settings, run_id: str) -> bool:
+    """Whether run ``run_id`` holds a conversation the next message can go on with (a
+    first turn that was interrupted does not)."""
+    from isoagent.parent.parent_agent import ResumeError, earlier_conversation
+
+    try:
+        return bool(earlier_conversation(settings.runs_dir, run_id))
+    except ResumeError:
+        return False
 
 
 def _answer(message: dict[str, Any], settings: Settings) -> Settings:
