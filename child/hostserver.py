@@ -19,6 +19,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from isoagent.child import sandbox
 from isoagent.child.forkserver import become_child, preload, reaped, wake_on_child_exit
 from isoagent.child.main import take_protocol_fd
 from isoagent.protocol import PROTOCOL_VERSION, FrameError, FrameWriter
@@ -203,6 +204,7 @@ def _read(fd: int) -> bytes | None:
 
 
 def main() -> None:
+    sandbox.make_undumpable()  # every child's pipes on this host: not for their commands
     out = FrameWriter(take_protocol_fd())
     server = HostServer(out, float(sys.argv[1]) if len(sys.argv) > 1 else 0.0)
     try:

@@ -6,6 +6,7 @@ child's identity, heartbeats, retries and host-down, through the real CLI.
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from tests.support.cli import read_jsonl, run_dirs
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.processes import alive, wait_for
 from tests.support.remote_runs import run_batch, run_task
+from tests.test_security_proc import ATTACK, FORGED
 
 EMULATOR = Path(__file__).parent / "support" / "launcher_emulator.py"
 PROBE = (
@@ -234,3 +236,30 @@ def test_a_login_that_prints_to_stdout_is_a_launch_failure_that_says_so(
     assert "launch_failed" in done.stderr and "did not start on host chatty" in done.stderr
     assert "print to stdout" in done.stderr
     assert api_server.requests == []
+
+
+@pytest.mark.parametrize("sandbox", ["workspace", "off"])
+def test_a_remote_childs_command_cannot_forge_frames_through_its_host_server(
+    api_server: MessagesServer, tmp_path: Path, root: Path, workspace: Path, sandbox: str
+) -> None:
+    """The host server holds every child's pipes on its host: a command that could write
+    into its descriptors could speak for any child there."""
+    (host(root, "a") / "ws" / "attack.py").write_text(ATTACK)
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply("bash", {"command": f"{sys.executable} attack.py"})
+        return text_reply("CHILD SAW: " + req.tool_results[0]["content"])
+
+    api_server.handler = handler
+    args = ["-C", str(workspace), "--sandbox", sandbox, *remote(root, "a:1")]
+    done = run_task(args, cli_env(api_server), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("CHILD SAW: ") and FORGED not in done.stdout.split("\n")[0]
+    ancestors = [int(pid) for pid in re.findall(r"\bANCESTOR (\d+)", done.stdout)]
+    started = [e for e in read_jsonl(run_dirs(workspace)[0] / "run.jsonl") if "pid" in e]
+    child = started[0]["pid"]
+    child_and_server = ancestors[ancestors.index(child) :][:2]  # it was forked by the server
+    assert len(child_and_server) == 2, done.stdout
+    for what, pid in re.findall(r"\b(WROTE|ENVIRON|MEM) (\d+)", done.stdout):
+        assert int(pid) not in child_and_server, f"{what} {pid}: {done.stdout}"
