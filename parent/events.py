@@ -33,7 +33,7 @@ class ChildStarted(Event, tag="child_started"):
     description: str
     prompt: str
     model: str
-    pid: int  # with --hosts, the launcher's (ssh's) pid on this machine
+    pid: int  # with --hosts: its pid on its host server's host, or its own launcher's here
     transcript: str
     host: str = ""  # with --hosts: where it runs
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cli_env
-from tests.support.cli import read_jsonl, run_dirs
+from tests.support.cli import read_jsonl, run_cli, run_dirs
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.processes import alive, wait_for
 from tests.support.remote_runs import run_batch, run_task
+from tests.support.scripts import delegating
 from tests.test_security_proc import ATTACK, FORGED
 
 EMULATOR = Path(__file__).parent / "support" / "launcher_emulator.py"
@@ -263,3 +264,21 @@ def test_a_remote_childs_command_cannot_forge_frames_through_its_host_server(
     assert len(child_and_server) == 2, done.stdout
     for what, pid in re.findall(r"\b(WROTE|ENVIRON|MEM) (\d+)", done.stdout):
         assert int(pid) not in child_and_server, f"{what} {pid}: {done.stdout}"
+
+
+def test_run_delegates_to_a_child_on_a_host(
+    api_server: MessagesServer, tmp_path: Path, root: Path, workspace: Path
+) -> None:
+    host(root, "a")
+    api_server.handler = delegating(
+        [tool_reply("bash", {"command": "cat marker.txt"}), text_reply("ok")]
+    )
+    done = run_cli(
+        ["run", "go", "-C", str(workspace), *remote(root, "a:1")], cli_env(api_server), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("error=False :: ok"), done.stdout
+    started = [
+        e for e in read_jsonl(run_dirs(workspace)[0] / "run.jsonl") if e["type"] == "child_started"
+    ]
+    assert [e["host"] for e in started] == ["a"]
