@@ -105,7 +105,11 @@ def test_child_command_cannot_forge_a_frame_or_read_any_ancestor(
 def test_child_command_runs_without_capabilities_or_new_privileges(
     api_server: MessagesServer, tmp_path: Path, agent: str, options: list[str]
 ) -> None:
-    probe = "grep -E '^(Cap|NoNewPrivs)' /proc/self/status; hostname isoagent-attack; echo rc=$?"
+    probe = (
+        "grep -E '^(Cap|NoNewPrivs)' /proc/self/status; hostname isoagent-attack; echo rc=$?; "
+        f"{sys.executable} -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW); "
+        'print("SNIFFING")\' 2>&1 | tail -1'
+    )
     api_server.handler = child_runs(agent, probe)
     done = run_cli(["run", "go", *options], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -117,6 +121,7 @@ def test_child_command_runs_without_capabilities_or_new_privileges(
         assert status["CapBnd"] == zero
     assert status["NoNewPrivs"] == "1"
     assert "rc=0" not in done.stdout
+    assert "SNIFFING" not in done.stdout  # no raw socket to read loopback traffic with
 
 
 LOUD_CHILD = """
