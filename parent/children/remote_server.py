@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 import signal
 import time
 from collections import deque
@@ -262,9 +263,10 @@ class HostLink:
         self._kill()
 
     def _kill(self) -> None:
+        """SIGKILL the launcher's session (ssh, and a ProxyCommand it may have started)."""
         if self.process is not None and self.process.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
 
     async def close(self) -> None:
         """End the host server: its stdin's end ends it, and its children with it."""
