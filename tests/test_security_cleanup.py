@@ -18,7 +18,7 @@ import pytest
 from isoagent.child.agent.proc import TAG_VARIABLE
 from tests.conftest import cli_env
 from tests.support.cli import run_cli, start_cli
-from tests.support.messages_server import MessagesServer
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.processes import alive, wait_for
 from tests.support.scripts import child_runs
 
@@ -113,3 +113,27 @@ def test_process_limit_binds_a_root_child(api_server: MessagesServer, tmp_path: 
     assert done.returncode == 0, done.stderr
     assert "FORKED" in done.stdout
     assert "Resource temporarily unavailable" in done.stdout
+
+
+def test_orphans_a_child_adopts_are_reaped_between_commands(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """A subreaper that never reaped would fill its pids cgroup with zombies."""
+    count = "ps -o stat= --ppid $PPID | grep -c Z"
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent:
+            if req.turn == 0:
+                args = {"description": "d", "prompt": "p", "subagent_type": "general-purpose"}
+                return tool_reply("task", args)
+            return text_reply(req.tool_results[0]["content"])
+        commands = ["for i in $(seq 30); do setsid -f true; done; sleep 0.5", count]
+        if req.turn < len(commands):
+            return tool_reply("bash", {"command": commands[req.turn]})
+        return text_reply("ZOMBIES=" + req.tool_results[0]["content"].strip())
+
+    api_server.handler = handler
+    done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "ZOMBIES=" in done.stdout
+    assert int(done.stdout.split("ZOMBIES=")[1].split()[0].strip("[]")) < 5

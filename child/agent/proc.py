@@ -144,6 +144,16 @@ def end_descendants(
                 os.kill(child, signal.SIGKILL)
 
 
+def reap_orphans(keep: Collection[int]) -> None:
+    """Reap this process's ended children but ``keep`` (those someone else waits for): in a
+    subreaper, orphans it adopted, whose zombies would otherwise hold their pids (and count
+    against a pids cgroup) until it ends."""
+    for child in children("self"):
+        if child not in keep and not _running(child):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(child, os.WNOHANG)
+
+
 def _running(pid: int) -> bool:
     try:
         return stat_fields(pid)[STATE] not in DEAD

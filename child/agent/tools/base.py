@@ -11,7 +11,13 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import msgspec
 
-from isoagent.child.agent.proc import SPARED, TAG_VARIABLE, end_descendants, signal_processes
+from isoagent.child.agent.proc import (
+    SPARED,
+    TAG_VARIABLE,
+    end_descendants,
+    reap_orphans,
+    signal_processes,
+)
 from isoagent.protocol import Limits, ToolSpec
 
 I = TypeVar("I", bound=msgspec.Struct)
@@ -55,6 +61,12 @@ class ToolContext:
             return
         tag = (os.environ if self.env is None else self.env).get(TAG_VARIABLE, "")
         signal_processes(signal.SIGKILL, groups=list(self.process_groups), tag=tag)
+
+    def reap_orphans(self) -> None:
+        """In a child agent, between commands: reap the orphans its commands left, ended
+        (the running commands' own processes are waited for by their tools)."""
+        if self.owns_descendants:
+            reap_orphans(keep={*self.process_groups, *SPARED})
 
 
 class Tool(Generic[I]):

@@ -93,6 +93,7 @@ class Bash(Tool[BashInput]):
         finally:
             signal_processes(signal.SIGKILL, groups=[proc.pid])
             self.ctx.process_groups.discard(proc.pid)
+            self.ctx.reap_orphans()
         reader.join(_EOF_GRACE)
         return timed_out
 
