@@ -89,8 +89,9 @@ def test_second_ctrl_c_during_clean_up_neither_cuts_it_short_nor_prints_a_traceb
 
 
 @pytest.mark.parametrize("command", ["run", "task"])
+@pytest.mark.parametrize("reader", ["head -1", "true"])  # true: gone before the first line
 def test_reader_of_stream_json_gone_ends_the_run_with_141_without_waiting_for_the_model(
-    api_server: MessagesServer, tmp_path: Path, command: str
+    api_server: MessagesServer, tmp_path: Path, command: str, reader: str
 ) -> None:
     answer = threading.Event()  # the model answers only once the test is over
 
@@ -101,7 +102,7 @@ def test_reader_of_stream_json_gone_ends_the_run_with_141_without_waiting_for_th
     api_server.handler = handler
     try:
         done = shell(
-            f"isoagent {command} go --output-format stream-json | head -1; "
+            f"isoagent {command} go --output-format stream-json | {reader}; "
             'echo "status ${PIPESTATUS[0]}"',
             cli_env(api_server),
             tmp_path,
@@ -109,9 +110,9 @@ def test_reader_of_stream_json_gone_ends_the_run_with_141_without_waiting_for_th
         )
     finally:
         answer.set()
-    first, status = done.stdout.splitlines()
-    assert json.loads(first)["subtype"] == "init"
+    *lines, status = done.stdout.splitlines()
     assert status == "status 141", done.stderr
+    assert [json.loads(line)["subtype"] for line in lines] == (["init"] if lines else [])
     assert "Traceback" not in done.stderr and "isoagent:" not in done.stderr
 
 
