@@ -16,11 +16,19 @@ from pathlib import Path
 import pytest
 
 from isoagent.child.agent.proc import TAG_VARIABLE
+from isoagent.parent.children.cgroups import RunCgroups
 from tests.conftest import cli_env
 from tests.support.cli import run_cli, start_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.processes import alive, wait_for
 from tests.support.scripts import child_runs
+
+MISSING = " ".join(RunCgroups.open().missing)  # what this machine's cgroups lack, if anything
+needs_cgroup = pytest.mark.skipif(
+    "cgroup v2" in MISSING and "pids" in MISSING, reason="no cgroup this process may create"
+)
+needs_pids_cgroup = pytest.mark.skipif("pids" in MISSING, reason="no pids cgroup")
+needs_memory_cgroup = pytest.mark.skipif("memory" in MISSING, reason="no memory cgroup")
 
 DAEMON = """
 import os, sys
@@ -71,6 +79,7 @@ def test_nothing_a_child_starts_outlives_its_normal_end(
     assert_all_ended(escaped_pids(tmp_path))
 
 
+@needs_cgroup
 def test_nothing_a_child_starts_outlives_its_crash(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
@@ -105,6 +114,7 @@ def test_nothing_a_child_starts_outlives_ctrl_c(api_server: MessagesServer, tmp_
     assert_all_ended(pids)
 
 
+@needs_pids_cgroup
 def test_process_limit_binds_a_root_child(api_server: MessagesServer, tmp_path: Path) -> None:
     """RLIMIT_NPROC does not bind root; the child's pids cgroup does."""
     fork_many = "for i in $(seq 80); do sleep 30 & done 2>&1 | sort -u | head -3; echo FORKED"
@@ -137,3 +147,18 @@ def test_orphans_a_child_adopts_are_reaped_between_commands(
     assert done.returncode == 0, done.stderr
     assert "ZOMBIES=" in done.stdout
     assert int(done.stdout.split("ZOMBIES=")[1].split()[0].strip("[]")) < 5
+
+
+@needs_memory_cgroup
+def test_memory_limit_holds_over_all_of_a_childs_processes(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """Each process stays under --memory-mb (its own RLIMIT_AS); together they do not."""
+    hog = f"{sys.executable} -c 'b = bytearray(400 << 20); import time; time.sleep(3)'"
+    command = (
+        f"for i in 1 2 3 4; do {hog} & done; for j in $(jobs -p); do wait $j; echo status=$?; done"
+    )
+    api_server.handler = child_runs("general-purpose", command)
+    done = run_cli(["run", "go", "--memory-mb", "1024"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "status=137" in done.stdout  # the memory cgroup's OOM killer ended one
