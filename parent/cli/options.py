@@ -123,11 +123,13 @@ LIMIT_OPTIONS = [
     ),
     click.option(
         "--memory-mb", type=click.IntRange(0), default=LIMITS.address_space_mb, show_default=True,
-        help="Address-space limit per child process and command, in MiB (0: none).",
+        help="Address-space limit per child process and command, and the child's memory "
+        "cgroup's limit over all of them where there is one, in MiB (0: none).",
     ),
     click.option(
         "--max-processes", type=click.IntRange(0), default=LIMITS.max_processes, show_default=True,
-        help="Process limit (RLIMIT_NPROC; the kernel does not apply it to root) (0: none).",
+        help="Process limit: RLIMIT_NPROC, and the child's pids cgroup where there is one "
+        "(the only one that binds root) (0: none).",
     ),
     click.option(
         "--max-file-size-mb", type=click.IntRange(0), default=LIMITS.file_size_mb,
