@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import subprocess
+import sys
 from pathlib import Path
 
 from isoagent.child.agent.builtin_agents import writes
@@ -60,10 +62,15 @@ PROTECTED = (".git", ".claude", ".isoagent")
 _CAP_SYS_ADMIN = 21
 
 
+# a user and a mount namespace of its own, as a child not running as root would make them
+_PROBE = "import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare(0x10020000) != 0)"
+
+
 @functools.cache
 def mount_namespaces_available() -> bool:
     """Whether a child can have a mount namespace of its own: as root with CAP_SYS_ADMIN,
-    or in an unprivileged user namespace where the system allows those."""
+    or, asked of a short-lived process once, in an unprivileged user namespace (which a
+    system or a container's seccomp profile may refuse)."""
     try:
         status = dict(
             line.split(":\t", 1) for line in Path("/proc/self/status").read_text().splitlines()
@@ -72,17 +79,11 @@ def mount_namespaces_available() -> bool:
             return True
     except (OSError, ValueError):
         return False
-    for knob, refusing in (
-        ("/proc/sys/kernel/unprivileged_userns_clone", "0"),
-        ("/proc/sys/user/max_user_namespaces", "0"),
-        ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1"),
-    ):
-        try:
-            if Path(knob).read_text().strip() == refusing:
-                return False
-        except OSError:
-            continue
-    return True
+    try:
+        probe = subprocess.run([sys.executable, "-I", "-c", _PROBE], timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return probe.returncode == 0
 
 
 def protected_paths(
