@@ -69,7 +69,7 @@ FULL = Sizes(
         BatchSize(64, 16, 3, plain=True),
         BatchSize(64, 64, 3, target=1.15),
     ],
-    cpu_tasks=64,
+    cpu_tasks=128,
     cpu_jobs=64,
     cpu_repeats=5,
     idle=1000,

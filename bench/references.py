@@ -54,6 +54,7 @@ def one_bash_call(latency: float = 0.0) -> Callable[[Request], Reply]:
 class Used:
     wall: float  # seconds
     cpu: float  # user + sys seconds of the process and every descendant it waited for
+    stdout: str = ""
 
 
 def timed(argv: list[str], env: dict[str, str], cwd: Path, expect: str = "") -> Used:
@@ -72,7 +73,7 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path, expect: str = "") -> 
         raise RuntimeError(
             f"{argv[:3]} exited {os.waitstatus_to_exitcode(status)}: {stderr[-2000:]}"
         )
-    return Used(wall, usage.ru_utime + usage.ru_stime)
+    return Used(wall, usage.ru_utime + usage.ru_stime, stdout)
 
 
 def isoagent_batch(server: MessagesServer, tasks: int, jobs: int) -> Used:
@@ -138,24 +139,29 @@ def _marginal(small: list[Used], large: list[Used], tasks: int) -> Stat:
 def task_cpu(tasks: int, jobs: int, repeats: int, idle: int) -> list[Line]:
     """Marginal CPU per task of ``isoagent batch -j jobs`` against the in-process reference;
     then the same for isoagent with ``idle`` other processes running."""
-    runs: dict[str, list[Used]] = {k: [] for k in ("iso", "iso2", "ref", "ref2", "idle", "idle2")}
+    runs: dict[str, list[Used]] = {k: [] for k in ("iso", "iso2", "ref", "idle", "idle2")}
     with MessagesServer(one_bash_call()) as server:
         for _ in range(repeats):
             runs["iso"].append(isoagent_batch(server, tasks, jobs))
-            runs["ref"].append(in_process(server, tasks, jobs))
+            runs["ref"].append(in_process(server, 2 * tasks, jobs))
             runs["iso2"].append(isoagent_batch(server, 2 * tasks, jobs))
-            runs["ref2"].append(in_process(server, 2 * tasks, jobs))
         with idle_processes(idle):
             for _ in range(repeats):
                 runs["idle"].append(isoagent_batch(server, tasks, jobs))
                 runs["idle2"].append(isoagent_batch(server, 2 * tasks, jobs))
     iso = _marginal(runs["iso"], runs["iso2"], tasks)
-    ref = _marginal(runs["ref"], runs["ref2"], tasks)
+    ref = Stat(
+        [(r.cpu - json.loads(r.stdout)["setup_cpu"]) / (2 * tasks) * 1000 for r in runs["ref"]],
+        "ms",
+    )
     crowded = _marginal(runs["idle"], runs["idle2"], tasks)
     how = (
         f"zero-latency server; a task is one `bash` call running `true`, then the answer. "
-        f"(CPU of a {2 * tasks}-task run - CPU of a {tasks}-task run) / {tasks}, pairwise, of "
-        "the whole process tree (wait4): start-up and the SDK import cancel out."
+        f"isoagent: (CPU of a {2 * tasks}-task run - CPU of a {tasks}-task run) / {tasks}, "
+        "pairwise, of the whole process tree (wait4): start-up and the SDK import cancel out. "
+        f"In-process: a {2 * tasks}-task run's CPU (wait4) less what it had spent when its "
+        "first task started (the SDK import, the client), per task: one process has no "
+        "start-up noise to cancel, and a difference of two runs was dominated by it."
     )
     return [
         Line(
