@@ -117,7 +117,18 @@ def test_nothing_a_child_starts_outlives_ctrl_c(api_server: MessagesServer, tmp_
 @needs_pids_cgroup
 def test_process_limit_binds_a_root_child(api_server: MessagesServer, tmp_path: Path) -> None:
     """RLIMIT_NPROC does not bind root; the child's pids cgroup does."""
-    fork_many = "for i in $(seq 80); do sleep 30 & done 2>&1 | sort -u | head -3; echo FORKED"
+    # Python, not bash: bash retries a refused fork for seconds; the sleepers let go of stdout
+    fork_many = (
+        "python3 -c 'import os, time\n"
+        "for n in range(80):\n"
+        "    try:\n"
+        "        pid = os.fork()\n"
+        "    except OSError as exc:\n"
+        '        print(exc.strerror, "after", n); break\n'
+        "    if pid == 0:\n"
+        '        os.dup2(os.open("/dev/null", os.O_WRONLY), 1); time.sleep(30); os._exit(0)\n'
+        "'; echo FORKED"
+    )
     api_server.handler = child_runs("general-purpose", fork_many)
     done = run_cli(["run", "go", "--max-processes", "20"], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
