@@ -109,6 +109,9 @@ def test_another_configuration_gets_a_gateway_of_its_own(warm_env: dict[str, str
     assert warm.address(other) != warm.address(warm_env)
     moved = {**warm_env, "ANTHROPIC_BASE_URL": "http://127.0.0.1:1"}
     assert warm.address(moved) != warm.address(warm_env)
+    proxied = {**warm_env, "https_proxy": "http://127.0.0.1:3128"}
+    assert warm.address(proxied) != warm.address(warm_env)
+    assert warm.address({**warm_env, "UNRELATED": "x"}) == warm.address(warm_env)
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="playing another user needs root")

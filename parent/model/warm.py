@@ -8,8 +8,9 @@ has been idle for ``IDLE_SECONDS``. Later invocations send their model calls the
 import the SDK.
 
 - Per user and per configuration: the address holds the uid and a hash of every
-  ``ANTHROPIC_*`` variable and the interpreter, so a changed key or server gets a gateway of
-  its own, and the key stays in the environment of the process that was given it.
+  ``ANTHROPIC_*`` variable, the proxy and certificate variables and the interpreter, so a
+  changed key, server or proxy gets a gateway of its own, and the key stays in the
+  environment of the process that was given it.
 - An abstract unix socket, answered only for peers of the same uid (``SO_PEERCRED``), and
   unreachable from sandboxed children (Landlock scopes abstract sockets, and a child with
   the network off has a network namespace of its own).
@@ -53,11 +54,22 @@ def enabled(environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
     return environ.get(VARIABLE, "1") != "0"
 
 
+# what else the SDK's HTTP client reads from the environment: proxies and certificates
+_HTTP_VARIABLES = frozenset(
+    {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR"}
+)
+
+
 def address(environ: os._Environ[str] | dict[str, str] = os.environ) -> str:
-    """The abstract socket name of this user's gateway for this configuration."""
+    """The abstract socket name of this user's gateway for this configuration: the
+    interpreter and every variable the SDK reads (``ANTHROPIC_*``, proxies, certificates)."""
     config = [
         sys.executable,
-        *sorted(f"{k}={v}" for k, v in environ.items() if k.startswith("ANTHROPIC_")),
+        *sorted(
+            f"{k}={v}"
+            for k, v in environ.items()
+            if k.startswith("ANTHROPIC_") or k.upper() in _HTTP_VARIABLES
+        ),
     ]
     digest = hashlib.sha256("\0".join(config).encode()).hexdigest()[:32]
     return f"\0isoagent-gateway-{os.getuid()}-{digest}"
