@@ -7,9 +7,8 @@ its ``ModelCall`` frames through the gateway, records its conversation as a
 transcript, forwards its progress, and ends its whole session when it is
 done, times out, or the run is interrupted.
 
-With ``--hosts`` each child is placed on a host with a free slot and started there
-through the launcher (``remote.py``); a launch that fails, or a link that dies, is
-tried again on another host, up to ``--retries`` times.
+With ``--hosts`` the supervisor's ``Placement`` (``placement.py``) picks each child's
+host, starts it there, and tries it again elsewhere when that fails.
 """
 
 from __future__ import annotations
@@ -17,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 
@@ -31,7 +28,7 @@ from isoagent.parent.children.cgroups import ChildCgroup, RunCgroups
 from isoagent.parent.children.cleanup import describe_exit, end_session
 from isoagent.parent.children.connection import StderrLog, log_cap, write_frame
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
-from isoagent.parent.children.hosts import HostEntry, RemoteSettings
+from isoagent.parent.children.hosts import HostEntry
 from isoagent.parent.children.launch import (
     CHILD_COMMAND,
     PACKAGE_ROOT,
@@ -39,15 +36,9 @@ from isoagent.parent.children.launch import (
     child_identity,
     exec_child,
 )
+from isoagent.parent.children.placement import LauncherFailed, Placement, attempt_stem
 from isoagent.parent.children.process import ChildProcess
-from isoagent.parent.children.remote import (
-    LINK_FAILED,
-    HostPool,
-    Launcher,
-    NoHostLeft,
-    keep_link,
-    launcher_environment,
-)
+from isoagent.parent.children.remote import LINK_FAILED, keep_link
 from isoagent.parent.children.remote_server import HostLink, LinkFailed
 from isoagent.parent.children.sandbox_policy import (
     SandboxRefused,
@@ -76,7 +67,6 @@ from isoagent.protocol import (
 )
 
 HELLO_TIMEOUT = 30.0
-HOST_SERVER_VARIABLE = "ISOAGENT_HOST_SERVER"  # 0: a launcher connection per remote child
 CANCEL_GRACE = 2.0  # seconds a cancelled child has to send its Result
 
 
@@ -109,17 +99,8 @@ class Supervisor:
     ) -> None:
         self.settings = settings
         self.fork_server = fork_server
-        self.remote = remote = settings.remote
-        self.launcher = None if remote is None else Launcher(remote.launcher, remote.remote_python)
-        # a warm start per host: one host server each, for the run (HOST_SERVER=0: a launch
-        # per child); a template without {host} leaves each child's placement to its engine
-        self.host_servers = (
-            self.launcher is not None
-            and self.launcher.places
-            and os.environ.get(HOST_SERVER_VARIABLE, "1").strip() != "0"
-        )
-        self._links: dict[str, HostLink] = {}
-        self.pool = HostPool(list(remote.hosts if remote else ()))
+        self.remote = settings.remote
+        self.placement = None if self.remote is None else Placement(self.remote)
         self.gateway = gateway
         self.child_command = settings.child_command or CHILD_COMMAND
         self.run_folder = run
@@ -150,58 +131,21 @@ class Supervisor:
     async def _run(self, request: ChildRequest) -> ChildFinished:
         async with self._slots:
             number = next(self._numbers)
-            if self.remote is None:
+            if self.placement is None:
                 finished = await _ChildRun(self, request, number).run()
             else:
-                finished = await self._placed(request, number, self.remote)
+                finished = await self.placement.run(
+                    lambda host, attempt, refused: _ChildRun(
+                        self, request, number, host, attempt, refused
+                    )
+                )
         self.finished.append(finished)
         return finished
 
-    async def _placed(
-        self, request: ChildRequest, number: int, remote: RemoteSettings
-    ) -> ChildFinished:
-        """Run the child on a host of the pool; again on another one after a failed
-        launch or a lost link (and a crash, with ``retry_crashed``)."""
-        tried: set[str] = set()
-        attempt = 0
-        while True:
-            try:
-                host = await self.pool.acquire(tried)
-            except NoHostLeft as exc:
-                refused = _ChildRun(self, request, number, attempt=attempt, refused=str(exc))
-                return await refused.run()
-            tried.add(host.name)
-            child = _ChildRun(self, request, number, host, attempt)
-            try:
-                finished = await child.run()
-            finally:
-                self.pool.release(host, child.launched)
-            why = child.worth_retrying(remote.retry_crashed)
-            if not why or attempt >= remote.retries:
-                return finished
-            attempt += 1
-            print(
-                f"isoagent: child {child.id} {why}; retry {attempt} of {remote.retries}",
-                file=sys.stderr,
-            )
-
-    def link(self, host: HostEntry) -> HostLink:
-        """``host``'s host server link: the running one, or a new one if it broke."""
-        link = self._links.get(host.name)
-        if link is None or link.broken:
-            assert self.launcher is not None and self.remote is not None
-            argv = self.launcher.argv(host, server=self.remote.heartbeat)
-            link = self._links[host.name] = HostLink(
-                argv, launcher_environment(), self.remote.heartbeat
-            )
-        return link
-
     async def close(self) -> None:
         """End what outlives single children: host servers, ssh control masters."""
-        await asyncio.gather(*(link.close() for link in self._links.values()))
-        self._links.clear()
-        if self.launcher is not None:
-            self.launcher.close()
+        if self.placement is not None:
+            await self.placement.close()
 
 
 class _ChildRun:
@@ -227,9 +171,7 @@ class _ChildRun:
         self.launched: bool | None = None  # for a remote child: whether it said Hello
         self.link_lost = False
         self.link: HostLink | None = None  # its host server's, when it is a channel on one
-        stem = sup.run_folder.child_stem(number, request.agent.name)
-        if attempt:  # the failed attempts' transcripts and logs stay beside this one's
-            stem = stem.with_name(f"{stem.name}-retry{attempt}")
+        stem = attempt_stem(sup.run_folder.child_stem(number, request.agent.name), attempt)
         self.transcript_path = stem.with_suffix(".jsonl")
         log = stem.with_suffix(".stderr.log")
         self.stderr = StderrLog(
@@ -373,29 +315,18 @@ class _ChildRun:
         return process
 
     async def _launch(self) -> ChildProcess:
-        """Start the child on its host: forked by the host's server, or through a launcher
-        of its own."""
-        launcher, host, remote = self.sup.launcher, self.host, self.remote
-        assert launcher is not None and host is not None and remote is not None
-        if self.sup.host_servers:
-            link = self.sup.link(host)
-            try:
-                process = await link.spawn(remote.launch_timeout)
-            except LinkFailed as exc:
-                raise self._not_started(str(exc)) from None
-            self.link = link
-            self.pid = process.pid  # on its host
-            return process
-        env = launcher_environment()
-        await launcher.warm(host, env)
-        argv = launcher.argv(host)
+        """Start the child on its host, through the supervisor's placement."""
+        assert self.sup.placement is not None and self.host is not None
         try:
-            process = await exec_child(argv, cwd=self.sup.settings.workdir, env=env)
-        except OSError as exc:
+            process, self.link = await self.sup.placement.launch(
+                self.host, self.sup.settings.workdir
+            )
+        except LinkFailed as exc:
+            raise self._not_started(str(exc)) from None
+        except LauncherFailed as exc:
             self.launched = False
-            why = f"could not run the launcher {argv[0]}: {exc}"
-            raise ChildFailed(why, "launch_failed") from None
-        self.pid = process.pid  # the launcher's: the child's own is on its host
+            raise ChildFailed(str(exc), "launch_failed") from None
+        self.pid = process.pid  # on its host, or the launcher's (the child's is there)
         return process
 
     async def _outcome(self, process: ChildProcess, task: Task) -> Result:
@@ -503,18 +434,6 @@ class _ChildRun:
             return ChildFailed(why)
         self.launched = False
         return ChildFailed(f"did not start on host {self._host_name}: {why}", "launch_failed")
-
-    def worth_retrying(self, retry_crashed: bool) -> str:
-        """Why this child should be tried again elsewhere ("": it should not)."""
-        assert self._finished is not None
-        result = self._finished.result
-        if self.refused or not (
-            result.status == "launch_failed"
-            or self.link_lost
-            or (result.status == "crashed" and retry_crashed)
-        ):
-            return ""
-        return result.error.removeprefix("child ")
 
     async def _answer(self, process: ChildProcess) -> ModelCall | Progress | Result:
         """Take the next frame and act on it: answer a model call, forward progress."""
