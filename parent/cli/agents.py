@@ -9,17 +9,11 @@ import click
 import msgspec
 
 from isoagent.parent.cli.exit_codes import ExitCode
-from isoagent.parent.cli.options import load_catalog
+from isoagent.parent.cli.options import load_catalog, workdir_option
 
 
 @click.command()
-@click.option(
-    "--workdir",
-    "-C",
-    type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
-    default=".",
-    help="Workspace whose .claude/agents/ to read (default: the current directory).",
-)
+@workdir_option("Workspace whose .claude/agents/ to read (default: the current directory).")
 @click.option(
     "--agents-dir",
     "agents_dirs",

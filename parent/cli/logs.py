@@ -15,6 +15,7 @@ import click
 import msgspec
 
 from isoagent.parent.cli.exit_codes import ExitCode
+from isoagent.parent.cli.options import workdir_option
 from isoagent.parent.events import (
     AnyEvent,
     ChildFinished,
@@ -33,13 +34,7 @@ RUNS = Path(".isoagent") / "runs"
     short_help="List the latest runs, or show RUN as a tree of its agents, turns and tool calls."
 )
 @click.argument("run_id", metavar="[RUN]", required=False)
-@click.option(
-    "--workdir",
-    "-C",
-    type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
-    default=".",
-    help="Workspace whose runs to read (default: the current directory).",
-)
+@workdir_option("Workspace whose runs to read (default: the current directory).")
 @click.option("-n", "--count", type=click.IntRange(1), default=20, show_default=True,
               help="How many of the latest runs to list.")  # fmt: skip
 def logs(run_id: str | None, workdir: Path, count: int) -> None:

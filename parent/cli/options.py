@@ -28,6 +28,17 @@ LIMITS = DEFAULTS.limits
 REMOTE = RemoteSettings(hosts=())
 
 
+def workdir_option(help: str) -> Callable[..., Any]:
+    """``--workdir``/``-C``: an existing folder, as an absolute path; ``help`` says what for."""
+    return click.option(
+        "--workdir",
+        "-C",
+        type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
+        default=".",
+        help=help,
+    )
+
+
 def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options every model-backed command shares, handed to it as one ``settings``."""
     options = [
@@ -43,11 +54,7 @@ def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             help="Turn limit per agent; 0 (the default, as in Claude Code): none, the "
             "timeout and the token budget still hold. An agent file's maxTurns wins.",
         ),
-        click.option(
-            "--workdir", "-C",
-            type=click.Path(exists=True, file_okay=False, resolve_path=True, path_type=Path),
-            default=".", help="Workspace the agents work in (default: the current directory).",
-        ),
+        workdir_option("Workspace the agents work in (default: the current directory)."),
         click.option(
             "--timeout", type=click.FloatRange(min=1), default=DEFAULTS.timeout, show_default=True,
             help="Wall-clock seconds per child before its processes are ended.",
