@@ -1,4 +1,8 @@
-"""The benchmark suite runs end to end at tiny sizes, so it cannot rot. No timing is asserted."""
+"""Every row of the benchmark suite runs end to end at tiny sizes, so none can rot.
+
+One test per row (``--quick --only ROW``), so that pytest-xdist spreads the rows over the
+cores. No timing is asserted: only that each row measures, or says why it skipped.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +12,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from bench.__main__ import ROWS
 from bench.stats import ORDER
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def test_quick_bench_prints_one_table_and_writes_every_row_as_json(tmp_path: Path) -> None:
+@pytest.mark.parametrize("row", ROWS)
+def test_quick_bench_row_prints_one_table_and_writes_its_lines_as_json(
+    row: str, tmp_path: Path
+) -> None:
     out = tmp_path / "results.json"
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--json", str(out)],
+        [sys.executable, "-m", "bench", "--quick", "--only", row, "--json", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -28,14 +38,14 @@ def test_quick_bench_prints_one_table_and_writes_every_row_as_json(tmp_path: Pat
 
     report = json.loads(out.read_text())
     assert report["quick"] is True
-    rows = {line["row"] for line in report["lines"]}
-    skipped_cli = any(reason.startswith("CLI start") for reason in report["skipped"])
-    assert rows == set(ORDER) - ({"CLI start"} if skipped_cli else set())
+    assert report["lines"] or report["skipped"], "a row measures something or says why not"
     for line in report["lines"]:
+        assert line["row"] in ORDER
         assert line["n"] == len(line["samples"]) >= 1
-        assert all(math.isfinite(x) and x > 0 for x in line["samples"]), line
+        # finite, not positive: a row that is a difference (marginal CPU) can dip below 0
+        # in a tiny run on a busy machine
+        assert all(math.isfinite(x) for x in line["samples"]), line
         assert line["min"] <= line["median"] <= line["max"]
         if line["target"] not in ("", "reference"):
             assert isinstance(line["met"], bool), line
-    assert any(line["target"] == "reference" for line in report["lines"])
     assert all(cost["module"] for cost in report["child_imports"])

@@ -29,8 +29,10 @@ import contextlib
 import itertools
 import json
 import socket
+import sys
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -317,6 +319,13 @@ class _HTTPServer(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 512
     owner: MessagesServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up mid-reply is normal (a cancelled call); anything else goes to
+        the test's own stderr, never into the stderr of a CLI run in-process beside it."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        traceback.print_exc(file=sys.__stderr__)
 
 
 class _RequestHandler(BaseHTTPRequestHandler):
