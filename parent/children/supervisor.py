@@ -262,26 +262,18 @@ class _ChildRun:
             ),
         )
         run_id = sup.run_folder.run_id
-        if self.remote is None:
-            return Task(
-                prompt=self.request.prompt,
-                agent=self.agent,
-                model=self.agent.model or sup.settings.model,
-                workdir=str(sup.settings.workdir),
-                tmpdir=tmpdir,
-                limits=limits,
-                identity=child_identity(tmpdir, run_id=run_id, child=self.id),
-            )
-        tag = f"isoagent-{run_id}-{self.transcript_path.stem}"  # unique on any host
+        remote = self.remote  # a remote child makes its own tmpdir there: tmpdir is ""
+        # a local child's tag is its temp folder; a remote one's is unique on any host
+        tag = tmpdir if remote is None else f"isoagent-{run_id}-{self.transcript_path.stem}"
         return Task(
             prompt=self.request.prompt,
             agent=self.agent,
-            model=self.agent.model or sup.settings.model,
-            workdir=self.remote.remote_workdir or str(sup.settings.workdir),
-            tmpdir="",
+            model=self.agent.model or settings.model,
+            workdir=(remote.remote_workdir if remote else "") or str(settings.workdir),
+            tmpdir=tmpdir,
             limits=limits,
             identity=child_identity(tag, run_id=run_id, child=self.id),
-            heartbeat=self.remote.heartbeat,
+            heartbeat=0.0 if remote is None else remote.heartbeat,
         )
 
     async def _spawn(self, tmpdir: str) -> ChildProcess:
