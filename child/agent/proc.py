@@ -12,6 +12,7 @@ TAG_VARIABLE = "ISOAGENT_CHILD_TAG"
 SPARED: set[int] = set()
 # indexes into stat_fields: the /proc/PID/stat fields that follow the command name
 STATE = 0
+PPID = 1
 SESSION = 3
 STARTTIME = 19
 DEAD = (b"Z", b"X")  # states of a process that has ended (a zombie: not yet reaped)
