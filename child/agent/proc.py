@@ -14,6 +14,8 @@ SPARED: set[int] = set()
 STATE = 0
 PPID = 1
 SESSION = 3
+UTIME = 11
+STIME = 12
 STARTTIME = 19
 DEAD = (b"Z", b"X")  # states of a process that has ended (a zombie: not yet reaped)
 
