@@ -159,15 +159,16 @@ def test_bash_already_cancelled_runs_nothing(tmp_path: Path) -> None:
 
 def test_bash_registers_its_process_group_while_running(tmp_path: Path) -> None:
     ctx = ToolContext(tmp_path)
-    pidfile = tmp_path / "pid"
-    thread = threading.Thread(target=run, args=(tmp_path, f"echo $$ > {pidfile}; sleep 0.5", ctx))
+    pidfile, release = tmp_path / "pid", tmp_path / "release"
+    # the command runs until the test lets it go: no guess at how long the checks take
+    command = f"echo $$ > {pidfile}.part; mv {pidfile}.part {pidfile}; "
+    command += f"while [ ! -e {release} ]; do sleep 0.01; done"
+    thread = threading.Thread(target=run, args=(tmp_path, command, ctx))
     thread.start()
-    deadline = time.monotonic() + 2
-    while not pidfile.exists() or not pidfile.read_text().strip():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    assert wait_for(pidfile.exists)
     pid = int(pidfile.read_text())
     assert ctx.process_groups == {pid}
     assert os.getpgid(pid) == pid
+    release.touch()
     thread.join()
     assert ctx.process_groups == set()
