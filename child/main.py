@@ -14,6 +14,7 @@ from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.loop import Agent
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
+from isoagent.child.agent.tools.workspace import add_dirs_note
 from isoagent.child.channel import ParentChannel
 from isoagent.child.identity import settle_on_host
 from isoagent.protocol import (
@@ -65,6 +66,7 @@ def main() -> int:
         bash_allow=task.agent.bash_allow,
         bash_deny=task.agent.bash_deny,
         owns_descendants=True,
+        add_dirs=tuple(Path(path) for path in task.add_dirs),
     )
     channel = ParentChannel(reader, writer, ctx)
 
@@ -87,7 +89,7 @@ def main() -> int:
     agent = Agent(
         channel,
         tools,
-        system=task.agent.system_prompt,
+        system=task.agent.system_prompt + add_dirs_note(ctx.add_dirs),
         model_name=task.model,
         agent_name=task.agent.name,
         max_turns=task.limits.max_turns,
@@ -107,4 +109,6 @@ def confine(task: Task) -> None:
     os.environ["TMPDIR"] = task.tmpdir
     from isoagent.child import sandbox
 
-    sandbox.confine(task.limits, Path(task.workdir), Path(task.tmpdir))
+    sandbox.confine(
+        task.limits, Path(task.workdir), Path(task.tmpdir), [Path(p) for p in task.add_dirs]
+    )

@@ -20,6 +20,7 @@ from isoagent.child.agent.loop import Agent
 from isoagent.child.agent.proc import TAG_VARIABLE
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
+from isoagent.child.agent.tools.workspace import add_dirs_note
 from isoagent.child.sandbox.privileges import make_undumpable
 from isoagent.parent.bridge import GatewayBridge, run_in_thread
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
@@ -279,6 +280,7 @@ class Session:
         ctx = ToolContext(
             settings.workdir, settings.limits, env=self.command_environment(),
             bash_allow=spec.bash_allow, bash_deny=spec.bash_deny, cancelled=self.stop_parent,
+            add_dirs=settings.add_dirs,
         )  # fmt: skip
         tools = make_tools([name for name in spec.tools if name != TASK_TOOL], ctx)
         if TASK_TOOL in spec.tools:
@@ -295,7 +297,10 @@ class Session:
         agent = Agent(
             GatewayBridge(self.gateway, loop, recorder),
             tools,
-            system=parent_prompt(settings, PARENT_PROMPT.format(workdir=settings.workdir)),
+            system=parent_prompt(
+                settings,
+                PARENT_PROMPT.format(workdir=settings.workdir) + add_dirs_note(settings.add_dirs),
+            ),
             model_name=settings.model,
             agent_name="parent",
             max_turns=settings.limits.max_turns,

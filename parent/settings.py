@@ -23,6 +23,7 @@ def default_limits() -> Limits:
 @dataclass(frozen=True)
 class Settings:
     workdir: Path
+    add_dirs: tuple[Path, ...] = ()  # --add-dir: more folders the agents may use, absolute
     model: str = DEFAULT_MODEL
     limits: Limits = field(default_factory=default_limits)
     timeout: float = 600.0  # wall-clock seconds per child

@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 import msgspec
 
-PROTOCOL_VERSION = (
-    5  # 2: thinking blocks; 3: bash rules; 4: Heartbeat, Task.identity, .heartbeat; 5: server tools
-)
+# 2: thinking blocks; 3: bash rules; 4: Heartbeat, Task.identity, .heartbeat; 5: server tools;
+# 6: Task.add_dirs (an older child would ignore the folders it may write in)
+PROTOCOL_VERSION = 6
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -240,6 +240,9 @@ class Task(msgspec.Struct, tag=True, omit_defaults=True):
     # seconds of silence after which either side counts the link as dead, each sending
     # a Heartbeat every third of it (0: a local pipe, whose end is seen, needs none)
     heartbeat: float = 0.0
+    # folders the agent may use besides the workspace (--add-dir), absolute; the sandbox
+    # gives them the workspace's access
+    add_dirs: list[str] = []
 
 
 class ModelError(msgspec.Struct, omit_defaults=True):

@@ -190,15 +190,6 @@ def test_resume_and_continue_carry_the_conversation_on(
     assert missing.returncode == 2 and missing.stderr.startswith("isoagent: no run 'nope'")
 
 
-def test_add_dir_is_refused_loudly_once(
-    api_server: MessagesServer, tmp_path: Path, workspace: Path
-) -> None:
-    done = run_cli(
-        ["-p", "go", "--add-dir", str(tmp_path)], env_for(api_server, tmp_path), cwd=workspace
-    )
-    assert done.stderr.count("--add-dir is not supported") == 1
-
-
 # -- the claude-agent-sdk's query() against isoagent ----------------------------------
 
 

@@ -8,7 +8,8 @@ tool included); ``confine`` applies it in the order the kernel needs:
 - ``limits``: rlimits on CPU time, address space, processes, file size;
 - ``privileges``: not dumpable, a subreaper, no capability, ``no_new_privs``;
 - ``seccomp``: no Unix-domain socket without network;
-- ``landlock``: read everywhere, write only under the tmpdir (and the workspace).
+- ``landlock``: read everywhere, write only under the tmpdir (and the workspace and
+  the added folders).
 
 Namespaces, seccomp, capabilities and Landlock bind the calling thread only: call
 ``confine`` from the main thread before any other thread starts.
@@ -17,6 +18,7 @@ Namespaces, seccomp, capabilities and Landlock bind the calling thread only: cal
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from isoagent.child.sandbox import mounts, seccomp
@@ -47,10 +49,11 @@ __all__ = [
 ]
 
 
-def confine(limits: Limits, workspace: Path, tmpdir: Path) -> None:
+def confine(limits: Limits, workspace: Path, tmpdir: Path, add_dirs: Sequence[Path] = ()) -> None:
     """Everything ``limits`` asks for. The process always ends up not dumpable, a
     subreaper, without capabilities and with ``no_new_privs``.
 
+    ``add_dirs`` (``--add-dir``) get the workspace's access.
     Sandboxed, it tries a mount namespace for a private ``/dev/shm``; without one,
     ``/dev/shm`` is not writable, and ``limits.protected`` (folders the parent expects
     read-only) cannot be honoured: that is an error, never a silent downgrade.
@@ -81,4 +84,4 @@ def confine(limits: Limits, workspace: Path, tmpdir: Path) -> None:
     if not limits.network and seccomp.available():
         seccomp.forbid_unix_sockets()
     if sandboxed:
-        apply_sandbox(limits.sandbox, workspace, tmpdir, shm=shm)
+        apply_sandbox(limits.sandbox, workspace, tmpdir, shm=shm, add_dirs=add_dirs)

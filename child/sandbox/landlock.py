@@ -1,7 +1,7 @@
 """Landlock: the filesystem rules a child applies to itself before it runs any tool.
 
 Read and execute everywhere; write only under the task's tmpdir (plus the
-workspace in ``"workspace"`` mode, and a private ``/dev/shm`` when the mount
+workspace and the added folders in ``"workspace"`` mode, and a private ``/dev/shm`` when the mount
 namespace made one). Inherited by everything the child later forks or execs.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from isoagent.child.sandbox.privileges import no_new_privileges
@@ -101,13 +102,21 @@ def _add_rule(ruleset_fd: int, path: str, access: int) -> None:
         os.close(fd)
 
 
-def apply_sandbox(mode: str, workspace: Path, tmpdir: Path, *, shm: bool = False) -> None:
+def apply_sandbox(
+    mode: str,
+    workspace: Path,
+    tmpdir: Path,
+    *,
+    shm: bool = False,
+    add_dirs: Sequence[Path] = (),
+) -> None:
     """Confine this process and its future children with Landlock.
 
     ``"off"`` does nothing. ``"read-only"`` allows reading and executing
     everywhere and writing only under ``tmpdir`` (plus a few character devices
     such as ``/dev/null``, and ``/dev/shm`` when ``shm``: only once a mount namespace
-    has made it private). ``"workspace"`` also allows writing under ``workspace``.
+    has made it private). ``"workspace"`` also allows writing under ``workspace`` and
+    each of ``add_dirs``.
     On ABI 6+ the process can no longer signal, or connect to abstract unix sockets
     of, processes outside its sandbox.
     """
@@ -132,7 +141,7 @@ def apply_sandbox(mode: str, workspace: Path, tmpdir: Path, *, shm: bool = False
     try:
         rules = [("/", _READ), (str(tmpdir), _WRITE_TREE)]
         if mode == "workspace":
-            rules.append((str(workspace), _WRITE_TREE))
+            rules += [(str(path), _WRITE_TREE) for path in (workspace, *add_dirs)]
         if shm and os.path.isdir(_SHM):
             rules.append((_SHM, _WRITE_TREE))
         rules += [(device, _DEVICE) for device in _WRITABLE_DEVICES if os.path.exists(device)]

@@ -16,7 +16,7 @@ from isoagent.protocol import Status, Usage
 
 T = TypeVar("T")
 # print mode's options that make no sense in a call
-_NOT_OPTIONS = frozenset({"prompt", "print_flag", "input_format", "output_format", "add_dirs"})
+_NOT_OPTIONS = frozenset({"prompt", "print_flag", "input_format", "output_format"})
 _RENAMED = {"agents": "agents_json"}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from isoagent.child.agent.builtin_agents import writes
@@ -87,15 +88,20 @@ def mount_namespaces_available() -> bool:
 
 
 def protected_paths(
-    mode: SandboxMode, workdir: Path, runs_dir: Path, writable_git: bool
+    mode: SandboxMode,
+    workdir: Path,
+    runs_dir: Path,
+    writable_git: bool,
+    add_dirs: Sequence[Path] = (),
 ) -> tuple[str, ...]:
-    """The existing folders of the workspace a ``workspace``-mode child gets read-only
-    (``PROTECTED``, less ``.git`` with ``writable_git``; the run folders' parent when
-    it is in the workspace); none where there is no mount namespace (said once, by
-    ``protection_warning``)."""
+    """The existing folders of the workspace and of each added folder a ``workspace``-mode
+    child gets read-only (``PROTECTED``, less ``.git`` with ``writable_git``; the run
+    folders' parent when it is in the workspace); none where there is no mount namespace
+    (said once, by ``protection_warning``)."""
     if mode != "workspace" or not mount_namespaces_available():
         return ()
-    paths = [workdir / name for name in PROTECTED if not (writable_git and name == ".git")]
+    names = [name for name in PROTECTED if not (writable_git and name == ".git")]
+    paths = [root / name for root in (workdir, *add_dirs) for name in names]
     records = runs_dir.parent
     if records.is_relative_to(workdir) and records != workdir and records not in paths:
         paths.append(records)

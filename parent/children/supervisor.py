@@ -258,7 +258,11 @@ class _ChildRun:
             max_turns=self.agent.max_turns or settings.limits.max_turns,
             sandbox=sandbox,
             protected=protected_paths(
-                sandbox, settings.workdir, settings.runs_dir, settings.writable_git
+                sandbox,
+                settings.workdir,
+                settings.runs_dir,
+                settings.writable_git,
+                settings.add_dirs,
             ),
         )
         run_id = sup.run_folder.run_id
@@ -274,6 +278,7 @@ class _ChildRun:
             limits=limits,
             identity=child_identity(tag, run_id=run_id, child=self.id),
             heartbeat=0.0 if remote is None else remote.heartbeat,
+            add_dirs=[str(path) for path in settings.add_dirs],
         )
 
     async def _spawn(self, tmpdir: str) -> ChildProcess:

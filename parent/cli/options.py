@@ -56,6 +56,12 @@ def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         ),
         workdir_option("Workspace the agents work in (default: the current directory)."),
         click.option(
+            "--add-dir", "add_dirs", multiple=True, metavar="DIR",
+            help="Another folder the agents may use as they use the workspace (read, and "
+            "write for writing agents; its .git, .claude, .isoagent stay read-only); "
+            "repeatable.",
+        ),
+        click.option(
             "--timeout", type=click.FloatRange(min=1), default=DEFAULTS.timeout, show_default=True,
             help="Wall-clock seconds per child before its processes are ended.",
         ),
@@ -245,6 +251,7 @@ def settings_from(options: Mapping[str, Any]) -> Settings:
         max_parallel = remote.slots  # the pool's slots say how many at once
     return Settings(
         workdir=options["workdir"],
+        add_dirs=added_dirs(options["add_dirs"]),
         model=resolve_model(options["model"]),
         limits=limits,
         timeout=options["timeout"],
@@ -261,6 +268,20 @@ def settings_from(options: Mapping[str, Any]) -> Settings:
         replay_match=options["replay_match"],
         remote=remote,
     )
+
+
+def added_dirs(names: tuple[str, ...]) -> tuple[Path, ...]:
+    """``--add-dir`` folders as real absolute paths; a ``ValueError`` names one that is
+    missing or not a folder."""
+    dirs: list[Path] = []
+    for name in names:
+        path = Path(os.path.realpath(name))
+        if not path.is_dir():
+            missing = "does not exist" if not path.exists() else "is not a directory"
+            raise ValueError(f"--add-dir {name}: {missing}")
+        if path not in dirs:
+            dirs.append(path)
+    return tuple(dirs)
 
 
 def remote_settings(options: Mapping[str, Any]) -> RemoteSettings | None:

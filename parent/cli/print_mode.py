@@ -2,7 +2,8 @@
 
 It is ``isoagent run`` with Claude Code's names for things: ``--system-prompt``,
 ``--append-system-prompt``, ``--allowedTools``, ``--disallowedTools``, ``--agents JSON``,
-``--permission-mode``, ``--continue``, ``--resume RUN``, ``--output-format``, and
+``--permission-mode``, ``--add-dir`` (one of ``run``'s options), ``--continue``,
+``--resume RUN``, ``--output-format``, and
 ``--input-format stream-json``, the control protocol the claude-agent-sdk speaks over
 stdin (an ``initialize`` request answered first, then the prompt as a user message;
 each further user message continues the conversation). Nothing goes to stderr but
@@ -61,7 +62,6 @@ PERMISSION_MODES = ["default", "acceptEdits", "plan", "bypassPermissions", "dont
     show_default=True,
     help="plan: nothing writes (read-only children, no bash in the parent).",
 )
-@click.option("--add-dir", "add_dirs", multiple=True, help="Not supported: warned and ignored.")
 @click.option("--continue", "-c", "continue_", is_flag=True, help="Continue the latest run.")
 @click.option("--resume", "-r", "resume", help="Continue the run with this session id (run id).")
 @click.option(
@@ -82,7 +82,6 @@ def print_mode(
     disallowed_tools: tuple[str, ...],
     agents_json: str | None,
     permission_mode: str,
-    add_dirs: tuple[str, ...],
     continue_: bool,
     resume: str | None,
     input_format: str,
@@ -95,12 +94,6 @@ def print_mode(
     """
     from isoagent.parent.parent_agent import claude_settings
 
-    if add_dirs:
-        click.echo(
-            "isoagent: warning: --add-dir is not supported: agents reach only the workspace "
-            "(-C DIR); ignored",
-            err=True,
-        )
     try:
         settings = claude_settings(
             settings,

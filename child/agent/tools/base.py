@@ -49,6 +49,8 @@ class ToolContext:
     # the agent's Bash(...) rules (see bash_rules): commands allowed (none: any) and denied
     bash_allow: list[str] = field(default_factory=list)
     bash_deny: list[str] = field(default_factory=list)
+    # folders the tools may use besides the workspace (--add-dir), absolute
+    add_dirs: tuple[Path, ...] = ()
 
     def end_commands(self) -> None:
         """SIGKILL every running command's process group, and what a command started and

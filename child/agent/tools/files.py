@@ -8,7 +8,7 @@ from typing import Annotated, BinaryIO
 
 import msgspec
 
-from isoagent.child.agent.tools.base import Tool, ToolError
+from isoagent.child.agent.tools.base import Tool, ToolContext, ToolError
 from isoagent.child.agent.tools.workspace import SNIFF_BYTES, looks_binary, resolve_in_workspace
 
 MAX_LINE_CHARS = 2000
@@ -42,7 +42,7 @@ class ReadFile(Tool[ReadFileInput]):
     parallel_safe = True
 
     def execute(self, inp: ReadFileInput) -> str:
-        target = _existing_file(self.ctx.workdir, inp.path)
+        target = _existing_file(self.ctx, inp.path)
         try:
             with target.open("rb") as f:
                 return _read_page(f, inp)
@@ -75,8 +75,8 @@ def _read_page(f: BinaryIO, inp: ReadFileInput) -> str:
     return "\n".join(lines)
 
 
-def _existing_file(workdir: Path, path: str) -> Path:
-    target = resolve_in_workspace(workdir, path, must_exist=True)
+def _existing_file(ctx: ToolContext, path: str) -> Path:
+    target = resolve_in_workspace(ctx.workdir, path, must_exist=True, add_dirs=ctx.add_dirs)
     if target.is_dir():
         raise ToolError(f"{path!r} is a directory, not a file; use glob or bash `ls` to list it")
     if not target.is_file():
@@ -132,7 +132,9 @@ class WriteFile(Tool[WriteFileInput]):
     Input = WriteFileInput
 
     def execute(self, inp: WriteFileInput) -> str:
-        target = resolve_in_workspace(self.ctx.workdir, inp.path, must_exist=False)
+        target = resolve_in_workspace(
+            self.ctx.workdir, inp.path, must_exist=False, add_dirs=self.ctx.add_dirs
+        )
         if target.is_dir():
             raise ToolError(f"{inp.path!r} is a directory")
         data = inp.content.encode()
@@ -170,7 +172,7 @@ class EditFile(Tool[EditFileInput]):
             raise ToolError("old_string is empty; use write_file to create or overwrite a file")
         if inp.old_string == inp.new_string:
             raise ToolError("old_string and new_string are the same; nothing to change")
-        target = _existing_file(self.ctx.workdir, inp.path)
+        target = _existing_file(self.ctx, inp.path)
         data = target.read_bytes()
         if looks_binary(data):
             raise ToolError(f"{inp.path!r} is a binary file; use bash to change it")

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import msgspec
 
-from isoagent.child.agent.tools.base import Tool, ToolError
+from isoagent.child.agent.tools.base import Tool, ToolContext, ToolError
 from isoagent.child.agent.tools.workspace import (
     looks_binary,
     relative,
@@ -55,7 +55,7 @@ class Glob(Tool[GlobInput]):
         if any(".." in parts for parts in patterns):
             raise ToolError("pattern must not contain '..'")
         root = workspace_root(self.ctx.workdir)
-        base = _directory(self.ctx.workdir, inp.path)
+        base = _directory(self.ctx, inp.path)
 
         def keep_dir(parts: Parts) -> bool:
             return any(_may_contain(parts, pattern) for pattern in patterns)
@@ -110,7 +110,9 @@ class Grep(Tool[GrepInput]):
         except (re.error, OverflowError, RecursionError) as exc:  # a{99999999999}, deep nesting
             raise ToolError(f"invalid regex {inp.pattern!r}: {exc}") from None
         root = workspace_root(self.ctx.workdir)
-        target = resolve_in_workspace(self.ctx.workdir, inp.path, must_exist=True)
+        target = resolve_in_workspace(
+            self.ctx.workdir, inp.path, must_exist=True, add_dirs=self.ctx.add_dirs
+        )
         files = [target] if target.is_file() else self._files(target, inp.glob)
         lines: list[str] = []
         for path in files:
@@ -132,8 +134,8 @@ class Grep(Tool[GrepInput]):
                 yield path
 
 
-def _directory(workdir: Path, path: str) -> Path:
-    base = resolve_in_workspace(workdir, path, must_exist=True)
+def _directory(ctx: ToolContext, path: str) -> Path:
+    base = resolve_in_workspace(ctx.workdir, path, must_exist=True, add_dirs=ctx.add_dirs)
     if not base.is_dir():
         raise ToolError(f"{path!r} is not a directory")
     return base
