@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import sys
 from pathlib import Path
 
@@ -76,7 +75,7 @@ def main() -> int:
 
     signal.signal(signal.SIGTERM, end_on_sigterm)
     if not os.path.isdir(task.workdir):  # a tool would fail on every call: fail here, once
-        where = f"the workspace {task.workdir} does not exist on {socket.gethostname()}"
+        where = f"the workspace {task.workdir} does not exist on {os.uname().nodename}"
         channel.send(Result("", "error", 0, 0, Usage(), 0.0, error=where))
         return 1
     try:

@@ -8,7 +8,6 @@ socket error. ``web_search`` is the Messages API's own web search tool: the API 
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
 from typing import Annotated
 
 import msgspec
@@ -18,8 +17,6 @@ from isoagent.protocol import ToolSpec
 
 MAX_BYTES = 5_000_000
 TIMEOUT = 30.0
-_SKIPPED = frozenset({"script", "style", "noscript", "template", "svg", "head"})
-_BREAKS = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre"})
 
 
 class WebFetchInput(msgspec.Struct, forbid_unknown_fields=True):
@@ -59,6 +56,8 @@ class WebFetch(Tool[WebFetchInput]):
             raise ToolError(f"cannot fetch {inp.url}: {getattr(exc, 'reason', exc)}") from None
         text = body[:MAX_BYTES].decode(charset, errors="replace")
         if kind in ("text/html", "application/xhtml+xml"):
+            from isoagent.child.agent.tools.html_text import html_text
+
             text = html_text(text)
         cut = " (first 5 MB)" if len(body) > MAX_BYTES else ""
         return f"{inp.url} ({kind}){cut}:\n\n{text.strip()}"
@@ -80,32 +79,3 @@ class WebSearch(Tool[WebSearchInput]):
 
     def execute(self, inp: WebSearchInput) -> str:
         raise ToolError("web_search runs on the API's side; it cannot be called here")
-
-
-class _TextOf(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.skipping = 0
-
-    def handle_starttag(self, tag: str, attrs: object) -> None:
-        if tag in _SKIPPED:
-            self.skipping += 1
-        elif tag in _BREAKS:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in _SKIPPED and self.skipping:
-            self.skipping -= 1
-
-    def handle_data(self, data: str) -> None:
-        if not self.skipping:
-            self.parts.append(data)
-
-
-def html_text(html: str) -> str:
-    """The readable text of an HTML page, one line per block, blank runs squeezed."""
-    parser = _TextOf()
-    parser.feed(html)
-    lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
-    return "\n".join(line for line in lines if line)
