@@ -13,7 +13,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.loop import Agent
@@ -166,25 +166,25 @@ class Session:
                     f"cannot create the run folder in {where}: {exc.strerror or exc}"
                 ) from None
             session.events.sinks.extend(sinks)
-            with session._stopped_by_signals():
-                session._start()
+            session._stop_on_signals()
+            session._start()
+            try:
+                yield session
+            except asyncio.CancelledError:
+                if not session.signal:
+                    raise
+            finally:
+                session._task = None  # a signal from here on cancels nothing
+                # a run's children live in tasks of their own: end them while the fork
+                # server can still tell their ends, before the event loop shuts down
                 try:
-                    yield session
-                except asyncio.CancelledError:
-                    if not session.signal:
-                        raise
+                    await session.supervisor.end_all()
                 finally:
-                    session._task = None  # a signal from here on cancels nothing
-                    # a run's children live in tasks of their own: end them while the fork
-                    # server can still tell their ends, before the event loop shuts down
-                    try:
-                        await session.supervisor.end_all()
-                    finally:
-                        await session.supervisor.close()
-                        session.run.close()  # no file is created in it any more
-                if session.signal:
-                    session._record_interruption()
-                    raise Interrupted(session.signal, session.run.display(session.run.path))
+                    await session.supervisor.close()
+                    session.run.close()  # no file is created in it any more
+            if session.signal:
+                session._record_interruption()
+                raise Interrupted(session.signal, session.run.display(session.run.path))
         finally:
             if fork_server is not None:
                 fork_server.close()
@@ -204,13 +204,13 @@ class Session:
         if self._task is not None:
             self._task.cancel()
 
-    @contextlib.contextmanager
-    def _stopped_by_signals(self) -> Iterator[None]:
+    def _stop_on_signals(self) -> None:
+        """Signals stop the current task from now on; the handlers stay until the loop
+        closes, so a late signal is not a traceback."""
         loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, self.stop, signum)
-        yield  # the handlers stay until the loop closes: a late signal is not a traceback
 
     def _record_interruption(self) -> None:
         """The run's last record says it was interrupted, and by what (unless it had ended)."""

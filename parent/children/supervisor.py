@@ -227,7 +227,7 @@ class _ChildRun:
         finally:
             try:  # an interruption here still records the child and removes its files
                 if process is not None and self.link is not None:
-                    await asyncio.shield(self._end_channel(process, self.link))
+                    await asyncio.shield(self._end_channel(process))
                 elif process is not None:
                     ending = end_session(process, tmpdir, self.born, cgroup=self.cgroup)
                     await asyncio.shield(ending)
@@ -420,7 +420,7 @@ class _ChildRun:
     def _host_name(self) -> str:
         return "" if self.host is None else self.host.name
 
-    async def _end_channel(self, process: ChildProcess, link: HostLink) -> None:
+    async def _end_channel(self, process: ChildProcess) -> None:
         """End a child on a host server: its stdin's end tells it to end itself and what
         it started, there (its pid is a pid there: nothing here may be signalled)."""
         process.close_pipes()
