@@ -123,7 +123,7 @@ def test_the_gateway_answers_no_other_user(warm_env: dict[str, str], gateway: ob
         "import os, socket, sys\n"
         "os.setgid(65534); os.setuid(65534)\n"
         "s = socket.socket(socket.AF_UNIX)\n"
-        "s.connect(sys.argv[1].encode('latin-1').decode('unicode_escape'))\n"
+        "s.connect(bytes.fromhex(sys.argv[1]))\n"
         "try:\n"
         "    s.sendall(bytes.fromhex(sys.argv[2]))\n"
         "    sys.stdout.write(repr(s.recv(65536)))\n"
@@ -131,7 +131,7 @@ def test_the_gateway_answers_no_other_user(warm_env: dict[str, str], gateway: ob
         "    sys.stdout.write(repr(b''))\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script, where.encode("unicode_escape").decode(), call.hex()],
+        [sys.executable, "-c", script, where.encode().hex(), call.hex()],
         capture_output=True,
         text=True,
         timeout=CEILING,
@@ -153,11 +153,10 @@ def test_a_gateway_address_held_by_another_user_is_not_used(
             "-c",
             "import os, socket, sys, time\n"
             "os.setgid(65534); os.setuid(65534)\n"
-            "s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1].encode('latin-1')"
-            ".decode('unicode_escape')); s.listen()\n"
+            "s = socket.socket(socket.AF_UNIX); s.bind(bytes.fromhex(sys.argv[1])); s.listen()\n"
             "print('ready', flush=True)\n"
             "while True: c, _ = s.accept(); print(c.recv(65536), flush=True)\n",
-            where.encode("unicode_escape").decode(),
+            where.encode().hex(),
         ],
         stdout=subprocess.PIPE,
         text=True,
