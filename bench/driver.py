@@ -50,6 +50,9 @@ class TimedSource:
         self.marks.append((entered, time.perf_counter()))
         return reply
 
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
 
 @contextlib.asynccontextmanager
 async def _open(workdir: Path) -> AsyncIterator[tuple[Session, TimedSource]]:

@@ -138,7 +138,8 @@ class Session:
         whatever the end, its fork server is closed. SIGINT, SIGTERM and SIGHUP cancel the
         task that opened it, which ends every child, and leave as ``Interrupted``.
 
-        ``source``: the model (default: from ``settings``: a replay, or the SDK).
+        ``source``: the model (default: from ``settings``: a replay, or the SDK); the
+        session closes it.
         """
         if nesting_depth() >= 1:
             raise SessionError(
@@ -182,6 +183,7 @@ class Session:
                 finally:
                     await session.supervisor.close()
                     session.run.close()  # no file is created in it any more
+                    await source.aclose()
             if session.signal:
                 session._record_interruption()
                 raise Interrupted(session.signal, session.run.display(session.run.path))

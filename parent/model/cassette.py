@@ -73,6 +73,9 @@ class RecordingSource:
         self._writer(Recorded(call, reply))  # type: ignore[arg-type]
         return reply
 
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
 
 def load(path: Path) -> list[Recorded]:
     """Every recorded call in ``path``; a line that is not one is a CassetteError."""
@@ -115,6 +118,9 @@ class ReplaySource:
         miss = self._earlier_miss(call) or self._explain(call)
         self.misses.append(miss)
         return ModelReply(turn=call.turn, error=ModelError("replay", miss))
+
+    async def aclose(self) -> None:
+        pass  # nothing open: the cassette was read whole
 
     def _earlier_miss(self, call: ModelCall) -> str | None:
         """A child's miss comes back in its caller's next call: the child's miss is the cause."""

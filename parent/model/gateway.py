@@ -18,6 +18,9 @@ from isoagent.protocol import ModelCall, ModelError, ModelReply, Usage
 class ModelSource(Protocol):
     async def complete(self, call: ModelCall) -> ModelReply: ...
 
+    async def aclose(self) -> None:
+        """Release connections; called once, by the session, after the last call."""
+
 
 class Gateway:
     def __init__(

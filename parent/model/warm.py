@@ -110,6 +110,10 @@ class WarmSource:
                     return ModelReply(turn=call.turn, error=ModelError("connection", str(error)))
         return await self._fallback.complete(call)
 
+    async def aclose(self) -> None:
+        if self._fallback is not None:
+            await self._fallback.aclose()
+
     async def _ask(self, call: ModelCall) -> ModelReply:
         reader, writer = await self._connect()
         try:
@@ -238,9 +242,12 @@ async def serve(where: str, idle: float = IDLE_SECONDS) -> None:
             writer.close()
 
     server = await asyncio.start_unix_server(answer, sock=listener)
-    async with server:
-        while calls or time.monotonic() - last < idle:
-            await asyncio.sleep(min(idle, 1.0))
+    try:
+        async with server:
+            while calls or time.monotonic() - last < idle:
+                await asyncio.sleep(min(idle, 1.0))
+    finally:
+        await source.aclose()
 
 
 def main() -> None:

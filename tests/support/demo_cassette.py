@@ -233,6 +233,9 @@ _encoder = msgspec.json.Encoder()
 class ScriptedModel:
     """A ModelSource answering from SCRIPT; a tool error on the way is a broken script."""
 
+    async def aclose(self) -> None:
+        pass
+
     async def complete(self, call: ModelCall) -> ModelReply:
         first = call.messages[0].content[0]
         assert isinstance(first, TextBlock)
