@@ -190,6 +190,8 @@ class RunCgroups:
         folders: list[Path] = []
         try:
             for kind, run in self.roots.items():
+                if not self._needed(kind, max_processes, memory_mb):
+                    continue
                 self._make_run_folder(kind, run)
                 folder = run / name
                 folder.mkdir()
@@ -209,6 +211,13 @@ class RunCgroups:
         if kill is not None and not kill.exists():
             kill = None  # before Linux 5.14
         return ChildCgroup(folders, kill, folders[0] / "cgroup.procs")
+
+    def _needed(self, kind: str, max_processes: int, memory_mb: int) -> bool:
+        """A v1 hierarchy beside a v2 one only holds its limit: without that limit, the
+        child's cgroup there (three more folder operations, each a kernel cgroup) is spared."""
+        if kind == "v2" or "v2" not in self.roots:
+            return True
+        return max_processes > 0 if kind == "pids" else memory_mb > 0
 
     def _limit(self, kind: str, folder: Path, max_processes: int, memory_mb: int) -> None:
         if max_processes > 0 and kind in ("v2", "pids") and (folder / "pids.max").exists():
