@@ -61,10 +61,12 @@ def serve(sock: socket.socket) -> None:
 
 
 def preload() -> None:
-    """Compute once, here, what every child computes alike, and keep the objects out of
-    the garbage collector, so that forked children share their pages."""
+    """Compute once, here, what every child computes alike (the tools' schemas, the
+    privileges no child may regain), and keep the objects out of the garbage collector,
+    so that forked children share their pages."""
     for tool in TOOL_CLASSES.values():
         input_schema(tool.Input)
+    sandbox.lock_privileges()
     gc.collect()
     gc.freeze()
 

@@ -33,6 +33,7 @@ from isoagent.child.sandbox.namespaces import (
 from isoagent.child.sandbox.privileges import (
     become_subreaper,
     drop_capabilities,
+    lock_privileges,
     make_undumpable,
 )
 from isoagent.child.sandbox.syscalls import SandboxError
@@ -45,6 +46,7 @@ __all__ = [
     "confine",
     "disable_network",
     "landlock_abi",
+    "lock_privileges",
     "make_undumpable",
 ]
 

@@ -65,12 +65,23 @@ def no_new_privileges() -> None:
     prctl("PR_SET_NO_NEW_PRIVS", _PR_SET_NO_NEW_PRIVS, 1)
 
 
-def drop_capabilities() -> None:
-    """Empty the effective, permitted, inheritable, ambient and bounding sets, and set
-    ``no_new_privs``. Without ``CAP_SETPCAP`` (not root) the bounding set cannot be
-    emptied, and need not be: ``no_new_privs`` keeps an execve from using it.
-    Capability sets are per thread: call this before any other thread starts."""
-    require_single_thread("dropping capabilities")
+# lock_privileges ran in this process, or in the process it was forked from
+_locked = False
+
+
+def lock_privileges() -> None:
+    """Lock the securebits and empty the bounding and ambient sets, so that no ``execve``
+    can grant a capability; the process keeps those it has. Without ``CAP_SETPCAP`` (not
+    root) the bounding set cannot be emptied, and need not be: ``no_new_privs`` keeps an
+    ``execve`` from using it.
+
+    All of it is inherited over fork, and it is the same for every child: a fork server
+    does it once, before its first fork (its children still need their capabilities to
+    set up their namespaces), and its children skip it."""
+    global _locked
+    if _locked:
+        return
+    require_single_thread("locking privileges")
     try:
         last = int(_CAP_LAST_CAP.read_text())
     except (OSError, ValueError):
@@ -87,6 +98,15 @@ def drop_capabilities() -> None:
                 if err != errno.EINVAL:  # EINVAL: a capability this kernel does not know
                     raise fail("prctl(PR_CAPBSET_DROP)", err)
     prctl("PR_CAP_AMBIENT", _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+    _locked = True
+
+
+def drop_capabilities() -> None:
+    """``lock_privileges``; then empty the effective, permitted and inheritable sets, and
+    set ``no_new_privs``. Capability sets are per thread: call this before any other
+    thread starts."""
+    require_single_thread("dropping capabilities")
+    lock_privileges()
     header = _CapHeader(_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
     if libc.capset(ctypes.byref(header), data) != 0:
