@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -143,6 +144,7 @@ def test_child_stderr_log_is_capped_keeping_head_and_tail(
 
     (run,) = run_dirs(tmp_path)
     (log,) = run.glob("child-001-*.stderr.log")
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600  # private, as every run file
     text = log.read_bytes()
     assert len(text) <= (1 << 20) + 100
     assert text.startswith(b"HEAD-OF-LOG") and b"END-OF-LOG" in text[-(1 << 19) :]

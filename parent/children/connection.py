@@ -130,18 +130,20 @@ class StderrLog:
         self._create = create or (lambda: path.open("wb", buffering=0))
 
     async def drain(self, stream: asyncio.StreamReader) -> None:
-        """Copy to EOF; a log that cannot be written (disk full) is reported once and the
-        stream is still read to its end, so the child never blocks on a full pipe."""
+        """Copy to EOF; the log is made with the first byte, so a child that says nothing
+        leaves no empty file. A log that cannot be written (disk full) is reported once and
+        the stream is still read to its end, so the child never blocks on a full pipe."""
         log: FileIO | None = None
         head_room = self._cap - self._cap // 2
         log_tail = _Tail(self._cap // 2)
         written = total = 0
         try:
-            log = self._create()
-        except OSError as exc:
-            self._report(exc)
-        try:
             while chunk := await stream.read(1 << 16):
+                if not total:
+                    try:
+                        log = self._create()
+                    except OSError as exc:
+                        self._report(exc)
                 total += len(chunk)
                 head = chunk[: max(head_room - written, 0)]
                 if log is not None and head:
