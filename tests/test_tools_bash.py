@@ -102,6 +102,16 @@ def test_bash_background_process_with_redirected_output_is_ended(tmp_path: Path)
     assert wait_dead(int(pidfile.read_text()))
 
 
+def test_bash_command_that_closes_its_output_is_still_waited_for(tmp_path: Path) -> None:
+    out = run(tmp_path, "echo early; exec >/dev/null 2>&1; sleep 0.3; exit 3")
+    assert out == ToolOutput("early\n[exit code 3]", is_error=True)
+
+
+def test_bash_command_that_closes_its_output_still_times_out(tmp_path: Path) -> None:
+    out = run(tmp_path, "exec >/dev/null 2>&1; sleep 30", timeout=0.5)
+    assert out == ToolOutput("[command timed out after 0.5 s and was killed]", is_error=True)
+
+
 def test_bash_50mb_output_is_truncated_with_marker(tmp_path: Path) -> None:
     cap = Limits().output_cap
     tracemalloc.start()

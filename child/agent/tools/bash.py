@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import IO, Annotated
+from typing import Annotated
 
 import msgspec
 
@@ -20,6 +21,7 @@ from isoagent.child.agent.truncate import keep_sizes, mark_cut, truncate
 MAX_TIMEOUT = 600.0
 # how long the pipe may stay open after the command exits (a background job holds it)
 _EOF_GRACE = 0.5
+_CHECK_EVERY = 0.1  # seconds between checks for a timeout or a cancel
 _CHUNK = 65536
 # without an output cap, still never hold more than this much output in memory
 _UNCAPPED = 10_000_000
@@ -84,18 +86,13 @@ class Bash(Tool[BashInput]):
         """
         assert proc.stdout is not None
         self.ctx.process_groups.add(proc.pid)
-        reader = threading.Thread(target=output.drain, args=(proc.stdout,), daemon=True)
-        reader.start()
         try:
-            timed_out = _wait(proc, timeout, self.ctx.cancelled)
-            # a background job still holding the pipe gets a grace period to close it
-            reader.join(_EOF_GRACE)
+            with proc.stdout:
+                return _collect(proc, output, timeout, self.ctx.cancelled)
         finally:
             signal_processes(signal.SIGKILL, groups=[proc.pid])
             self.ctx.process_groups.discard(proc.pid)
             self.ctx.reap_orphans()
-        reader.join(_EOF_GRACE)
-        return timed_out
 
 
 def _start(command: str, cwd: Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
@@ -113,12 +110,46 @@ def _start(command: str, cwd: Path, env: dict[str, str] | None) -> subprocess.Po
         raise ToolError(f"cannot start bash: {exc}") from None
 
 
-def _wait(proc: subprocess.Popen[bytes], timeout: float, cancelled: threading.Event) -> bool:
-    """Wait for the command; kill its group on timeout or cancel. True if it timed out."""
+def _collect(
+    proc: subprocess.Popen[bytes], output: _Output, timeout: float, cancelled: threading.Event
+) -> bool:
+    """Read the command's output while it runs, and up to ``_EOF_GRACE`` after it ends (a
+    background job may still hold the pipe); kill its group on timeout or cancel. True if it
+    timed out. One thread: a thread of its own per command cost a child more than the
+    command's own start."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
     deadline = time.monotonic() + timeout
+    ended: float | None = None  # when the command ended
+    timed_out = False
+    while True:
+        now = time.monotonic()
+        if ended is None and proc.poll() is not None:
+            ended = now
+        elif ended is None and (cancelled.is_set() or now >= deadline):
+            signal_processes(signal.SIGKILL, groups=[proc.pid])
+            proc.wait()
+            timed_out, ended = not cancelled.is_set(), now
+        wait = _CHECK_EVERY if ended is None else ended + _EOF_GRACE - now
+        if wait <= 0:
+            return timed_out
+        if poller.poll(wait * 1000):
+            chunk = os.read(fd, _CHUNK)
+            if not chunk:
+                break
+            output.add(chunk)
+    # every writer is gone; the command may still run, its output closed
+    return timed_out if ended is not None else _wait(proc, deadline, cancelled)
+
+
+def _wait(proc: subprocess.Popen[bytes], deadline: float, cancelled: threading.Event) -> bool:
+    """Wait for the command; kill its group at ``deadline`` or on cancel. True if it timed
+    out."""
     while True:
         try:
-            proc.wait(timeout=min(0.1, max(deadline - time.monotonic(), 0)))
+            proc.wait(timeout=min(_CHECK_EVERY, max(deadline - time.monotonic(), 0)))
             return False
         except subprocess.TimeoutExpired:
             pass
@@ -136,16 +167,8 @@ class _Output:
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
-        self.lock = threading.Lock()
 
-    def drain(self, stream: IO[bytes]) -> None:
-        fd = stream.fileno()
-        with stream:
-            while chunk := os.read(fd, _CHUNK):
-                with self.lock:
-                    self._add(chunk)
-
-    def _add(self, chunk: bytes) -> None:
+    def add(self, chunk: bytes) -> None:
         self.total += len(chunk)
         room = self.cap - len(self.head)
         if room > 0:
@@ -157,8 +180,7 @@ class _Output:
 
     def text(self, cap: int) -> str:
         """The output decoded, within ``cap`` characters, the cut marked as ``truncate`` does."""
-        with self.lock:
-            head, tail, total = bytes(self.head), bytes(self.tail), self.total
+        head, tail, total = bytes(self.head), bytes(self.tail), self.total
         if total == len(head) + len(tail):
             return truncate((head + tail).decode("utf-8", "replace"), cap)
         head_size, tail_size = keep_sizes(cap)
