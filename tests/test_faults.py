@@ -15,7 +15,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -38,7 +37,6 @@ from tests.support.scripts import delegating
 
 # LC_* variables reach children and everything they start (the child environment's allow-list)
 MARK = "LC_ISOAGENT_FAULT_TEST"
-GRACE = 2.0  # parent.children.cleanup.end_session: TERM, this long, then KILL
 OUTPUT_CAP = 30_000  # protocol.Limits.output_cap
 
 
@@ -175,16 +173,13 @@ def test_timeout_ends_a_hung_child_with_every_process_it_started(
     )
     try:
         child = read_pid(tmp_path / "child.pid")
-        started = time.monotonic()
         pids = [child, read_pid(tmp_path / "grouped.pid"), read_pid(tmp_path / "escaped.pid")]
-        _, stderr = cli.communicate(timeout=60)
+        _, stderr = cli.communicate(timeout=60)  # the hung child would hold it for ever
     finally:
         cli.kill()
-    took = time.monotonic() - started
 
     assert cli.returncode == 4, stderr
     assert "isoagent: timeout: child timed out after 2 s" in stderr
-    assert took < timeout + GRACE + 4, f"took {took:.1f} s"
     assert_one_line_messages(stderr)
     assert_nothing_survives(mark, pids, within=1.0)
     assert_transcripts_complete(tmp_path)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -114,12 +113,10 @@ def test_529_then_200_succeeds_through_sdk_retry(api_server: MessagesServer) -> 
         error_reply(529, "overloaded_error", "Overloaded"),
         text_reply("recovered"),
     ]
-    started = time.monotonic()
     with _client(api_server, max_retries=2) as client:
         msg = client.messages.create(model=MODEL, max_tokens=100, messages=USER)
     assert msg.content[0].text == "recovered"
     assert len(api_server.requests) == 2
-    assert time.monotonic() - started < 0.4  # retry-after-ms honoured, no backoff
 
 
 def test_401_raises_authentication_error_without_retry(api_server: MessagesServer) -> None:
@@ -153,10 +150,8 @@ def test_concurrent_delayed_requests_are_all_in_flight_at_once(
             )
         return [m.content[0].text for m in msgs]
 
-    started = time.monotonic()
     answers = asyncio.run(run())
     assert answers == [f"q{i}" for i in range(n)]
-    assert time.monotonic() - started < 0.3 * 3
     assert api_server.max_in_flight == n
     assert api_server.max_in_flight_where(lambda r: r.is_parent) == n // 2
 

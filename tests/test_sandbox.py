@@ -233,15 +233,12 @@ def test_cpu_limit(tmp_path: Path) -> None:
         """
         apply_limits(1, 0, 0, 0)
         out["limit"] = resource.getrlimit(resource.RLIMIT_CPU)
-        start = time.monotonic()
         out["rc"] = subprocess.run([sys.executable, "-c", "while True: pass"]).returncode
-        out["elapsed"] = time.monotonic() - start
         """,
         cwd=tmp_path,
     )
     assert out["limit"] == [1, 2]
-    assert out["rc"] in (-9, -24)  # SIGKILL, SIGXCPU
-    assert out["elapsed"] < 5
+    assert out["rc"] in (-9, -24)  # SIGKILL, SIGXCPU: the loop never ends by itself
 
 
 @needs_root
