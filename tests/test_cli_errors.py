@@ -49,6 +49,7 @@ def test_unreachable_base_url_is_one_line(tmp_path: Path) -> None:
     done = run_cli(["run", "hi"], env, cwd=tmp_path, timeout=60)
     assert done.returncode == 1
     assert_one_clear_line(done.stderr, "cannot reach http://127.0.0.1:")
+    assert "[Errno 111]" in done.stderr  # the OS's words, not the HTTP library's wrapping
 
 
 def test_wrong_api_key_is_one_line(api_server: MessagesServer, tmp_path: Path) -> None:

@@ -116,7 +116,7 @@ class AnthropicSource:
                 exc.status_code,
             )
         if isinstance(exc, anthropic.APIConnectionError):
-            return ModelError("connection", f"cannot reach {url}: {exc.__cause__ or exc}")
+            return ModelError("connection", f"cannot reach {url}: {_first_cause(exc)}")
         if isinstance(exc, anthropic.BadRequestError | anthropic.NotFoundError):
             return ModelError(
                 "bad_request", f"{exc.status_code}: {_api_message(exc)}", exc.status_code
@@ -194,6 +194,14 @@ def _reply(turn: int, body: bytes) -> ModelReply:
         if block.get("type") in _BLOCK_TYPES
     ]
     return ModelReply(turn, content, message.stop_reason or "", message.usage.counts())
+
+
+def _first_cause(exc: BaseException) -> BaseException:
+    """What began a chain of exceptions: the OS's own words ("[Errno 111] Connect call
+    failed"), not the wrappers' around them."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
 
 
 def server_root(url: str | None) -> str | None:
