@@ -196,12 +196,16 @@ def _reply(turn: int, body: bytes) -> ModelReply:
     return ModelReply(turn, content, message.stop_reason or "", message.usage.counts())
 
 
-def _first_cause(exc: BaseException) -> BaseException:
-    """What began a chain of exceptions: the OS's own words ("[Errno 111] Connect call
-    failed"), not the wrappers' around them."""
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    return exc
+def _first_cause(exc: BaseException) -> str:
+    """What began a chain of exceptions, in the OS's own words ("[Errno 111] Connect call
+    failed") rather than the wrappers' around them; the innermost that says anything (a
+    timeout's often says nothing)."""
+    said = str(exc) or type(exc).__name__
+    cause = exc.__cause__
+    while cause is not None:
+        said = str(cause) or said
+        cause = cause.__cause__
+    return said
 
 
 def server_root(url: str | None) -> str | None:
