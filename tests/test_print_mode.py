@@ -50,6 +50,18 @@ def test_print_flag_runs_the_parent_and_prints_the_answer(
     assert done.stderr == ""  # like claude -p: no progress lines
 
 
+def test_a_print_mode_process_exits_with_nothing_on_stderr(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """As a process: the SDK's connections are closed before the interpreter ends, which
+    otherwise reports each unclosed aiohttp session on stderr."""
+    api_server.handler = echo
+    env = env_for(api_server, tmp_path)
+    done = run_cli(["-p", "hello"], env, cwd=workspace, input="", process=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+
+
 def test_piped_stdin_is_attached_to_the_prompt(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
