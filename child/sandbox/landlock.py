@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from isoagent.child.sandbox.mounts import SHM
 from isoagent.child.sandbox.privileges import no_new_privileges
 from isoagent.child.sandbox.syscalls import SandboxError, libc, require_single_thread, syscall
 
@@ -41,8 +42,6 @@ _WRITE_TREE = ~(_FS_MAKE_CHAR | _FS_MAKE_BLOCK)
 _DEVICE = _FS_WRITE_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
 # Character devices shells and terminal tools open for writing.
 _WRITABLE_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts")
-# POSIX shared memory and semaphores (multiprocessing) live here: writable once private.
-_SHM = "/dev/shm"
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -142,8 +141,8 @@ def apply_sandbox(
         rules = [("/", _READ), (str(tmpdir), _WRITE_TREE)]
         if mode == "workspace":
             rules += [(str(path), _WRITE_TREE) for path in (workspace, *add_dirs)]
-        if shm and os.path.isdir(_SHM):
-            rules.append((_SHM, _WRITE_TREE))
+        if shm:  # POSIX shared memory and semaphores (multiprocessing): made private
+            rules.append((SHM, _WRITE_TREE))
         rules += [(device, _DEVICE) for device in _WRITABLE_DEVICES if os.path.exists(device)]
         for path, access in rules:
             _add_rule(ruleset_fd, path, access & handled)
