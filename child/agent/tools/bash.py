@@ -129,9 +129,7 @@ def _collect(
         if ended is None and proc.poll() is not None:
             ended = now
         elif ended is None and (cancelled.is_set() or now >= deadline):
-            signal_processes(signal.SIGKILL, groups=[proc.pid])
-            proc.wait()
-            timed_out, ended = not cancelled.is_set(), now
+            timed_out, ended = _kill(proc, cancelled), now
         wait = _CHECK_EVERY if ended is None else ended + _EOF_GRACE - now
         if wait <= 0:
             return timed_out
@@ -154,9 +152,15 @@ def _wait(proc: subprocess.Popen[bytes], deadline: float, cancelled: threading.E
         except subprocess.TimeoutExpired:
             pass
         if cancelled.is_set() or time.monotonic() >= deadline:
-            signal_processes(signal.SIGKILL, groups=[proc.pid])
-            proc.wait()
-            return not cancelled.is_set()
+            return _kill(proc, cancelled)
+
+
+def _kill(proc: subprocess.Popen[bytes], cancelled: threading.Event) -> bool:
+    """SIGKILL the command's process group and reap the command; True if it timed out
+    (it was not cancelled)."""
+    signal_processes(signal.SIGKILL, groups=[proc.pid])
+    proc.wait()
+    return not cancelled.is_set()
 
 
 class _Output:
