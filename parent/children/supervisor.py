@@ -99,8 +99,7 @@ class Supervisor:
     ) -> None:
         self.settings = settings
         self.fork_server = fork_server
-        self.remote = settings.remote
-        self.placement = None if self.remote is None else Placement(self.remote)
+        self.placement = None if settings.remote is None else Placement(settings.remote)
         self.gateway = gateway
         self.child_command = settings.child_command or CHILD_COMMAND
         self.run_folder = run
@@ -166,7 +165,7 @@ class _ChildRun:
         self.id = f"{number:03d}"
         self.host = host
         # started through the launcher, on another host (or where the engine puts it)
-        self.remote = sup.remote if host is not None and not host.is_local else None
+        self.remote = sup.settings.remote if host is not None and not host.is_local else None
         self.refused = refused  # why it cannot be started at all
         self.launched: bool | None = None  # for a remote child: whether it said Hello
         self.link_lost = False
