@@ -36,8 +36,14 @@ class Attempt(Protocol):
     """One try at running a child (the supervisor's run of one child)."""
 
     id: str
-    launched: bool | None  # whether it said Hello on its host (None: nothing launched)
-    link_lost: bool
+
+    @property
+    def launched(self) -> bool | None:
+        """Whether it said Hello on its host (None: nothing launched)."""
+        ...
+
+    @property
+    def link_lost(self) -> bool: ...
 
     async def run(self) -> ChildFinished: ...
 

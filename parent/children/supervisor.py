@@ -7,8 +7,9 @@ its ``ModelCall`` frames through the gateway, records its conversation as a
 transcript, forwards its progress, and ends its whole session when it is
 done, times out, or the run is interrupted.
 
-With ``--hosts`` the supervisor's ``Placement`` (``placement.py``) picks each child's
-host, starts it there, and tries it again elsewhere when that fails.
+Where a child runs is its launcher's (``launchers.py``): this machine, or with
+``--hosts`` a host that the placement (``placement.py``) picks, and another one when
+that fails. The conversation is the same wherever it runs.
 """
 
 from __future__ import annotations
@@ -16,30 +17,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import shutil
-import tempfile
 from dataclasses import dataclass
 
 import msgspec
 
 from isoagent.child.agent.loop import text_of
-from isoagent.child.agent.proc import start_time
-from isoagent.parent.children.cgroups import ChildCgroup, RunCgroups
-from isoagent.parent.children.cleanup import describe_exit, end_session
+from isoagent.parent.children.cleanup import describe_exit
 from isoagent.parent.children.connection import StderrLog, log_cap, write_frame
-from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
-from isoagent.parent.children.hosts import HostEntry
-from isoagent.parent.children.launch import (
-    CHILD_COMMAND,
-    PACKAGE_ROOT,
-    child_environment,
-    child_identity,
-    exec_child,
+from isoagent.parent.children.forkserver import ForkServer
+from isoagent.parent.children.launch import child_identity
+from isoagent.parent.children.launchers import (
+    CANCEL_GRACE,
+    ChildFailed,
+    ChildLauncher,
+    Launchers,
 )
-from isoagent.parent.children.placement import LauncherFailed, Placement, attempt_stem
+from isoagent.parent.children.placement import attempt_stem
 from isoagent.parent.children.process import ChildProcess
-from isoagent.parent.children.remote import LINK_FAILED, keep_link
-from isoagent.parent.children.remote_server import HostLink, LinkFailed
 from isoagent.parent.children.sandbox_policy import (
     SandboxRefused,
     protected_paths,
@@ -66,17 +60,6 @@ from isoagent.protocol import (
     Usage,
 )
 
-HELLO_TIMEOUT = 30.0
-CANCEL_GRACE = 2.0  # seconds a cancelled child has to send its Result
-
-
-class ChildFailed(Exception):
-    """The child broke the protocol or ended early; the message says how."""
-
-    def __init__(self, message: str, status: Status = "crashed") -> None:
-        super().__init__(message)
-        self.status = status
-
 
 @dataclass
 class ChildRequest:
@@ -98,16 +81,13 @@ class Supervisor:
         fork_server: ForkServer | None = None,
     ) -> None:
         self.settings = settings
-        self.fork_server = fork_server
-        self.placement = None if settings.remote is None else Placement(settings.remote)
         self.gateway = gateway
-        self.child_command = settings.child_command or CHILD_COMMAND
         self.run_folder = run
         self.sink = sink
         self._slots = asyncio.Semaphore(settings.max_parallel)
         self._numbers = itertools.count(1)
         self.finished: list[ChildFinished] = []
-        self.cgroups = RunCgroups.open()
+        self.launchers = Launchers(settings, fork_server, run.run_id)
         self._running: set[asyncio.Task[ChildFinished]] = set()
 
     async def run(self, request: ChildRequest) -> ChildFinished:
@@ -130,46 +110,35 @@ class Supervisor:
     async def _run(self, request: ChildRequest) -> ChildFinished:
         async with self._slots:
             number = next(self._numbers)
-            if self.placement is None:
-                finished = await _ChildRun(self, request, number).run()
-            else:
-                finished = await self.placement.run(
-                    lambda host, attempt, refused: _ChildRun(
-                        self, request, number, host, attempt, refused
-                    )
-                )
+            finished = await self.launchers.run(
+                number,
+                lambda launcher, attempt: _ChildRun(self, request, number, launcher, attempt),
+            )
         self.finished.append(finished)
         return finished
 
     async def close(self) -> None:
         """End what outlives single children: host servers, ssh control masters."""
-        if self.placement is not None:
-            await self.placement.close()
+        await self.launchers.close()
 
 
 class _ChildRun:
-    """One child process, from spawn to its last byte of stderr."""
+    """One child process, from spawn to its last byte of stderr; where it runs is its
+    launcher's (``launchers.py``)."""
 
     def __init__(
         self,
         sup: Supervisor,
         request: ChildRequest,
         number: int,
-        host: HostEntry | None = None,
+        launcher: ChildLauncher,
         attempt: int = 0,
-        refused: str = "",
     ) -> None:
         self.sup = sup
         self.request = request
         self.agent = request.agent
         self.id = f"{number:03d}"
-        self.host = host
-        # started through the launcher, on another host (or where the engine puts it)
-        self.remote = sup.settings.remote if host is not None and not host.is_local else None
-        self.refused = refused  # why it cannot be started at all
-        self.launched: bool | None = None  # for a remote child: whether it said Hello
-        self.link_lost = False
-        self.link: HostLink | None = None  # its host server's, when it is a channel on one
+        self.launcher = launcher
         stem = attempt_stem(sup.run_folder.child_stem(number, request.agent.name), attempt)
         self.transcript_path = stem.with_suffix(".jsonl")
         log = stem.with_suffix(".stderr.log")
@@ -181,8 +150,6 @@ class _ChildRun:
         )
         self.transcript_label = sup.run_folder.display(self.transcript_path)
         self.pid = 0
-        self.born = 0  # its start_time: what it started began later
-        self.cgroup: ChildCgroup | None = None
         self.last_progress: Progress | None = None
         self.recorder = ConversationRecorder(self.emit, self.id)
         self.usage = Usage()
@@ -191,19 +158,27 @@ class _ChildRun:
         self.started = asyncio.get_running_loop().time()
         self._finished: ChildFinished | None = None
 
+    @property
+    def launched(self) -> bool | None:
+        return self.launcher.launched
+
+    @property
+    def link_lost(self) -> bool:
+        return self.launcher.link_lost
+
     def emit(self, event: Event) -> None:
         self.transcript(event)
         self.sup.sink(event)
 
     async def run(self) -> ChildFinished:
-        # a remote child makes its own, on its host; locally, its tag is its temp folder
-        tmpdir = "" if self.remote else tempfile.mkdtemp(prefix=f"isoagent-{self.id}-")
+        launcher = self.launcher
         process: ChildProcess | None = None
         drain: asyncio.Task[None] | None = None
         result: Result | None = None
         try:
-            task = self._task(tmpdir)
-            process = await self._spawn(tmpdir)
+            task = self._task()
+            process = await launcher.start()
+            self.pid = process.pid  # on its host: the launcher's here (the child's is there)
             drain = asyncio.create_task(self.stderr.drain(process.stderr))
             self.emit(
                 ChildStarted(
@@ -214,7 +189,7 @@ class _ChildRun:
                     model=task.model,
                     pid=process.pid,
                     transcript=self.transcript_label,
-                    host="" if self.host is None else self.host.name,
+                    host=launcher.host_name,
                 )
             )
             result = await self._outcome(process, task)
@@ -225,11 +200,8 @@ class _ChildRun:
             raise
         finally:
             try:  # an interruption here still records the child and removes its files
-                if process is not None and self.link is not None:
-                    await asyncio.shield(self._end_channel(process))
-                elif process is not None:
-                    ending = end_session(process, tmpdir, self.born, cgroup=self.cgroup)
-                    await asyncio.shield(ending)
+                if process is not None:
+                    await asyncio.shield(launcher.end(process))
                 if drain is not None:
                     await _finish(drain)
             finally:
@@ -240,12 +212,11 @@ class _ChildRun:
                 if result is not None:
                     self._finish(result, process)
                 self.transcript.close()
-                if tmpdir:
-                    shutil.rmtree(tmpdir, ignore_errors=True)
+                launcher.close()
         assert self._finished is not None
         return self._finished
 
-    def _task(self, tmpdir: str) -> Task:
+    def _task(self) -> Task:
         sup = self.sup
         try:
             sandbox = sandbox_mode(self.agent, sup.settings.sandbox, sup.settings.allow_unsandboxed)
@@ -264,66 +235,21 @@ class _ChildRun:
                 settings.add_dirs,
             ),
         )
+        launcher = self.launcher
         run_id = sup.run_folder.run_id
-        remote = self.remote  # a remote child makes its own tmpdir there: tmpdir is ""
-        # a local child's tag is its temp folder; a remote one's is unique on any host
-        tag = tmpdir if remote is None else f"isoagent-{run_id}-{self.transcript_path.stem}"
         return Task(
             prompt=self.request.prompt,
             agent=self.agent,
             model=self.agent.model or settings.model,
-            workdir=(remote.remote_workdir if remote else "") or str(settings.workdir),
-            tmpdir=tmpdir,
+            workdir=launcher.workdir,
+            tmpdir=launcher.tmpdir,
             limits=limits,
-            identity=child_identity(tag, run_id=run_id, child=self.id),
-            heartbeat=0.0 if remote is None else remote.heartbeat,
+            identity=child_identity(
+                launcher.tag(self.transcript_path.stem), run_id=run_id, child=self.id
+            ),
+            heartbeat=launcher.heartbeat,
             add_dirs=[str(path) for path in settings.add_dirs],
         )
-
-    async def _spawn(self, tmpdir: str) -> ChildProcess:
-        if self.refused:
-            raise ChildFailed(f"was not started: {self.refused}", "launch_failed")
-        if self.remote is not None:
-            return await self._launch()
-        env = child_environment(tmpdir)
-        command = self.sup.child_command
-        process: ChildProcess | None = None
-        if self.sup.fork_server is not None:
-            with contextlib.suppress(ForkServerUnavailable):
-                try:
-                    process = await self.sup.fork_server.spawn(env, PACKAGE_ROOT)
-                except OSError as exc:
-                    raise ChildFailed(f"could not be forked: {exc}") from None
-        if process is None:
-            try:
-                process = await exec_child(command, cwd=PACKAGE_ROOT, env=env)
-            except OSError as exc:
-                raise ChildFailed(f"could not be started ({' '.join(command)}): {exc}") from None
-        self.pid = process.pid
-        self.born = start_time(process.pid)
-        limits = self.sup.settings.limits  # the child waits for its Task: it started nothing yet
-        self.cgroup = self.sup.cgroups.join(
-            f"child-{self.id}-{self.pid}",
-            process.pid,
-            limits.max_processes,
-            limits.address_space_mb,
-        )
-        return process
-
-    async def _launch(self) -> ChildProcess:
-        """Start the child on its host, through the supervisor's placement."""
-        assert self.sup.placement is not None and self.host is not None
-        try:
-            process, self.link = await self.sup.placement.launch(
-                self.host, self.sup.settings.workdir
-            )
-        except LinkFailed as exc:
-            raise self._not_started(str(exc)) from None
-        except LauncherFailed as exc:
-            self.launched = False
-            raise ChildFailed(str(exc), "launch_failed") from None
-        self.pid = process.pid  # on its host, or the launcher's (the child's is there)
-        return process
 
     async def _outcome(self, process: ChildProcess, task: Task) -> Result:
         """The child's Result, or one that says how the child failed."""
@@ -340,15 +266,7 @@ class _ChildRun:
             return self._failure("crashed", f"sent a corrupt frame: {exc}")
         except ChildFailed as exc:
             await process.wait_exit(1.0)
-            message = str(exc)
-            if (
-                self.launched
-                and not self.link_lost
-                and exc.status == "crashed"
-                and process.returncode == LINK_FAILED
-            ):
-                self.link_lost = True  # ssh's code for a dropped connection
-                message = f"lost its link to host {self._host_name}: {message}"
+            message = self.launcher.failure(exc, process)
             return self._failure(exc.status, message, process.returncode)
 
     async def _cancel(self, process: ChildProcess, why: str) -> Result:
@@ -366,22 +284,18 @@ class _ChildRun:
         return failure
 
     async def _converse(self, process: ChildProcess, task: Task) -> Result:
-        # a remote child's launch (a queue's wait included) ends with its Hello
-        hello_timeout = HELLO_TIMEOUT if self.remote is None else self.remote.launch_timeout
+        launcher = self.launcher
         try:
-            async with asyncio.timeout(hello_timeout):
+            async with asyncio.timeout(launcher.hello_timeout):
                 hello = await process.frames.next()
         except TimeoutError:
-            raise self._not_started(f"sent no Hello within {hello_timeout:g} s") from None
+            why = f"sent no Hello within {launcher.hello_timeout:g} s"
+            raise launcher.not_started(why) from None
         except FrameError as exc:
-            if self.remote is None:
-                raise
-            why = f"sent bytes that are not a frame ({exc}): does the login print to stdout?"
-            raise self._not_started(why) from None
+            raise launcher.unreadable_hello(exc) from None
         if hello is None:
-            raise self._not_started("exited before saying Hello")
-        if self.remote:
-            self.launched = True
+            raise launcher.not_started("exited before saying Hello")
+        launcher.said_hello()
         if not isinstance(hello, Hello):
             raise ChildFailed(f"spoke before saying Hello ({type(hello).__name__})")
         if hello.version != PROTOCOL_VERSION:
@@ -392,44 +306,13 @@ class _ChildRun:
             )
         if not await write_frame(process.stdin, task):
             raise ChildFailed("closed its input before taking its Task")
-        if self.remote is None:
-            return await self._talk(process)
-        talk = asyncio.ensure_future(self._talk(process))
-        watch = asyncio.ensure_future(keep_link(process.stdin, process.frames, task.heartbeat))
-        try:
-            await asyncio.wait([talk, watch], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for part in (talk, watch):
-                part.cancel()
-            await asyncio.gather(talk, watch, return_exceptions=True)
-        if not talk.cancelled():
-            return talk.result()
-        self.link_lost = True
-        raise ChildFailed(
-            f"lost its link to host {self._host_name}: nothing heard for {task.heartbeat:g} s"
-        )
+        return await launcher.watch(self._talk(process), process)
 
     async def _talk(self, process: ChildProcess) -> Result:
         while True:
             frame = await self._answer(process)
             if isinstance(frame, Result):
                 return frame
-
-    @property
-    def _host_name(self) -> str:
-        return "" if self.host is None else self.host.name
-
-    async def _end_channel(self, process: ChildProcess) -> None:
-        """End a child on a host server: its stdin's end tells it to end itself and what
-        it started, there (its pid is a pid there: nothing here may be signalled)."""
-        process.close_pipes()
-        await process.wait_exit(CANCEL_GRACE)
-
-    def _not_started(self, why: str) -> ChildFailed:
-        if self.remote is None:
-            return ChildFailed(why)
-        self.launched = False
-        return ChildFailed(f"did not start on host {self._host_name}: {why}", "launch_failed")
 
     async def _answer(self, process: ChildProcess) -> ModelCall | Progress | Result:
         """Take the next frame and act on it: answer a model call, forward progress."""
