@@ -62,6 +62,7 @@ def main() -> int:
     ctx = ToolContext(
         Path(task.workdir),
         task.limits,
+        sandbox=task.sandbox,
         bash_allow=task.agent.bash_allow,
         bash_deny=task.agent.bash_deny,
         owns_descendants=True,
@@ -109,5 +110,9 @@ def confine(task: Task) -> None:
     from isoagent.child import sandbox
 
     sandbox.confine(
-        task.limits, Path(task.workdir), Path(task.tmpdir), [Path(p) for p in task.add_dirs]
+        task.sandbox,
+        task.limits,
+        Path(task.workdir),
+        Path(task.tmpdir),
+        [Path(p) for p in task.add_dirs],
     )

@@ -44,7 +44,7 @@ from isoagent.parent.parent_agent import earlier_conversation, parent_prompt, pa
 from isoagent.parent.run_folder import RunFolder, TranscriptWriter
 from isoagent.parent.settings import Settings
 from isoagent.parent.task_tool import TaskTool
-from isoagent.protocol import Result
+from isoagent.protocol import Result, SandboxPolicy
 
 # the signals that end a run: each cancels the session's task, which ends every child
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -155,7 +155,7 @@ class Session:
                 source = model_source(settings)
             for warning in (
                 unsandboxed_warning(settings.sandbox),
-                *mechanism_warnings(settings.sandbox, settings.limits.network),
+                *mechanism_warnings(settings.sandbox, settings.child_network),
             ):
                 if warning:
                     warn(warning)
@@ -281,6 +281,7 @@ class Session:
         spec = parent_tools(settings)
         ctx = ToolContext(
             settings.workdir, settings.limits, env=self.command_environment(),
+            sandbox=SandboxPolicy(network=settings.child_network),
             bash_allow=spec.bash_allow, bash_deny=spec.bash_deny, cancelled=self.stop_parent,
             add_dirs=settings.add_dirs,
         )  # fmt: skip

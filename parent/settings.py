@@ -31,6 +31,7 @@ class Settings:
     max_tokens_total: int = 0  # the run's token budget; 0: none
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     sandbox: SandboxChoice = "auto"
+    child_network: bool = True  # children get a network of their own (off: none at all)
     allow_unsandboxed: bool = False
     writable_git: bool = False  # writing agents may change .git (hooks, config)
     child_command: list[str] | None = None  # how to start a child; None: python -m isoagent.child

@@ -13,7 +13,7 @@ import msgspec
 
 # 2: thinking blocks; 3: bash rules; 4: Heartbeat, Task.identity, .heartbeat; 5: server tools;
 # 6: Task.add_dirs (an older child would ignore the folders it may write in)
-PROTOCOL_VERSION = 6
+PROTOCOL_VERSION = 7
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -153,11 +153,20 @@ class Limits(msgspec.Struct, omit_defaults=True):
     max_tokens: int = DEFAULT_MAX_TOKENS
     bash_timeout: float = 120.0
     output_cap: int = 30_000
-    sandbox: SandboxMode = "off"
     cpu_seconds: int = 0
     address_space_mb: int = 0
     max_processes: int = 0
     file_size_mb: int = 0
+
+
+class SandboxPolicy(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What a child may read, write and reach: built once per child by the parent
+    (``parent/children/sandbox_policy.py``, ``policy_for``) and applied by the child to
+    itself, before any tool runs (``child.sandbox.confine``)."""
+
+    # read-only: only its private temp folder is writable; workspace: the workspace and
+    # the added folders too; off: no kernel sandbox
+    mode: SandboxMode = "off"
     network: bool = True
     # folders inside a writable workspace kept read-only (.git, .claude, .isoagent)
     protected: tuple[str, ...] = ()
@@ -236,6 +245,7 @@ class Task(msgspec.Struct, tag=True, omit_defaults=True):
     workdir: str
     tmpdir: str  # "": the child is on another host and makes its own there
     limits: Limits = msgspec.field(default_factory=Limits)
+    sandbox: SandboxPolicy = msgspec.field(default_factory=SandboxPolicy)
     identity: Identity = msgspec.field(default_factory=Identity)
     # seconds of silence after which either side counts the link as dead, each sending
     # a Heartbeat every third of it (0: a local pipe, whose end is seen, needs none)

@@ -13,7 +13,7 @@ import pytest
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.parent.agent_files import parse_agent_file
-from isoagent.protocol import Limits
+from isoagent.protocol import SandboxPolicy
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request
@@ -47,7 +47,7 @@ def site() -> Iterator[str]:
 
 
 def tool(name: str, tmp_path: Path, *, network: bool = True):  # type: ignore[no-untyped-def]
-    [made] = make_tools([name], ToolContext(tmp_path, Limits(network=network)))
+    [made] = make_tools([name], ToolContext(tmp_path, sandbox=SandboxPolicy(network=network)))
     return made
 
 

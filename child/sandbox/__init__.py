@@ -37,7 +37,7 @@ from isoagent.child.sandbox.privileges import (
     make_undumpable,
 )
 from isoagent.child.sandbox.syscalls import SandboxError
-from isoagent.protocol import Limits
+from isoagent.protocol import Limits, SandboxPolicy
 
 __all__ = [
     "SandboxError",
@@ -51,22 +51,28 @@ __all__ = [
 ]
 
 
-def confine(limits: Limits, workspace: Path, tmpdir: Path, add_dirs: Sequence[Path] = ()) -> None:
-    """Everything ``limits`` asks for. The process always ends up not dumpable, a
-    subreaper, without capabilities and with ``no_new_privs``.
+def confine(
+    policy: SandboxPolicy,
+    limits: Limits,
+    workspace: Path,
+    tmpdir: Path,
+    add_dirs: Sequence[Path] = (),
+) -> None:
+    """Everything ``policy`` and ``limits`` ask for. The process always ends up not
+    dumpable, a subreaper, without capabilities and with ``no_new_privs``.
 
     ``add_dirs`` (``--add-dir``) get the workspace's access.
     Sandboxed, it tries a mount namespace for a private ``/dev/shm``; without one,
-    ``/dev/shm`` is not writable, and ``limits.protected`` (folders the parent expects
+    ``/dev/shm`` is not writable, and ``policy.protected`` (folders the parent expects
     read-only) cannot be honoured: that is an error, never a silent downgrade.
     """
-    sandboxed = limits.sandbox != "off"
-    network = 0 if limits.network else CLONE_NEWNET
+    sandboxed = policy.mode != "off"
+    network = 0 if policy.network else CLONE_NEWNET
     mounted = sandboxed
     try:
         enter_namespaces(network | (CLONE_NEWNS if sandboxed else 0))
     except SandboxError:
-        if not sandboxed or limits.protected:
+        if not sandboxed or policy.protected:
             raise
         enter_namespaces(network)
         mounted = False
@@ -74,7 +80,7 @@ def confine(limits: Limits, workspace: Path, tmpdir: Path, add_dirs: Sequence[Pa
     if mounted:
         mounts.make_private()
         shm = mounts.private_shm()
-        for path in limits.protected:
+        for path in policy.protected:
             if os.path.exists(path):
                 mounts.read_only(path)
     apply_limits(
@@ -83,7 +89,7 @@ def confine(limits: Limits, workspace: Path, tmpdir: Path, add_dirs: Sequence[Pa
     make_undumpable()
     become_subreaper()
     drop_capabilities()
-    if not limits.network and seccomp.available():
+    if not policy.network and seccomp.available():
         seccomp.forbid_unix_sockets()
     if sandboxed:
-        apply_sandbox(limits.sandbox, workspace, tmpdir, shm=shm, add_dirs=add_dirs)
+        apply_sandbox(policy.mode, workspace, tmpdir, shm=shm, add_dirs=add_dirs)

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from isoagent.child.agent.builtin_agents import writes
-from isoagent.parent.settings import SandboxChoice
-from isoagent.protocol import AgentSpec
+from isoagent.parent.settings import SandboxChoice, Settings
+from isoagent.protocol import AgentSpec, SandboxPolicy
 from isoagent.protocol.frames import SandboxMode
 
 
@@ -23,6 +23,20 @@ def landlock_available() -> bool:
     from isoagent.child.sandbox import landlock_abi
 
     return landlock_abi() > 0
+
+
+def policy_for(agent: AgentSpec, settings: Settings) -> SandboxPolicy:
+    """The sandbox of one child of ``agent``: what it may write (its mode), reach (network)
+    and must leave alone in a writable workspace (protected). ``SandboxRefused`` when the
+    machine cannot give the mode the agent needs."""
+    mode = sandbox_mode(agent, settings.sandbox, settings.allow_unsandboxed)
+    return SandboxPolicy(
+        mode=mode,
+        network=settings.child_network,
+        protected=protected_paths(
+            mode, settings.workdir, settings.runs_dir, settings.writable_git, settings.add_dirs
+        ),
+    )
 
 
 def sandbox_mode(

@@ -34,11 +34,7 @@ from isoagent.parent.children.launchers import (
 )
 from isoagent.parent.children.placement import attempt_stem
 from isoagent.parent.children.process import ChildProcess
-from isoagent.parent.children.sandbox_policy import (
-    SandboxRefused,
-    protected_paths,
-    sandbox_mode,
-)
+from isoagent.parent.children.sandbox_policy import SandboxRefused, policy_for
 from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway
@@ -218,22 +214,13 @@ class _ChildRun:
 
     def _task(self) -> Task:
         sup = self.sup
+        settings = sup.settings
         try:
-            sandbox = sandbox_mode(self.agent, sup.settings.sandbox, sup.settings.allow_unsandboxed)
+            sandbox = policy_for(self.agent, settings)
         except SandboxRefused as exc:
             raise ChildFailed(f"was not started: {exc}", "error") from None
-        settings = sup.settings
         limits = msgspec.structs.replace(
-            settings.limits,
-            max_turns=self.agent.max_turns or settings.limits.max_turns,
-            sandbox=sandbox,
-            protected=protected_paths(
-                sandbox,
-                settings.workdir,
-                settings.runs_dir,
-                settings.writable_git,
-                settings.add_dirs,
-            ),
+            settings.limits, max_turns=self.agent.max_turns or settings.limits.max_turns
         )
         launcher = self.launcher
         run_id = sup.run_folder.run_id
@@ -244,6 +231,7 @@ class _ChildRun:
             workdir=launcher.workdir,
             tmpdir=launcher.tmpdir,
             limits=limits,
+            sandbox=sandbox,
             identity=child_identity(
                 launcher.tag(self.transcript_path.stem), run_id=run_id, child=self.id
             ),

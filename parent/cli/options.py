@@ -239,7 +239,6 @@ def settings_from(options: Mapping[str, Any]) -> Settings:
         address_space_mb=options["memory_mb"],
         max_processes=options["max_processes"],
         file_size_mb=options["max_file_size_mb"],
-        network=options["child_network"] == "on",
     )
     remote = remote_settings(options)
     max_parallel = options["max_parallel"]
@@ -258,6 +257,7 @@ def settings_from(options: Mapping[str, Any]) -> Settings:
         max_parallel=max_parallel,
         max_tokens_total=options["max_tokens_total"],
         sandbox=options["sandbox"],
+        child_network=options["child_network"] == "on",
         allow_unsandboxed=options["allow_unsandboxed"],
         writable_git=options["writable_git"],
         agents=load_catalog(options["workdir"], options["agents_dirs"]).agents,

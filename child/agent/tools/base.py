@@ -18,7 +18,7 @@ from isoagent.child.agent.proc import (
     reap_orphans,
     signal_processes,
 )
-from isoagent.protocol import Limits, ToolSpec
+from isoagent.protocol import Limits, SandboxPolicy, ToolSpec
 
 I = TypeVar("I", bound=msgspec.Struct)
 
@@ -39,6 +39,7 @@ class ToolContext:
 
     workdir: Path
     limits: Limits = field(default_factory=Limits)
+    sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)  # what the kernel allows
     cancelled: threading.Event = field(default_factory=threading.Event)
     # process-group ids of running commands, so a cancel can end them
     process_groups: set[int] = field(default_factory=set)

@@ -35,7 +35,7 @@ class WebFetch(Tool[WebFetchInput]):
     Input = WebFetchInput
 
     def execute(self, inp: WebFetchInput) -> str:
-        if not self.ctx.limits.network:
+        if not self.ctx.sandbox.network:
             raise ToolError(
                 "web_fetch is not available: this agent runs without network (--child-network off)"
             )
