@@ -153,3 +153,48 @@ def test_importing_isoagent_imports_nothing_else() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=30)
     assert done.stdout.strip() == "['isoagent']", done.stderr
+
+
+def test_a_misspelt_option_is_a_type_error_naming_it_before_anything_starts(
+    server: MessagesServer, workspace: Path
+) -> None:
+    with pytest.raises(TypeError, match="max_turn"):
+        isoagent.Options(max_turn=2)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unknown option 'max_turn'"):
+        isoagent.task("x", options=isoagent.Options(workdir=workspace), max_turn=2)
+    assert server.requests == []
+
+
+def test_an_agent_definition_in_options_is_an_agent_a_task_can_name(
+    server: MessagesServer, workspace: Path
+) -> None:
+    server.handler = reviewing
+    reviewer = isoagent.AgentDefinition(
+        description="Reviews code", prompt="You review code.", tools=["Read"], model="haiku"
+    )
+    options = isoagent.Options(workdir=workspace, agents={"rev": reviewer})
+    result = isoagent.task("review app.py", agent="rev", options=options)
+    assert result.result == "bug: division by zero | read_file"
+    assert server.requests[0].system.startswith("You review code.")
+    assert {r.model for r in server.requests} == {CURRENT_MODELS["haiku"]}
+
+
+def test_the_api_runs_without_importing_click(server: MessagesServer, workspace: Path) -> None:
+    """The library is the core: a script that calls it never loads the CLI."""
+    server.handler = lambda req: text_reply("done")
+    script = (
+        "import sys, isoagent\n"
+        "options = isoagent.Options(workdir=sys.argv[1])\n"
+        "print(isoagent.task('x', options=options).result, isoagent.run('y', options=options)"
+        ".result)\n"
+        "print(sorted(m for m in sys.modules if m == 'click' or m.startswith(("
+        "'click.', 'isoagent.parent.cli'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(workspace)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["done done", "[]"]

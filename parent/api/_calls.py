@@ -1,5 +1,5 @@
-"""What ``isoagent.task``/``run`` do: the CLI's options parsed by the CLI's own option
-definitions (so names, types and defaults are the same), one session, a ``Result``."""
+"""What ``isoagent.task``/``run`` do: ``Options`` made ``Settings`` by the core the CLI
+uses too, one session, a ``Result``. Nothing here imports click or the CLI."""
 
 from __future__ import annotations
 
@@ -9,15 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import click
-
 from isoagent.parent.events import ChildFinished
+from isoagent.parent.options import Options, settings_for
 from isoagent.protocol import Status, Usage
 
 T = TypeVar("T")
-# print mode's options that make no sense in a call
-_NOT_OPTIONS = frozenset({"prompt", "print_flag", "input_format", "output_format"})
-_RENAMED = {"agents": "agents_json"}
 
 
 class IsoagentError(Exception):
@@ -55,18 +51,26 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     raise IsoagentError("an event loop is running here: use await isoagent.atask/arun")
 
 
-async def run_one(
-    prompt: str, agent_name: str | None, workdir: str | Path, options: Mapping[str, Any]
-) -> Result:
+def options_with(options: Options | None, changes: Mapping[str, Any]) -> Options:
+    """``options`` (or the defaults) with keyword ``changes``; an unknown name is a
+    ``TypeError`` naming it, an ``Options`` that is not one too."""
+    if options is not None and not isinstance(options, Options):
+        raise TypeError(f"options must be an isoagent.Options, not {type(options).__name__}")
+    return (options or Options()).replace(**changes)
+
+
+async def run_one(prompt: str, agent_name: str | None, options: Options) -> Result:
     """The parent (``agent_name`` None) or one subagent, in a session of its own."""
     from isoagent.parent.batch.input import unknown_agent
-    from isoagent.parent.children.supervisor import ChildRequest
-    from isoagent.parent.cli.prompts import describe
+    from isoagent.parent.children.supervisor import ChildRequest, describe
     from isoagent.parent.session import Interrupted, Session, SessionError
 
     if not prompt.strip():
         raise IsoagentError("the prompt is empty")
-    settings = api_settings(workdir, options)
+    try:
+        settings = settings_for(options)
+    except ValueError as exc:
+        raise IsoagentError(str(exc)) from None
     agent = None
     if agent_name is not None:
         agent = settings.agents.get(agent_name)
@@ -101,54 +105,3 @@ async def run_one(
         duration=result.duration,
         children=list(final.children),
     )
-
-
-def api_settings(workdir: str | Path, options: Mapping[str, Any]) -> Any:
-    """``Settings`` for keyword ``options``, parsed as ``isoagent -p`` parses its flags."""
-    from isoagent.parent.cli.options import settings_from
-    from isoagent.parent.cli.print_mode import print_mode
-    from isoagent.parent.parent_agent import claude_settings
-
-    params = {p.name: p for p in print_mode.params if p.name and p.name not in _NOT_OPTIONS}
-    args: list[str] = []
-    for name, value in {"workdir": workdir, **options}.items():
-        param = params.get(_RENAMED.get(name, name))
-        if param is None or not isinstance(param, click.Option):
-            raise TypeError(f"unknown option {name!r}; options: {', '.join(sorted(params))}")
-        args += _as_args(param, value)
-    try:
-        ctx = print_mode.make_context("isoagent", args)
-    except click.ClickException as exc:
-        raise IsoagentError(exc.format_message()) from None
-    values = ctx.params
-    try:
-        return claude_settings(
-            settings_from(values),
-            system_prompt=values["system_prompt"],
-            append_system_prompt=values["append_system_prompt"],
-            allowed_tools=values["allowed_tools"],
-            disallowed_tools=values["disallowed_tools"],
-            agents=values["agents_json"],
-            permission_mode=values["permission_mode"],
-            continue_=values["continue_"],
-            resume=values["resume"],
-        )
-    except ValueError as exc:
-        raise IsoagentError(str(exc)) from None
-
-
-def _as_args(option: click.Option, value: Any) -> list[str]:
-    """The command-line words that give ``option`` the value ``value``."""
-    flag = max(option.opts, key=len)
-    if option.is_flag:
-        return [flag] if value else []
-    if option.multiple:
-        values = [value] if isinstance(value, str | Path) else list(value)
-        return [word for item in values for word in (flag, str(item))]
-    if isinstance(value, bool):  # child_network=False
-        value = "on" if value else "off"
-    if isinstance(value, dict | list):  # agents={...}
-        import json
-
-        value = json.dumps(value)
-    return [flag, str(value)]

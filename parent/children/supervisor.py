@@ -64,6 +64,12 @@ class ChildRequest:
     agent: AgentSpec
 
 
+def describe(prompt: str, width: int = 50) -> str:
+    """A short title for the display and the transcript: the prompt's first line."""
+    line = prompt.strip().splitlines()[0].strip()
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
 class Supervisor:
     """Runs children for one session, at most ``settings.max_parallel`` at once."""
 

@@ -28,7 +28,6 @@ from isoagent.parent.cli.errors import fail, run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import pick_agent, settings_options
 from isoagent.parent.cli.output import JsonLines, end_when_reader_goes
-from isoagent.parent.cli.prompts import describe
 from isoagent.parent.events import ChildFinished, TaskRecord
 from isoagent.parent.settings import Settings
 from isoagent.protocol import Result
@@ -181,7 +180,7 @@ class _BatchRun:
         return code
 
     async def _worker(self, session: Session, queue: Iterator[BatchTask]) -> None:
-        from isoagent.parent.children.supervisor import ChildRequest
+        from isoagent.parent.children.supervisor import ChildRequest, describe
 
         for task in queue:
             self.display.task_started()

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import functools
-import os
-import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from isoagent.parent import options as options_core
 from isoagent.parent.batch.input import unknown_agent
-from isoagent.parent.children.hosts import HostSpecError, RemoteSettings, parse_hosts
+from isoagent.parent.children.hosts import RemoteSettings
 from isoagent.parent.cli.errors import fail
 from isoagent.parent.cli.exit_codes import ExitCode
-from isoagent.parent.model.aliases import resolve_model
+from isoagent.parent.options import OPTION_NAMES, Options, settings_for
 from isoagent.parent.settings import Settings
-from isoagent.protocol import Limits
 
 if TYPE_CHECKING:
     from isoagent.parent.agent_files import AgentCatalog
@@ -221,95 +219,27 @@ def _names(options: list[Callable[..., Any]]) -> list[str]:
 
 def load_catalog(workdir: Path, agents_dirs: tuple[Path, ...]) -> AgentCatalog:
     """Built-in and file-defined agent types; file problems are reported, never fatal."""
-    from isoagent.parent.agent_files import load_agents
-
-    catalog = load_agents(workdir, extra_dirs=agents_dirs)
-    for warning in catalog.warnings:
-        click.echo(f"isoagent: warning: {warning}", err=True)
-    for error in catalog.errors:
-        click.echo(f"isoagent: agent file skipped: {error.describe()}", err=True)
+    catalog: AgentCatalog = options_core.load_catalog(workdir, agents_dirs, _warn)
     return catalog
 
 
-def settings_from(options: Mapping[str, Any]) -> Settings:
-    """``Settings`` from the values of ``settings_options``; agent files are read here."""
-    limits = Limits(
-        max_turns=options["max_turns"],
-        cpu_seconds=options["cpu_seconds"],
-        address_space_mb=options["memory_mb"],
-        max_processes=options["max_processes"],
-        file_size_mb=options["max_file_size_mb"],
-    )
-    remote = remote_settings(options)
-    max_parallel = options["max_parallel"]
+def _warn(line: str) -> None:
+    click.echo(f"isoagent: {line}", err=True)
+
+
+def settings_from(values: Mapping[str, Any]) -> Settings:
+    """``Settings`` from the values of ``settings_options``: the ``Options`` they give,
+    made ``Settings`` by the same core the Python API uses. A ``ValueError`` says what
+    cannot be used."""
+    given = {name: values[name] for name in values if name in OPTION_NAMES}
+    given["child_network"] = values["child_network"] == "on"
     context = click.get_current_context(silent=True)
-    if remote is not None and (
-        context is None
-        or context.get_parameter_source("max_parallel") == click.core.ParameterSource.DEFAULT
+    if (
+        context is not None
+        and context.get_parameter_source("max_parallel") == click.core.ParameterSource.DEFAULT
     ):
-        max_parallel = remote.slots  # the pool's slots say how many at once
-    return Settings(
-        workdir=options["workdir"],
-        add_dirs=added_dirs(options["add_dirs"]),
-        model=resolve_model(options["model"]),
-        limits=limits,
-        timeout=options["timeout"],
-        max_parallel=max_parallel,
-        max_tokens_total=options["max_tokens_total"],
-        sandbox=options["sandbox"],
-        child_network=options["child_network"] == "on",
-        allow_unsandboxed=options["allow_unsandboxed"],
-        writable_git=options["writable_git"],
-        agents=load_catalog(options["workdir"], options["agents_dirs"]).agents,
-        child_command=shlex.split(os.environ.get("ISOAGENT_CHILD_COMMAND", "")) or None,
-        verbose=options["verbose"],
-        record=options["record"],
-        replay=options["replay"],
-        replay_match=options["replay_match"],
-        remote=remote,
-    )
-
-
-def added_dirs(names: tuple[str, ...]) -> tuple[Path, ...]:
-    """``--add-dir`` folders as real absolute paths; a ``ValueError`` names one that is
-    missing or not a folder."""
-    dirs: list[Path] = []
-    for name in names:
-        path = Path(os.path.realpath(name))
-        if not path.is_dir():
-            missing = "does not exist" if not path.exists() else "is not a directory"
-            raise ValueError(f"--add-dir {name}: {missing}")
-        if path not in dirs:
-            dirs.append(path)
-    return tuple(dirs)
-
-
-def remote_settings(options: Mapping[str, Any]) -> RemoteSettings | None:
-    """``RemoteSettings`` from ``--hosts`` and its companions; None without ``--hosts``.
-    A ``ValueError`` says what cannot be used."""
-    if options["hosts"] is None:
-        given = [
-            f"--{name.replace('_', '-')}"
-            for name in ("launcher", "remote_python", "remote_workdir", "heartbeat", "retries",
-                         "retry_crashed", "launch_timeout")
-            if options[name] not in (getattr(REMOTE, name), None, False)
-        ]  # fmt: skip
-        if given:
-            raise HostSpecError(f"without --hosts, {', '.join(given)} cannot be used")
-        return None
-    from isoagent.parent.children.remote import Launcher
-
-    Launcher(options["launcher"], options["remote_python"])  # a template that cannot work
-    return RemoteSettings(
-        hosts=tuple(parse_hosts(options["hosts"])),
-        launcher=options["launcher"],
-        remote_python=options["remote_python"],
-        remote_workdir=options["remote_workdir"] or "",
-        heartbeat=options["heartbeat"],
-        retries=options["retries"],
-        retry_crashed=options["retry_crashed"],
-        launch_timeout=options["launch_timeout"],
-    )
+        given["max_parallel"] = None  # with --hosts, the pool's slots say how many at once
+    return settings_for(Options(**given), _warn)
 
 
 def pick_agent(agents: Mapping[str, AgentSpec], name: str) -> AgentSpec:

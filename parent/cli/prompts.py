@@ -75,9 +75,3 @@ def read_stdin() -> str:
             ExitCode.USAGE,
         )
     return data.decode("utf-8", errors="replace")
-
-
-def describe(prompt: str, width: int = 50) -> str:
-    """A short title for the display and the transcript: the prompt's first line."""
-    line = prompt.strip().splitlines()[0].strip()
-    return line if len(line) <= width else line[: width - 3] + "..."

@@ -9,7 +9,7 @@ from isoagent.parent.cli.errors import run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP
 from isoagent.parent.cli.options import output_options, pick_agent, settings_options
 from isoagent.parent.cli.output import Output, end_when_reader_goes
-from isoagent.parent.cli.prompts import describe, task_prompt
+from isoagent.parent.cli.prompts import task_prompt
 from isoagent.parent.events import Sink
 from isoagent.parent.settings import Settings
 
@@ -36,7 +36,7 @@ def task(prompt: str, agent_name: str, output_format: str, settings: Settings) -
     PROMPT '-' reads the prompt from stdin. Otherwise text piped to stdin is attached
     to the prompt between <stdin> and </stdin> lines. Progress goes to stderr.
     """
-    from isoagent.parent.children.supervisor import ChildRequest
+    from isoagent.parent.children.supervisor import ChildRequest, describe
     from isoagent.parent.session import Session
 
     text = task_prompt(prompt)

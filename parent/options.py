@@ -1,0 +1,253 @@
+"""``Options``: what a caller sets, typed, with the CLI's defaults; ``settings_for`` makes
+them the one ``Settings`` a ``Session`` runs with.
+
+This is the core the Python API (``isoagent.task(..., options=Options(...))``) and the
+click commands share: a command builds ``Options`` from its flags and calls the same
+``settings_for``. Adding an option: a field here (with its default and a comment), what
+it becomes in ``settings_for`` (a ``Settings`` field, usually of the same name), then its
+flag in ``parent/cli/options.py`` (the flag's default comes from here).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from isoagent.parent.children.hosts import HostSpecError, RemoteSettings, parse_hosts
+from isoagent.parent.model.aliases import resolve_model
+from isoagent.parent.settings import DEFAULT_MODEL, ReplayMatch, SandboxChoice, Settings
+from isoagent.protocol import Limits
+
+MODEL_VARIABLES = ("ISOAGENT_MODEL", "ANTHROPIC_MODEL")  # the model, when none is given
+_LIMITS = Settings(workdir=Path(".")).limits
+_REMOTE = RemoteSettings(hosts=())
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentDefinition:
+    """An agent type defined in code, as Claude Code's ``--agents`` JSON defines one."""
+
+    description: str  # when the parent should use it
+    prompt: str  # its system prompt
+    tools: Sequence[str] | None = None  # Claude Code tool names ("Read", "Bash(git:*)"); None: all
+    disallowed_tools: Sequence[str] = ()
+    model: str | None = None  # an alias (sonnet, haiku, ...) or an id; None: the parent's
+    max_turns: int | None = None
+    permission_mode: str | None = None  # "plan": read-only
+
+    def as_claude_json(self) -> dict[str, Any]:
+        """The definition in ``--agents`` JSON's names."""
+        fields = {
+            "description": self.description,
+            "prompt": self.prompt,
+            "tools": None if self.tools is None else list(self.tools),
+            "disallowedTools": list(self.disallowed_tools) or None,
+            "model": self.model,
+            "maxTurns": self.max_turns,
+            "permissionMode": self.permission_mode,
+        }
+        return {key: value for key, value in fields.items() if value is not None}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Options:
+    """Everything a run can be set to; each default is the CLI's."""
+
+    workdir: str | Path = "."  # the workspace the agents work in
+    model: str | None = None  # an id or alias; None: $ISOAGENT_MODEL, $ANTHROPIC_MODEL, sonnet
+    max_turns: int = 0  # per agent; 0: none (an agent file's maxTurns wins)
+    add_dirs: Sequence[str | Path] = ()  # more folders the agents use as the workspace
+    timeout: float = 600.0  # wall-clock seconds per child
+    max_parallel: int | None = None  # children at once; None: 4, or the hosts' slots
+    agents_dirs: Sequence[str | Path] = ()  # more folders of agent files
+    agents: Mapping[str, AgentDefinition | Mapping[str, Any]] | None = None  # more agent types
+    verbose: bool = False
+    # the children's sandbox and limits (0: no limit)
+    sandbox: SandboxChoice = "auto"
+    allow_unsandboxed: bool = False  # run read-only agents unconfined without Landlock
+    writable_git: bool = False  # writing agents may change .git
+    child_network: bool = True
+    max_tokens_total: int = 0  # the run's token budget
+    cpu_seconds: int = _LIMITS.cpu_seconds
+    memory_mb: int = _LIMITS.address_space_mb
+    max_processes: int = _LIMITS.max_processes
+    max_file_size_mb: int = _LIMITS.file_size_mb
+    # children on other hosts (see ``isoagent run --help``)
+    hosts: str | None = None  # name[:slots],... or @FILE
+    launcher: str = _REMOTE.launcher
+    remote_python: str = _REMOTE.remote_python
+    remote_workdir: str | None = None
+    heartbeat: float = _REMOTE.heartbeat
+    retries: int = _REMOTE.retries
+    retry_crashed: bool = False
+    launch_timeout: float = _REMOTE.launch_timeout
+    # model calls from and to files
+    record: str | Path | None = None
+    replay: str | Path | None = None
+    replay_match: ReplayMatch = "strict"
+    # the parent agent, as Claude Code's flags set it
+    system_prompt: str = ""
+    append_system_prompt: str = ""
+    allowed_tools: Sequence[str] = ()
+    disallowed_tools: Sequence[str] = ()
+    permission_mode: Literal["default", "acceptEdits", "bypassPermissions", "plan"] = "default"
+    continue_conversation: bool = False  # continue the latest run's conversation
+    resume: str | None = None  # a session id (run id) whose conversation to continue
+
+    def replace(self, **changes: Any) -> Options:
+        """A copy with ``changes``; a name that is no option is a ``TypeError`` naming it."""
+        unknown = sorted(set(changes) - OPTION_NAMES)
+        if unknown:
+            raise TypeError(
+                f"unknown option {unknown[0]!r}; options: {', '.join(sorted(OPTION_NAMES))}"
+            )
+        return dataclasses.replace(self, **changes)
+
+
+OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(Options))
+_AT_LEAST = {
+    "max_turns": 0, "timeout": 1, "max_parallel": 1, "max_tokens_total": 0, "cpu_seconds": 0,
+    "memory_mb": 0, "max_processes": 0, "max_file_size_mb": 0, "heartbeat": 0.1, "retries": 0,
+    "launch_timeout": 1,
+}  # fmt: skip
+
+
+def settings_for(options: Options, on_warning: Any = None) -> Settings:
+    """The ``Settings`` of a run with ``options``: agent files read, models resolved, paths
+    checked. A ``ValueError`` says in one line what cannot be used. ``on_warning`` is told
+    each problem with an agent file (they are never fatal)."""
+    from isoagent.parent.parent_agent import claude_settings
+
+    _check_ranges(options)
+    workdir = Path(os.path.realpath(options.workdir))
+    if not workdir.is_dir():
+        raise ValueError(f"the workspace {options.workdir} is not a folder")
+    remote = remote_settings(options)
+    max_parallel = options.max_parallel
+    if max_parallel is None:  # the pool's slots say how many at once
+        max_parallel = remote.slots if remote is not None else Settings.max_parallel
+    model = options.model or next(
+        (os.environ[name] for name in MODEL_VARIABLES if os.environ.get(name)), DEFAULT_MODEL
+    )
+    settings = Settings(
+        workdir=workdir,
+        add_dirs=added_dirs(options.add_dirs),
+        model=resolve_model(model),
+        limits=Limits(
+            max_turns=options.max_turns,
+            cpu_seconds=options.cpu_seconds,
+            address_space_mb=options.memory_mb,
+            max_processes=options.max_processes,
+            file_size_mb=options.max_file_size_mb,
+        ),
+        timeout=options.timeout,
+        max_parallel=max_parallel,
+        max_tokens_total=options.max_tokens_total,
+        sandbox=options.sandbox,
+        child_network=options.child_network,
+        allow_unsandboxed=options.allow_unsandboxed,
+        writable_git=options.writable_git,
+        agents=load_catalog(workdir, options.agents_dirs, on_warning).agents,
+        child_command=shlex.split(os.environ.get("ISOAGENT_CHILD_COMMAND", "")) or None,
+        verbose=options.verbose,
+        record=None if options.record is None else Path(options.record),
+        replay=None if options.replay is None else Path(options.replay),
+        replay_match=options.replay_match,
+        remote=remote,
+    )
+    agents = options.agents
+    return claude_settings(
+        settings,
+        system_prompt=options.system_prompt,
+        append_system_prompt=options.append_system_prompt,
+        allowed_tools=_words(options.allowed_tools),
+        disallowed_tools=_words(options.disallowed_tools),
+        agents=None if agents is None else {name: _agent_json(d) for name, d in agents.items()},
+        permission_mode=options.permission_mode,
+        continue_=options.continue_conversation,
+        resume=options.resume,
+    )
+
+
+def _words(value: str | Sequence[str]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _agent_json(definition: AgentDefinition | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(definition, AgentDefinition):
+        return definition.as_claude_json()
+    return dict(definition)
+
+
+def _check_ranges(options: Options) -> None:
+    for name, least in _AT_LEAST.items():
+        value = getattr(options, name)
+        if value is not None and value < least:
+            flag = "--" + name.replace("_", "-")
+            raise ValueError(f"invalid {name}={value!r} ({flag}): it must be at least {least}")
+
+
+def load_catalog(workdir: Path, agents_dirs: Sequence[str | Path], on_warning: Any = None) -> Any:
+    """Built-in and file-defined agent types (an ``AgentCatalog``); each problem with a file
+    is handed to ``on_warning`` as one line, never fatal."""
+    from isoagent.parent.agent_files import load_agents
+
+    catalog = load_agents(workdir, extra_dirs=tuple(Path(d) for d in agents_dirs))
+    if on_warning is not None:
+        for warning in catalog.warnings:
+            on_warning(f"warning: {warning}")
+        for error in catalog.errors:
+            on_warning(f"agent file skipped: {error.describe()}")
+    return catalog
+
+
+def added_dirs(names: Sequence[str | Path]) -> tuple[Path, ...]:
+    """``--add-dir`` folders as real absolute paths; a ``ValueError`` names one that is
+    missing or not a folder."""
+    dirs: list[Path] = []
+    for name in names:
+        path = Path(os.path.realpath(name))
+        if not path.is_dir():
+            missing = "does not exist" if not path.exists() else "is not a directory"
+            raise ValueError(f"--add-dir {name}: {missing}")
+        if path not in dirs:
+            dirs.append(path)
+    return tuple(dirs)
+
+
+_REMOTE_ONLY = (
+    "launcher", "remote_python", "remote_workdir", "heartbeat", "retries", "retry_crashed",
+    "launch_timeout",
+)  # fmt: skip
+
+
+def remote_settings(options: Options) -> RemoteSettings | None:
+    """``RemoteSettings`` from ``hosts`` and its companions; None without ``hosts``.
+    A ``ValueError`` says what cannot be used."""
+    if options.hosts is None:
+        given = [
+            f"--{name.replace('_', '-')}"
+            for name in _REMOTE_ONLY
+            if getattr(options, name) not in (getattr(_REMOTE, name), None, False)
+        ]
+        if given:
+            raise HostSpecError(f"without --hosts, {', '.join(given)} cannot be used")
+        return None
+    from isoagent.parent.children.remote import Launcher
+
+    Launcher(options.launcher, options.remote_python)  # a template that cannot work
+    return RemoteSettings(
+        hosts=tuple(parse_hosts(options.hosts)),
+        launcher=options.launcher,
+        remote_python=options.remote_python,
+        remote_workdir=options.remote_workdir or "",
+        heartbeat=options.heartbeat,
+        retries=options.retries,
+        retry_crashed=options.retry_crashed,
+        launch_timeout=options.launch_timeout,
+    )
