@@ -25,7 +25,7 @@ from bench.driver import WARMUP
 from bench.references import Used, in_process
 from bench.spawn import vm_hwm_mb
 from bench.stats import Line, Stat, reference
-from isoagent.child.agent.proc import STIME, UTIME, stat_fields
+from isoagent.child.agent.process_tree import STIME, UTIME, stat_fields
 from isoagent.parent.children.launch import FORK_SERVER_VARIABLE, PACKAGE_ROOT
 from tests.conftest import cli_env
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply

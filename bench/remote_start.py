@@ -24,6 +24,7 @@ from bench.flows import two_turns
 from bench.spawn import CHILD, _time_to_hello, _time_to_hello_forked
 from bench.stats import Line, Stat, ratio, reference
 from isoagent.parent.children.forkserver import ForkServer
+from isoagent.parent.children.host_link import HostLink
 from isoagent.parent.children.hosts import HostEntry
 from isoagent.parent.children.launch import (
     FORK_SERVER_COMMAND,
@@ -33,7 +34,6 @@ from isoagent.parent.children.launch import (
 )
 from isoagent.parent.children.process import ChildProcess
 from isoagent.parent.children.remote import Launcher, launcher_environment
-from isoagent.parent.children.remote_server import HostLink
 from tests.conftest import cli_env
 from tests.support import sshd
 from tests.support.messages_server import MessagesServer

@@ -15,7 +15,7 @@ import os
 import signal
 from collections.abc import Mapping
 
-from isoagent.child.agent.proc import SPARED, TAG_VARIABLE, signal_processes
+from isoagent.child.agent.process_tree import SPARED, TAG_VARIABLE, signal_processes
 from isoagent.protocol import Identity
 
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ")

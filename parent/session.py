@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.loop import Agent
-from isoagent.child.agent.proc import TAG_VARIABLE
+from isoagent.child.agent.process_tree import TAG_VARIABLE
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.child.agent.tools.workspace import add_dirs_note

@@ -16,7 +16,7 @@ from typing import TypeVar
 import pytest
 
 from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
-from isoagent.child.agent.proc import PPID, stat_fields
+from isoagent.child.agent.process_tree import PPID, stat_fields
 from isoagent.parent.children import forkserver
 from isoagent.parent.children.connection import write_frame
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from isoagent.child.agent.proc import TAG_VARIABLE, find_processes, start_time
+from isoagent.child.agent.process_tree import TAG_VARIABLE, find_processes, start_time
 from tests.support.processes import wait_for
 
 TAG = f"test-proc-{os.getpid()}"

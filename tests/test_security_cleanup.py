@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from isoagent.child.agent.proc import TAG_VARIABLE
+from isoagent.child.agent.process_tree import TAG_VARIABLE
 from isoagent.parent.children.cgroups import RunCgroups
 from tests.conftest import cli_env
 from tests.support.cli import run_cli, start_cli

@@ -15,7 +15,7 @@ import contextlib
 import os
 import signal
 
-from isoagent.child.agent.proc import end_descendants, signal_name, signal_processes
+from isoagent.child.agent.process_tree import end_descendants, signal_name, signal_processes
 from isoagent.parent.children.cgroups import ChildCgroup
 from isoagent.parent.children.process import ChildProcess
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import msgspec
 
-from isoagent.child.agent.proc import DEAD, STATE, stat_fields
+from isoagent.child.agent.process_tree import DEAD, STATE, stat_fields
 from isoagent.parent.children.process import ChildPipes, ChildProcess, attach
 from isoagent.protocol.forkserver import (
     MAX_MESSAGE,

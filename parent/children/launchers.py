@@ -22,10 +22,11 @@ import tempfile
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
-from isoagent.child.agent.proc import start_time
+from isoagent.child.agent.process_tree import start_time
 from isoagent.parent.children.cgroups import ChildCgroup, RunCgroups
 from isoagent.parent.children.cleanup import end_session
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
+from isoagent.parent.children.host_link import HostLink, LinkFailed
 from isoagent.parent.children.hosts import HostEntry
 from isoagent.parent.children.launch import (
     CHILD_COMMAND,
@@ -36,7 +37,6 @@ from isoagent.parent.children.launch import (
 from isoagent.parent.children.placement import Attempt, LauncherFailed, Placement
 from isoagent.parent.children.process import ChildProcess
 from isoagent.parent.children.remote import LINK_FAILED, keep_link
-from isoagent.parent.children.remote_server import HostLink, LinkFailed
 from isoagent.parent.events import ChildFinished
 from isoagent.parent.settings import Settings
 from isoagent.protocol import FrameError, Result, Status

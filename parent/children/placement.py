@@ -1,7 +1,7 @@
 """Placing children on hosts (``--hosts``) and trying again elsewhere when one fails.
 
 Each child takes a free slot of the host pool (``remote.py``) and is started there
-through the launcher: forked by the host's one host server (``remote_server.py``), or,
+through the launcher: forked by the host's one host server (``host_link.py``), or,
 with ``ISOAGENT_HOST_SERVER=0`` or a template without ``{host}``, by a launcher
 connection of its own. A launch that fails, or a link that dies (and a crash, with
 ``retry_crashed``), is tried again on another host, up to ``--retries`` times; each
@@ -18,11 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from isoagent.parent.children.host_link import HostLink
 from isoagent.parent.children.hosts import HostEntry, RemoteSettings
 from isoagent.parent.children.launch import exec_child
 from isoagent.parent.children.process import ChildProcess
 from isoagent.parent.children.remote import HostPool, Launcher, NoHostLeft, launcher_environment
-from isoagent.parent.children.remote_server import HostLink
 from isoagent.parent.events import ChildFinished
 
 HOST_SERVER_VARIABLE = "ISOAGENT_HOST_SERVER"  # 0: a launcher connection per remote child

@@ -6,7 +6,7 @@ import os
 import time
 from collections.abc import Callable
 
-from isoagent.child.agent.proc import DEAD, STATE, stat_fields
+from isoagent.child.agent.process_tree import DEAD, STATE, stat_fields
 
 
 def alive(pid: int) -> bool:

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import msgspec
 
-from isoagent.child.agent.proc import (
+from isoagent.child.agent.process_tree import (
     SPARED,
     TAG_VARIABLE,
     end_descendants,

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import msgspec
 
-from isoagent.child.agent.proc import signal_name, signal_processes
+from isoagent.child.agent.process_tree import signal_name, signal_processes
 from isoagent.child.agent.tools.base import Tool, ToolError
 from isoagent.child.agent.tools.bash_rules import CommandRefused, check
 from isoagent.child.agent.truncate import keep_sizes, mark_cut, truncate
