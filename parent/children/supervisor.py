@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import msgspec
 
 from isoagent.child.agent.loop import text_of
+from isoagent.parent.children.call_limits import CallLimits
 from isoagent.parent.children.cleanup import describe_exit
 from isoagent.parent.children.connection import StderrLog, log_cap, write_frame
 from isoagent.parent.children.forkserver import ForkServer
@@ -159,6 +160,7 @@ class _ChildRun:
         self.cancelled = False
         self.started = asyncio.get_running_loop().time()
         self._finished: ChildFinished | None = None
+        self.limits: CallLimits | None = None  # its model calls' limits, from its Task
 
     @property
     def launched(self) -> bool | None:
@@ -179,6 +181,7 @@ class _ChildRun:
         result: Result | None = None
         try:
             task = self._task()
+            self.limits = CallLimits(task)
             process = await launcher.start()
             self.pid = process.pid  # on its host: the launcher's here (the child's is there)
             drain = asyncio.create_task(self.stderr.drain(process.stderr))
@@ -315,6 +318,13 @@ class _ChildRun:
             raise ChildFailed("exited before sending its Result")
         match frame:
             case ModelCall():
+                assert self.limits is not None
+                if refused := self.limits.refusal(frame):  # a child is untrusted
+                    error = ModelError("bad_request", f"refused by the parent: {refused}")
+                    await write_frame(process.stdin, ModelReply(frame.turn, error=error))
+                    raise ChildFailed(
+                        f"sent a model call its Task does not allow: {refused}", "error"
+                    )
                 self.recorder.before(frame)
                 if self.cancelled:  # it asked before it saw the Cancel: no more tokens for it
                     reply = ModelReply(frame.turn, error=ModelError("cancelled", "cancelled"))

@@ -16,6 +16,10 @@ Behaviours:
 - ``noisy``: writes 256 KiB to stderr, then becomes the real child (``exec``).
 - ``stubborn``: Hello, takes its Task, and sleeps; SIGTERM only makes it write
   ``DIR/term.pid`` (SIGKILL ends it).
+- ``forge-model``, ``forge-tokens``, ``forge-turns``, ``forge-tools``: Hello, takes its
+  Task, and sends model calls it was not given (another model, 100 times its
+  max_tokens, call after call past its turn limit, the API's web fetch tool), writing
+  each reply's error (or ``ok``) as a line of ``DIR/replies``, until one is refused.
 """
 
 from __future__ import annotations
@@ -32,8 +36,14 @@ from isoagent.protocol import (
     FrameReader,
     FrameWriter,
     Hello,
+    Message,
+    ModelCall,
+    ModelReply,
     ParentFrame,
     Progress,
+    Task,
+    TextBlock,
+    ToolSpec,
     encode_frame,
 )
 
@@ -59,7 +69,8 @@ def main(behaviour: str, folder: Path) -> int:
         time.sleep(300)
         return 0
     writer.write(Hello(PROTOCOL_VERSION, os.getpid()))
-    FrameReader(0, ParentFrame).read()  # the Task
+    reader = FrameReader(0, ParentFrame)
+    task = reader.read()
     if behaviour == "truncated":
         frame = encode_frame(Progress("turn", turns=1, tool_calls=0, elapsed=0.1))
         os.write(1, frame[: len(frame) // 2])
@@ -79,7 +90,38 @@ def main(behaviour: str, folder: Path) -> int:
         hidden = subprocess.Popen(["sleep", "300"], start_new_session=True, env={})
         note(folder, "hidden", hidden.pid)
         return 0
+    if behaviour.startswith("forge-") and isinstance(task, Task):
+        forge(behaviour, task, writer, reader, folder)
+        return 0
     raise SystemExit(f"unknown behaviour {behaviour!r}")
+
+
+def forge(
+    behaviour: str, task: Task, writer: FrameWriter, reader: FrameReader, folder: Path
+) -> None:
+    """Send model calls outside ``task`` until the parent refuses one."""
+    call = ModelCall(
+        turn=0,
+        model=task.model,
+        max_tokens=task.limits.max_tokens,
+        system="",
+        messages=[Message("user", [TextBlock("hi")])],
+    )
+    if behaviour == "forge-model":
+        call.model = "claude-opus-4-1-expensive"
+    if behaviour == "forge-tokens":
+        call.max_tokens = task.limits.max_tokens * 100
+    if behaviour == "forge-tools":
+        call.tools = [ToolSpec("web_fetch", type="web_fetch_20250910")]
+    with (folder / "replies").open("a") as replies:
+        for _ in range(20):  # forge-turns: each call says it is the first
+            writer.write(call)
+            reply = reader.read()
+            assert isinstance(reply, ModelReply)
+            replies.write(f"{reply.error.message if reply.error else 'ok'}\n")
+            replies.flush()
+            if reply.error:
+                return
 
 
 if __name__ == "__main__":
