@@ -56,6 +56,23 @@ _TOP_LEVEL_KEY = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:[ \t]+(\S.*?)[ \t]*$")
 _TOOL_ENTRY = re.compile(r"[^,\s()\[\]]+(?:\([^)]*\))?")
 _RULE = re.compile(r"^([^(]+)\((.*)\)$")
 
+
+class _AliasRefused(yaml.composer.ComposerError):
+    """An alias in an agent file: refused, never read as literal text."""
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML without aliases (``*name``): an agent file needs none, and a few hundred bytes
+    of aliases to aliases (a "billion laughs") expand past any memory or time when read.
+    Refusing them at composition bounds the work by the file's size."""
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise _AliasRefused(None, None, "aliases (*name) are not allowed in agent files", mark)
+        return super().compose_node(parent, index)  # type: ignore[no-untyped-call]
+
+
 # Claude Code tool names -> ours; our own names map to themselves.
 CLAUDE_TOOLS: dict[str, str] = {
     "Read": "read_file",
@@ -249,7 +266,9 @@ def _quote_if_invalid(line: str) -> str:
     if not match:
         return line
     try:
-        yaml.safe_load(f"key: {match.group(2)}")
+        yaml.load(f"key: {match.group(2)}", Loader=_NoAliasLoader)
+        return line
+    except _AliasRefused:
         return line
     except (yaml.YAMLError, RecursionError):
         return f"{match.group(1)}: {json.dumps(match.group(2))}"
@@ -262,7 +281,7 @@ def _load_mapping(front: str, fail: Any) -> tuple[dict[str, Any], dict[str, int]
 
     loader = None
     try:
-        loader = yaml.SafeLoader(front)
+        loader = _NoAliasLoader(front)
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:

@@ -195,3 +195,43 @@ def test_a_collection_warns_one_line_per_rejected_file_and_one_summary(
         "NotebookEdit (12 agents), mcp__* (12 agents); "
         "3 Markdown file(s) without front matter ignored"
     )
+
+
+# nine lists of nine aliases to the one before: 9**9 strings once expanded, in 384 bytes
+ALIAS_BOMB = """\
+---
+name: bomb
+description: lol
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+tools: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+---
+x
+"""
+
+
+@pytest.mark.parametrize(
+    ("bomb", "line"),
+    [(ALIAS_BOMB, 5), ("---\nname: m\ndescription: d\nx: &x {tools: Read}\n<<: *x\n---\n", 5)],
+)
+def test_yaml_aliases_in_an_agent_file_are_refused_not_expanded(
+    home: Path, workspace: Path, bomb: str, line: int
+) -> None:
+    agents_dir = workspace / ".claude" / "agents"
+    (agents_dir / "reviewer.md").write_text(REVIEWER)
+    (agents_dir / "bomb.md").write_text(bomb)
+    done = run_cli(["agents"], plain_env(home), cwd=workspace, process=True)  # no hang
+
+    assert done.returncode == 1
+    assert "reviewer  (.claude/agents/reviewer.md)" in done.stdout
+    assert (
+        f"isoagent: agent file skipped: {agents_dir / 'bomb.md'}:{line}: "
+        "invalid YAML: aliases (*name) are not allowed in agent files\n"
+    ) in done.stderr
+    assert "bomb" not in done.stdout
