@@ -3,10 +3,13 @@ restricts, the child enforces."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from isoagent.child.agent.tools.base import ToolContext
+from isoagent.child.agent.tools.bash import Bash
 from isoagent.child.agent.tools.bash_rules import CommandRefused, check
 from isoagent.parent.children.sandbox_policy import landlock_available
 from tests.conftest import cli_env
@@ -59,6 +62,94 @@ def test_commands_matching_the_prefix_in_every_part_run(command: str) -> None:
 def test_anything_else_is_refused_with_the_reason(command: str, why: str) -> None:
     with pytest.raises(CommandRefused, match=why):
         check(command, GIT)
+
+
+# Attacks on Bash(git:*): each makes git run a command of the agent's choosing
+GIT_ESCAPES = [
+    ("git -c alias.x='!touch pwned' x", "global option -c"),
+    ("git -c core.fsmonitor='touch pwned' status", "global option -c"),
+    ("git -c core.pager='touch pwned' -p log", "global option -c"),
+    ("git --config-env=core.sshCommand=HOME fetch", "global option --config-env"),
+    ("git -C /tmp/planted status", "global option -C"),
+    ("git --git-dir=/tmp/planted/.git status", "global option --git-dir"),
+    ("git --work-tree=. --git-dir /tmp/p status", "global option --work-tree"),
+    ("git --exec-path=/tmp/planted status", "global option --exec-path"),
+    ("git -[c] alias.x='!touch pwned' x", "could expand"),
+    ("git fetch * origin", "could expand"),
+    ("git fetch --upload-pack='touch pwned' /tmp/repo", "--upload-pack"),
+    ("git fetch --upload-pa='touch pwned' /tmp/repo", "--upload-pa"),
+    ("git ls-remote --exec='touch pwned' /tmp/repo", "--exec"),
+    ("git clone -u 'touch pwned' /tmp/repo x", "-u of `git clone`"),
+    ("git clone -qc core.hooksPath=/tmp/h /tmp/repo x", "-qc of `git clone`"),
+    ("git clone --config core.fsmonitor=x /tmp/repo x", "--config"),
+    ("git clone --template=/tmp/hooks /tmp/repo x", "--template"),
+    ("git init --templ=/tmp/hooks x", "--templ"),
+    ("git push --receive-pack='touch pwned' /tmp/repo", "--receive-pack"),
+    ("git archive --remote=/tmp/repo --exec='touch pwned' HEAD", "--exec"),
+    ("git clone 'ext::sh -c touch% pwned' x", "remote helper"),
+    ("git fetch fd::3", "remote helper"),
+    ("git rebase -x 'touch pwned' HEAD~1", "-x of `git rebase`"),
+    ("git rebase -ix 'touch pwned' HEAD~1", "-ix of `git rebase`"),
+    ("git rebase --exec 'touch pwned' HEAD~1", "--exec"),
+    ("git grep -O'touch pwned' x", "of `git grep`"),
+    ("git grep --open-files-in-pager='touch pwned' x", "--open-files-in-pager"),
+    ("git difftool -x 'touch pwned'", "`git difftool` runs"),
+    ("git bisect run touch pwned", "`git bisect run` runs"),
+    ("git submodule foreach 'touch pwned'", "`git submodule foreach` runs"),
+    ("git filter-branch --tree-filter 'touch pwned'", "runs other commands"),
+    ("git instaweb --httpd='touch pwned'", "runs other commands"),
+    ("git web--browse --cmd='touch pwned' x", "runs other commands"),
+    ("git send-email --sendmail-cmd='touch pwned' x", "runs other commands"),
+    ("git daemon --access-hook=/tmp/x", "runs other commands"),
+    ("git remote-ext x 'touch pwned'", "runs other commands"),
+    ("git maintenance start", "runs other commands"),
+    ("git config alias.x '!touch pwned'", "may only read"),
+    ("git config --add core.fsmonitor 'touch pwned'", "may only read"),
+    ("git config --global core.pager 'touch pwned'", "may only read"),
+    ("git status; git -c alias.x=!sh x", "global option -c"),
+]
+
+
+@pytest.mark.parametrize(("command", "why"), GIT_ESCAPES)
+def test_git_prefix_rules_refuse_every_way_git_runs_a_command(command: str, why: str) -> None:
+    with pytest.raises(CommandRefused, match=re.escape(why)):
+        check(command, GIT)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git --no-pager log --oneline -5",
+        "git -P diff --stat HEAD~1 -- ./*.py",
+        "git config user.name",
+        "git config --get remote.origin.url",
+        "git add -u && git commit -m 'fix: x -c y'",
+        "git log --cc --reverse --ext-diff",
+        "git clone /tmp/repo x",
+        "git grep -n -e needle -- src/",
+        "git rebase -i HEAD~2",
+        "git --version",
+    ],
+)
+def test_git_prefix_rules_still_allow_ordinary_git(command: str) -> None:
+    check(command, GIT)
+
+
+def test_a_git_restricted_bash_ignores_a_repository_planted_in_the_workspace(
+    tmp_path: Path,
+) -> None:
+    """A writing child plants a bare repository's files (no `.git`) in the workspace, with
+    an alias that runs a shell command: git, run by an agent held to Bash(git:*), does not
+    take the workspace for a repository, so the alias does not exist."""
+    (tmp_path / "objects").mkdir()
+    (tmp_path / "refs").mkdir()
+    (tmp_path / "HEAD").write_text("ref: refs/heads/main\n")
+    (tmp_path / "config").write_text("[core]\n\tbare = true\n[alias]\n\tst = !touch pwned\n")
+    bash = Bash(ToolContext(tmp_path, bash_allow=GIT))
+
+    output = bash.run({"command": "git st"})
+    assert output.is_error and "'st' is not a git command" in output.text
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_multi_word_prefix_and_exact_rules() -> None:

@@ -15,7 +15,7 @@ import msgspec
 
 from isoagent.child.agent.process_tree import signal_name, signal_processes
 from isoagent.child.agent.tools.base import Tool, ToolError
-from isoagent.child.agent.tools.bash_rules import CommandRefused, check
+from isoagent.child.agent.tools.bash_rules import GIT_LOCKED, CommandRefused, check
 from isoagent.child.agent.truncate import keep_sizes, mark_cut, truncate
 
 MAX_TIMEOUT = 600.0
@@ -61,7 +61,10 @@ class Bash(Tool[BashInput]):
         timeout = inp.timeout if inp.timeout is not None else ctx.limits.bash_timeout
         cap = ctx.limits.output_cap if ctx.limits.output_cap > 0 else _UNCAPPED
         output = _Output(cap)
-        proc = _start(inp.command, ctx.workdir, ctx.env)
+        env = ctx.env
+        if ctx.bash_allow:  # held to prefix rules: git too (see bash_rules)
+            env = {**(os.environ if env is None else env), **GIT_LOCKED}
+        proc = _start(inp.command, ctx.workdir, env)
         timed_out = self._supervise(proc, output, timeout)
         if ctx.cancelled.is_set():
             raise ToolError("cancelled")

@@ -6,17 +6,108 @@ command is split into its simple commands (at ``;``, ``&&``, ``||``, ``|``, ``&`
 newlines) and every one of them must match an allow rule and no deny rule. What cannot
 be checked word by word is refused: command or process substitution, subshells and
 groups, backgrounded blocks, redirections other than to ``/dev/null`` or another fd.
+
+``git`` is a command that runs commands (aliases, hooks, ``core.fsmonitor``, pagers, the
+transport's ``--upload-pack``), so an agent held to prefix rules runs it word-checked
+(``check_git``: no global option that changes its config, repository or exec path; no
+option, subcommand or URL that names a command to run) and with a locked configuration
+(``GIT_LOCKED``: no hooks, no fsmonitor, no repository it did not find as ``.git``, no
+transport but the usual ones).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 _SEPARATOR_CHARS = frozenset(";&|\n")
 _PUNCTUATION = frozenset(";&|()<>\n")
 _SAFE_TARGETS = frozenset({"/dev/null"})
+
+
+# git's global options (before the subcommand) that change nothing it runs or reads
+_GIT_SAFE_GLOBALS = frozenset(
+    [
+        "-p",
+        "--paginate",
+        "-P",
+        "--no-pager",
+        "--no-replace-objects",
+        "--no-lazy-fetch",
+        "--no-optional-locks",
+        "--no-advice",
+        "--literal-pathspecs",
+        "--glob-pathspecs",
+        "--noglob-pathspecs",
+        "--icase-pathspecs",
+        "--version",
+        "--help",
+        "--html-path",
+        "--man-path",
+        "--info-path",
+        "--exec-path",
+    ]
+)
+# subcommands whose job is running a command, a server or a browser
+_GIT_RUNNERS = frozenset(
+    [
+        "filter-branch",
+        "instaweb",
+        "web--browse",
+        "send-email",
+        "daemon",
+        "maintenance",
+        "difftool",
+        "mergetool",
+        "credential",
+        "archimport",
+        "cvsimport",
+        "cvsserver",
+        "p4",
+        "svn",
+        "quiltimport",
+    ]
+)
+# long options (any unambiguous abbreviation of them works) that name a command, a config
+# or a template of hooks
+_GIT_RUNNING_OPTIONS = (
+    "upload-pack",
+    "receive-pack",
+    "exec",
+    "extcmd",
+    "open-files-in-pager",
+    "config",
+    "template",
+)
+# short options that do the same, by subcommand: clone -c/-u, rebase -x, grep -O
+_GIT_RUNNING_SHORT = {"clone": "cu", "rebase": "x", "grep": "O"}
+# subcommands and their first arguments that run a command given to them
+_GIT_RUNNING_ACTIONS = {("bisect", "run"), ("submodule", "foreach")}
+_GIT_READ_CONFIG = frozenset(
+    ["--get", "--get-all", "--get-regexp", "--get-urlmatch", "--list", "-l", "get", "list"]
+)
+# <transport>::<address>: a remote helper (ext:: runs its address as a command)
+_HELPER_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
+_GLOB_CHARS = frozenset("*?[")
+
+# git's configuration for an agent held to prefix rules, as command-line config (it wins
+# over every file): the environment variables git reads it from
+_GIT_SETTINGS = {
+    "core.hooksPath": "/dev/null",
+    "core.fsmonitor": "false",
+    "safe.bareRepository": "explicit",  # no bare repository planted in the workspace
+    "protocol.allow": "never",
+    **{f"protocol.{name}.allow": "always" for name in ("https", "http", "ssh", "git", "file")},
+}
+GIT_LOCKED: Mapping[str, str] = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_COUNT": str(len(_GIT_SETTINGS)),
+    **{f"GIT_CONFIG_KEY_{i}": key for i, key in enumerate(_GIT_SETTINGS)},
+    **{f"GIT_CONFIG_VALUE_{i}": value for i, value in enumerate(_GIT_SETTINGS.values())},
+}
 
 
 class CommandRefused(Exception):
@@ -105,3 +196,45 @@ def check(command: str, allow: Sequence[str], deny: Sequence[str] = ()) -> None:
         if allow_rules and not any(rule.matches(words) for rule in allow_rules):
             allowed = ", ".join(f"Bash({rule})" for rule in allow_rules)
             raise CommandRefused(f"`{shown}` is not allowed; this agent may run only {allowed}")
+        if allow_rules and os.path.basename(words[0]) == "git":
+            check_git(words)
+
+
+def check_git(words: list[str]) -> None:
+    """Refuse a git command that could run a command of the agent's choosing."""
+    shown = shlex.join(words)
+
+    def refuse(why: str) -> CommandRefused:
+        return CommandRefused(f"`{shown}`: {why}")
+
+    for word in words[1:]:
+        if word[:1] in _GLOB_CHARS or (word.startswith("-") and _GLOB_CHARS & set(word)):
+            raise refuse(f"{word!r} could expand to any file's name, an option too; use ./{word}")
+        if _HELPER_URL.match(word):
+            raise refuse(f"{word!r} names a remote helper (<transport>::), which git may run")
+    args = words[1:]
+    while args and args[0].startswith("-"):
+        if args[0] not in _GIT_SAFE_GLOBALS:
+            raise refuse(f"git's global option {args[0].split('=')[0]} is not allowed here")
+        args = args[1:]
+    if not args:
+        return
+    sub, rest = args[0], args[1:]
+    if sub in _GIT_RUNNERS or sub.startswith(("remote-", "credential-")):
+        raise refuse(f"`git {sub}` runs other commands")
+    if rest and (sub, rest[0]) in _GIT_RUNNING_ACTIONS:
+        raise refuse(f"`git {sub} {rest[0]}` runs the command it is given")
+    if sub == "config" and not (
+        (rest and rest[0] in _GIT_READ_CONFIG) or (len(rest) == 1 and not rest[0].startswith("-"))
+    ):
+        raise refuse("`git config` may only read here (a value, --get, --list)")
+    short = _GIT_RUNNING_SHORT.get(sub, "")
+    for word in rest:
+        if word == "--":
+            break
+        if word.startswith("--") and len(word) > 2:
+            name = word[2:].split("=", 1)[0]
+            if any(option.startswith(name) for option in _GIT_RUNNING_OPTIONS):
+                raise refuse(f"the option --{name} can run a command or set a config")
+        elif word.startswith("-") and set(word[1:]) & set(short):
+            raise refuse(f"the option {word} of `git {sub}` can run a command or set a config")
