@@ -44,6 +44,7 @@ from isoagent.parent.parent_agent import earlier_conversation, parent_prompt, pa
 from isoagent.parent.run_folder import RunFolder, TranscriptWriter
 from isoagent.parent.settings import Settings
 from isoagent.parent.task_tool import TaskTool
+from isoagent.parent.terminal_text import terminal_line
 from isoagent.protocol import Result, SandboxPolicy
 
 # the signals that end a run: each cancels the session's task, which ends every child
@@ -94,7 +95,7 @@ def model_source(settings: Settings) -> ModelSource:
 
 
 def warn(message: str) -> None:
-    print(f"isoagent: {message}", file=sys.stderr, flush=True)
+    print(f"isoagent: {terminal_line(message)}", file=sys.stderr, flush=True)
 
 
 class Session:

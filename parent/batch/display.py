@@ -13,6 +13,7 @@ from typing import TextIO
 
 from isoagent.parent.batch.input import label
 from isoagent.parent.events import TaskRecord
+from isoagent.parent.terminal_text import terminal_line
 
 _CLEAR = "\r\x1b[K"
 
@@ -43,7 +44,8 @@ class BatchDisplay:
             if self.live or not ran:  # elsewhere the child's own progress line says it
                 clear = _CLEAR if self.live else ""
                 name = label(record.id, record.line)
-                self.stream.write(f"{clear}  {name} {record.status}: {record.error}\n")
+                line = terminal_line(f"  {name} {record.status}: {record.error}")
+                self.stream.write(f"{clear}{line}\n")
         self.draw()
 
     def status(self, *, final: bool = False) -> str:

@@ -10,6 +10,7 @@ import msgspec
 
 from isoagent.parent.cli.exit_codes import ExitCode
 from isoagent.parent.cli.options import load_catalog, workdir_option
+from isoagent.parent.terminal_text import for_stdout
 
 
 @click.command()
@@ -32,14 +33,15 @@ def agents(workdir: Path, agents_dirs: tuple[Path, ...], as_json: bool) -> None:
     if as_json:
         sys.stdout.buffer.write(msgspec.json.encode(catalog) + b"\n")
     else:
-        for spec in catalog.agents.values():
-            click.echo(f"{spec.name}  ({_where(spec.source)})")
-            click.echo(f"  {spec.description}")
-            click.echo(f"  tools: {', '.join(spec.tools) or '(none)'}")
+        for spec in catalog.agents.values():  # an agent file's words, escaped on a terminal
+            lines = [f"{spec.name}  ({_where(spec.source)})", f"  {spec.description}"]
+            lines.append(f"  tools: {', '.join(spec.tools) or '(none)'}")
             extras = [f"model: {spec.model}"] if spec.model else []
             extras += [f"max turns: {spec.max_turns}"] if spec.max_turns else []
             if extras:
-                click.echo(f"  {', '.join(extras)}")
+                lines.append(f"  {', '.join(extras)}")
+            for line in lines:
+                click.echo(for_stdout(line, lines=False))
     sys.exit(ExitCode.ERROR if catalog.errors else ExitCode.OK)
 
 

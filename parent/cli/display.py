@@ -15,6 +15,7 @@ from typing import TextIO
 
 from isoagent.parent.cli.output import silence
 from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted, Event
+from isoagent.parent.terminal_text import terminal_line
 
 TICK = 0.5  # seconds between redraws of the live lines
 
@@ -49,7 +50,7 @@ class ProgressDisplay:
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, ChildStarted):
-            running = _Running(f"  [{event.agent}] {event.description}")
+            running = _Running(terminal_line(f"  [{event.agent}] {event.description}"))
             if self.live:
                 self.active[event.child] = running
                 self._redraw()
@@ -86,8 +87,8 @@ class ProgressDisplay:
             self._redraw()
 
     def _print(self, line: str) -> None:
-        """A line that stays, written above the live block."""
-        self._redraw(line + "\n")
+        """A line that stays, written above the live block; a child's words in it escaped."""
+        self._redraw(terminal_line(line) + "\n")
 
     def _redraw(self, above: str = "") -> None:
         """Clear the live block, write ``above``, draw the live block again."""

@@ -11,11 +11,12 @@ from typing import Any, NoReturn
 import click
 
 from isoagent.parent.cli.exit_codes import ExitCode
+from isoagent.parent.terminal_text import terminal_line
 
 
 def fail(message: str, code: int = ExitCode.ERROR) -> NoReturn:
-    """One clear line on stderr and a non-zero exit."""
-    click.echo(f"isoagent: {message}", err=True)
+    """One clear line on stderr (what it quotes escaped) and a non-zero exit."""
+    click.echo(f"isoagent: {terminal_line(message)}", err=True)
     sys.exit(code)
 
 
@@ -32,7 +33,7 @@ def run_session_body(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
     try:
         return asyncio.run(main())
     except SessionError as exc:
-        click.echo(f"isoagent: {exc}", err=True)
+        click.echo(f"isoagent: {terminal_line(str(exc))}", err=True)
         return ExitCode.ERROR
     except Interrupted as exc:
         if not exc.quiet:

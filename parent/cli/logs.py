@@ -24,6 +24,7 @@ from isoagent.parent.events import (
     RunFinished,
     RunStarted,
 )
+from isoagent.parent.terminal_text import for_stdout
 from isoagent.protocol import Result, TextBlock, ToolResultBlock, ToolUseBlock
 
 _decode = msgspec.json.Decoder(AnyEvent).decode
@@ -53,8 +54,8 @@ def logs(run_id: str | None, workdir: Path, count: int) -> None:
         why = "no run" if not matches else f"{len(matches)} runs"
         click.echo(f"isoagent: {why} matching {run_id!r} in {runs_dir}", err=True)
         sys.exit(ExitCode.USAGE)
-    for line in run_tree(matches[0]):
-        click.echo(line)
+    for line in run_tree(matches[0]):  # a model's and its tools' words, escaped on a terminal
+        click.echo(for_stdout(line, lines=False))
 
 
 def _runs(runs_dir: Path) -> list[Path]:

@@ -16,6 +16,7 @@ from isoagent.parent.cli.errors import fail
 from isoagent.parent.cli.exit_codes import ExitCode
 from isoagent.parent.options import OPTION_NAMES, Options, settings_for
 from isoagent.parent.settings import Settings
+from isoagent.parent.terminal_text import terminal_line
 
 if TYPE_CHECKING:
     from isoagent.parent.agent_files import AgentCatalog
@@ -224,7 +225,7 @@ def load_catalog(workdir: Path, agents_dirs: tuple[Path, ...]) -> AgentCatalog:
 
 
 def _warn(line: str) -> None:
-    click.echo(f"isoagent: {line}", err=True)
+    click.echo(f"isoagent: {terminal_line(line)}", err=True)  # it quotes agent files
 
 
 def settings_from(values: Mapping[str, Any]) -> Settings:

@@ -26,6 +26,7 @@ import msgspec
 from isoagent.parent.cli.claude_format import ClaudeFormat
 from isoagent.parent.cli.exit_codes import ExitCode, exit_code_for
 from isoagent.parent.events import RunFinished
+from isoagent.parent.terminal_text import for_stdout, terminal_line
 
 if TYPE_CHECKING:
     from isoagent.parent.events import Sink
@@ -121,7 +122,8 @@ class Output:
         if self.format == "json":
             self.lines(self.claude.result(final))
         elif self.format == "text" and result.summary:
-            click.echo(result.summary)
+            # color=True: click would strip CSI sequences from a pipe's payload otherwise
+            click.echo(for_stdout(result.summary), color=True)
         if result.status != "ok":
-            click.echo(f"isoagent: {result.status}: {result.error}", err=True)
+            click.echo(f"isoagent: {result.status}: {terminal_line(result.error)}", err=True)
         return exit_code_for(result.status)
