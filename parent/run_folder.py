@@ -39,7 +39,7 @@ class RunFolder:
     @classmethod
     def create(cls, base: Path) -> RunFolder:
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-        parent = _open_base(base)
+        parent = open_base(base)
         try:
             os.mkdir(run_id, 0o700, dir_fd=parent)
             fd = os.open(run_id, _DIRECTORY, dir_fd=parent)
@@ -70,7 +70,7 @@ class RunFolder:
         return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
 
 
-def _open_base(base: Path) -> int:
+def open_base(base: Path) -> int:
     """``base`` as a directory fd: its last two folders (``.isoagent/runs``, which children
     may reach) made 0700 and opened without following a link; ``.isoagent`` gets a
     ``.gitignore`` of ``*`` so git status stays clean."""

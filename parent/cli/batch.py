@@ -23,6 +23,7 @@ from isoagent.parent.batch.input import (
     parse_tasks,
     read_lines,
 )
+from isoagent.parent.batch.ledger import Ledger
 from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import fail, run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
@@ -102,7 +103,15 @@ def batch(
         fail(f"{where}: {exc}", ExitCode.USAGE)
     except OSError as exc:
         fail(f"cannot read {where}: {exc.strerror or exc}", ExitCode.USAGE)
-    done, reported = read_previous(output_path) if output_path else (set(), set())
+    ledger = None
+    done: set[TaskId] = set()
+    reported: set[tuple[TaskId, str]] = set()
+    if output_path is not None:
+        try:
+            ledger = Ledger(settings.runs_dir, output_path)
+        except OSError as exc:
+            fail(f"cannot keep the record of {output_path} in {settings.runs_dir}: {exc}")
+        done, reported = read_previous(output_path, ledger)
     pending = [t for t in items if isinstance(t, BatchTask) and t.id not in done]
     invalid = [r for r in items if isinstance(r, TaskRecord)]
     skipped = sum(isinstance(t, BatchTask) and t.id in done for t in items)
@@ -113,6 +122,8 @@ def batch(
         sink = JsonLines(output_path.open("ab") if output_path else None)
     except OSError as exc:
         fail(f"cannot write {output_path}: {exc.strerror or exc}")
+    if ledger is not None:
+        sink.on_line = ledger.record
     runner = _BatchRun(pending, invalid, reported, sink, resumable=output_path is not None)
     # on a terminal the batch line replaces the per-child progress lines
     sinks = [] if runner.display.live else [ProgressDisplay(verbose=settings.verbose)]
@@ -256,8 +267,9 @@ def task_record(task: BatchTask, finished: ChildFinished) -> TaskRecord:
     )
 
 
-def read_previous(path: Path) -> tuple[set[TaskId], set[tuple[TaskId, str]]]:
-    """The ids with an ok line in ``path``, and the invalid lines already reported there.
+def read_previous(path: Path, ledger: Ledger) -> tuple[set[TaskId], set[tuple[TaskId, str]]]:
+    """The ids with an ok line in ``path``, and the invalid lines already reported there:
+    of the lines ``ledger`` says isoagent wrote; the others are counted out loud.
 
     Every line must be a result line, or the file is someone else's: refused, untouched. A
     last line cut short (the batch was killed while writing it) is cut off; a whole one that
@@ -269,13 +281,13 @@ def read_previous(path: Path) -> tuple[set[TaskId], set[tuple[TaskId, str]]]:
             complete, _, last = data.rpartition(b"\n")
             lines = complete.split(b"\n") if complete else []
             records = [
-                _result_line(path, line, number)
+                (_result_line(path, line, number), ledger.trusts(line))
                 for number, line in enumerate(lines, 1)
                 if line.strip()
             ]
             if last:
                 if _is_json(last):
-                    records.append(_result_line(path, last, len(lines) + 1))
+                    records.append((_result_line(path, last, len(lines) + 1), False))
                     file.write(b"\n")
                 elif last.startswith(CUT_LINE_START):
                     file.truncate(len(data) - len(last))
@@ -285,8 +297,16 @@ def read_previous(path: Path) -> tuple[set[TaskId], set[tuple[TaskId, str]]]:
         return set(), set()
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror or exc}")
-    done = {r.id for r in records if r.status == "ok"}
-    reported = {(r.id, r.error) for r in records if r.status == "invalid"}
+    if forged := sum(not trusted and r.status == "ok" for r, trusted in records):
+        click.echo(
+            f"isoagent: warning: {forged} ok {'line' if forged == 1 else 'lines'} in {path} "
+            "not written by isoagent batch (changed, added by another process, or older): "
+            "their tasks run again",
+            err=True,
+        )
+    trusted_records = [r for r, trusted in records if trusted]
+    done = {r.id for r in trusted_records if r.status == "ok"}
+    reported = {(r.id, r.error) for r in trusted_records if r.status == "invalid"}
     return done, reported
 
 
