@@ -439,3 +439,75 @@ def test_a_child_cannot_make_resume_skip_a_task_by_forging_an_ok_line(
     assert f"1 ok line in {out} not written by isoagent batch" in done.stderr
     records = read_jsonl(out)
     assert [(r["id"], r["summary"]) for r in records][2:] == [("b", "did: b")]
+
+
+def test_a_full_disk_loses_no_result_line_and_resume_runs_what_was_not_written(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """Played by a child that fills the disk the workspace, the run folder and -o share
+    (a 2 MB tmpfs, mounted in a mount namespace of the batch's own): no traceback, every
+    result line on stdout since -o cannot take it, and once there is room again the same
+    -o resumes and ends with each task exactly once."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare")
+    filled = []
+
+    def handler(req: Request) -> Reply:
+        if req.first_user_text == "fill" and req.turn == 0 and not filled:
+            filled.append(True)
+            return tool_reply("bash", {"command": "dd if=/dev/zero of=fill bs=64k count=100"})
+        return text_reply(f"did: {req.first_user_text}")
+
+    api_server.handler = handler
+    tasks_file(tmp_path / "tasks.jsonl", [{"id": i, "prompt": i} for i in ("fill", "b", "c")])
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    batch = shlex.join(
+        [
+            *ISOAGENT,
+            "batch",
+            "tasks.jsonl",
+            "-j",
+            "1",
+            "-o",
+            f"{disk}/ws/out.jsonl",
+            "-C",
+            f"{disk}/ws",
+        ]
+    )
+    script = f"""
+        mount -t tmpfs -o size=2m tmpfs {disk} && mkdir {disk}/ws || exit 99
+        {batch} --sandbox off >run1.out 2>run1.err; echo $? >run1.rc
+        cp {disk}/ws/out.jsonl out1.jsonl; rm {disk}/ws/fill
+        {batch} >run2.out 2>run2.err; echo $? >run2.rc
+        cp {disk}/ws/out.jsonl out2.jsonl
+    """
+    private = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
+    mounted = subprocess.run(
+        [*private, "sh", "-c", script],
+        env=env_for(api_server, tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    if mounted.returncode == 99 or not (tmp_path / "run1.rc").exists():
+        pytest.skip(f"cannot mount a tmpfs in a mount namespace: {mounted.stderr}")
+
+    first_err = (tmp_path / "run1.err").read_text()
+    assert (tmp_path / "run1.rc").read_text().strip() == "1", first_err
+    assert "Traceback" not in first_err
+    assert "No space left on device" in first_err
+    assert "cannot write 3 result lines to" in first_err
+    on_stdout = read_jsonl(tmp_path / "run1.out")
+    assert [(r["id"], r["status"]) for r in on_stdout] == [("fill", "ok"), ("b", "ok"), ("c", "ok")]
+    assert (tmp_path / "out1.jsonl").read_text() == ""  # no line, not half of one
+
+    second_err = (tmp_path / "run2.err").read_text()
+    assert (tmp_path / "run2.rc").read_text().strip() == "0", second_err
+    resumed = read_jsonl(tmp_path / "out2.jsonl")
+    assert sorted((r["id"], r["status"]) for r in resumed) == [
+        ("b", "ok"),
+        ("c", "ok"),
+        ("fill", "ok"),
+    ]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, NoReturn
 
@@ -23,7 +24,7 @@ from isoagent.parent.batch.input import (
     parse_tasks,
     read_lines,
 )
-from isoagent.parent.batch.ledger import Ledger
+from isoagent.parent.batch.result_file import ResultFile
 from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import fail, run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
@@ -103,28 +104,23 @@ def batch(
         fail(f"{where}: {exc}", ExitCode.USAGE)
     except OSError as exc:
         fail(f"cannot read {where}: {exc.strerror or exc}", ExitCode.USAGE)
-    ledger = None
+    results = None
     done: set[TaskId] = set()
     reported: set[tuple[TaskId, str]] = set()
     if output_path is not None:
         try:
-            ledger = Ledger(settings.runs_dir, output_path)
+            results = ResultFile(settings.runs_dir, output_path)
         except OSError as exc:
-            fail(f"cannot keep the record of {output_path} in {settings.runs_dir}: {exc}")
-        done, reported = read_previous(output_path, ledger)
+            fail(f"cannot write {exc.filename}: {exc.strerror or exc}")
+        done, reported = read_previous(output_path, results)
     pending = [t for t in items if isinstance(t, BatchTask) and t.id not in done]
     invalid = [r for r in items if isinstance(r, TaskRecord)]
     skipped = sum(isinstance(t, BatchTask) and t.id in done for t in items)
     if skipped:
         tasks = "task" if skipped == 1 else "tasks"
         click.echo(f"isoagent: skipping {skipped} {tasks} already done in {output_path}", err=True)
-    try:
-        sink = JsonLines(output_path.open("ab") if output_path else None)
-    except OSError as exc:
-        fail(f"cannot write {output_path}: {exc.strerror or exc}")
-    if ledger is not None:
-        sink.on_line = ledger.record
-    runner = _BatchRun(pending, invalid, reported, sink, resumable=output_path is not None)
+    stdout = JsonLines()
+    runner = _BatchRun(pending, invalid, reported, results or stdout, results)
     # on a terminal the batch line replaces the per-child progress lines
     sinks = [] if runner.display.live else [ProgressDisplay(verbose=settings.verbose)]
 
@@ -133,7 +129,7 @@ def batch(
 
         async with Session.open(settings, sinks=sinks) as session:
             if output_path is None:
-                end_when_reader_goes(session, sink)
+                end_when_reader_goes(session, stdout)
             return await runner.run(session)
 
     run_command(main)
@@ -149,15 +145,16 @@ class _BatchRun:
         pending: list[BatchTask],
         invalid: list[TaskRecord],
         reported: set[tuple[TaskId, str]],
-        write: JsonLines,
-        *,
-        resumable: bool,
+        write: Callable[[TaskRecord], None],
+        results: ResultFile | None,  # -o, if given (write is its)
     ) -> None:
         self.pending = pending
         self.invalid = invalid
         self.reported = reported
         self.write = write
-        self.resumable = resumable
+        self.results = results
+        self.resumable = results is not None
+        self.waiting_told = False  # that -o could not be written, once
         self.records: list[TaskRecord] = []
         self.display = BatchDisplay(len(pending) + len(invalid), live=sys.stderr.isatty())
 
@@ -180,15 +177,34 @@ class _BatchRun:
                 stopped = str(group.exceptions[0])
         except asyncio.CancelledError:
             self.display.close(f"; interrupted{again}")
+            self._hand_back_unwritten()
             raise
         finally:
             ticker.cancel()
         self.display.close("; stopped" if stopped else "")
+        unwritten = self._hand_back_unwritten()
         code = self._finish(session)
         if stopped:
             click.echo(f"isoagent: batch stopped: {stopped}{again}", err=True)
             return ExitCode.ERROR
-        return code
+        return ExitCode.ERROR if unwritten else code
+
+    def _hand_back_unwritten(self) -> bool:
+        """Put on stdout the result lines -o could not take (a full disk), and say so."""
+        results = self.results
+        if results is None or not (lines := results.unwritten()):
+            return False
+        with contextlib.suppress(OSError):
+            sys.stdout.buffer.write(b"".join(line + b"\n" for line in lines))
+            sys.stdout.buffer.flush()
+        why = results.error.strerror if results.error else "?"
+        count = f"{len(lines)} result {'line' if len(lines) == 1 else 'lines'}"
+        click.echo(
+            f"isoagent: error: cannot write {count} to {results.path} ({why}): they are on "
+            "stdout instead; their tasks run again when the batch is resumed",
+            err=True,
+        )
+        return True
 
     async def _worker(self, session: Session, queue: Iterator[BatchTask]) -> None:
         from isoagent.parent.children.supervisor import ChildRequest, describe
@@ -199,6 +215,14 @@ class _BatchRun:
             request = ChildRequest(title, task.prompt, task.agent)
             record = task_record(task, await session.supervisor.run(request))
             self.write(record)
+            if self.results and self.results.waiting and not self.waiting_told:
+                self.waiting_told = True
+                why = self.results.error.strerror if self.results.error else "?"
+                click.echo(
+                    f"isoagent: cannot write {self.results.path} for now ({why}): its lines "
+                    "wait and are tried again with each next one",
+                    err=True,
+                )
             self.records.append(record)
             self.display.task_finished(record)
             if (rejected := session.gateway.rejected) is not None:  # so would every task be
@@ -267,7 +291,7 @@ def task_record(task: BatchTask, finished: ChildFinished) -> TaskRecord:
     )
 
 
-def read_previous(path: Path, ledger: Ledger) -> tuple[set[TaskId], set[tuple[TaskId, str]]]:
+def read_previous(path: Path, ledger: ResultFile) -> tuple[set[TaskId], set[tuple[TaskId, str]]]:
     """The ids with an ok line in ``path``, and the invalid lines already reported there:
     of the lines ``ledger`` says isoagent wrote; the others are counted out loud.
 

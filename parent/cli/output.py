@@ -43,18 +43,14 @@ class JsonLines:
     def __init__(self, stream: BinaryIO | None = None) -> None:
         self.stream = stream if stream is not None else sys.stdout.buffer
         self.on_gone: Callable[[], None] | None = None
-        self.on_line: Callable[[bytes], None] | None = None  # told each line before it is written
         self.gone = False  # its reader went away
         self._encoder = msgspec.json.Encoder()
 
     def __call__(self, item: object) -> None:
         if self.gone:
             return
-        line = self._encoder.encode(item) + b"\n"
-        if self.on_line is not None:
-            self.on_line(line)
         try:
-            self.stream.write(line)
+            self.stream.write(self._encoder.encode(item) + b"\n")
             self.stream.flush()
         except BrokenPipeError:
             self.reader_gone()
