@@ -511,3 +511,46 @@ def test_a_full_disk_loses_no_result_line_and_resume_runs_what_was_not_written(
         ("c", "ok"),
         ("fill", "ok"),
     ]
+
+
+def test_a_full_temp_disk_fails_a_childs_start_not_the_batch(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """TMPDIR on a disk with one inode left (a tmpfs in a mount namespace of the batch's
+    own, filled as a child would fill it): a child that cannot get a temp folder fails to
+    start, with the reason, and the batch goes on to its end."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare")
+    out = tmp_path / "out.jsonl"
+    tasks_file(tmp_path / "tasks.jsonl", ["a", "b"])
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    batch = [*ISOAGENT, "batch", "tasks.jsonl", "-j", "2", "-o", str(out), "-C", str(workspace)]
+    script = f"""
+        mount -t tmpfs -o size=4m,nr_inodes=64 tmpfs {disk} || exit 99
+        i=0; while touch {disk}/f$i 2>/dev/null; do i=$((i+1)); done; rm {disk}/f0
+        exec {shlex.join(batch)}
+    """
+    private = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
+    done = subprocess.run(
+        [*private, "sh", "-c", script],
+        env=env_for(api_server, tmp_path, TMPDIR=str(disk)),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    if done.returncode == 99:
+        pytest.skip(f"cannot mount a tmpfs in a mount namespace: {done.stderr}")
+
+    assert done.returncode == 6, done.stderr
+    assert "Traceback" not in done.stderr
+    records = read_jsonl(out)
+    assert len(records) == 2
+    failed = [r for r in records if r["status"] != "ok"]
+    assert failed and all(r["status"] == "launch_failed" for r in failed)
+    assert failed[0]["error"] == (
+        "child was not started: cannot make its temp folder: No space left on device"
+    )

@@ -120,7 +120,12 @@ class LocalLaunch:
         self.cgroups = cgroups
         self.host_name = "" if host is None else host.name
         self.workdir = str(settings.workdir)
-        self.tmpdir = tempfile.mkdtemp(prefix=f"isoagent-{child_id}-")
+        self.unmade = ""  # why its temp folder could not be made (a full disk): it fails to start
+        try:
+            self.tmpdir = tempfile.mkdtemp(prefix=f"isoagent-{child_id}-")
+        except OSError as exc:
+            self.tmpdir = ""
+            self.unmade = f"cannot make its temp folder: {exc.strerror or exc}"
         self.born = 0  # its start_time: what it started began later
         self.cgroup: ChildCgroup | None = None
 
@@ -128,6 +133,8 @@ class LocalLaunch:
         return self.tmpdir
 
     async def start(self) -> ChildProcess:
+        if self.unmade:
+            raise ChildFailed(f"was not started: {self.unmade}", "launch_failed")
         env = child_environment(self.tmpdir)
         process: ChildProcess | None = None
         if self.fork_server is not None:
@@ -171,7 +178,8 @@ class LocalLaunch:
         await end_session(process, self.tmpdir, self.born, cgroup=self.cgroup)
 
     def close(self) -> None:
-        shutil.rmtree(self.tmpdir, ignore_errors=True)
+        if self.tmpdir:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
 class HostLaunch:
