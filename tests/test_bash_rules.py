@@ -3,6 +3,7 @@ restricts, the child enforces."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -149,6 +150,21 @@ def test_a_git_restricted_bash_ignores_a_repository_planted_in_the_workspace(
 
     output = bash.run({"command": "git st"})
     assert output.is_error and "'st' is not a git command" in output.text
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_a_git_restricted_bash_finds_no_git_planted_in_its_path(tmp_path: Path) -> None:
+    """PATH names folders the agent can write (a relative one, the workspace's, as an
+    activated virtualenv there would): a `git` planted in them is not the one that runs."""
+    planted = tmp_path / "bin"
+    planted.mkdir()
+    (planted / "git").write_text("#!/bin/sh\ntouch pwned\n")
+    (planted / "git").chmod(0o755)
+    path = f"bin:{planted}:{os.defpath}"
+    bash = Bash(ToolContext(tmp_path, env={"PATH": path}, bash_allow=GIT))
+
+    output = bash.run({"command": "git --version"})
+    assert "git version" in output.text and not output.is_error
     assert not (tmp_path / "pwned").exists()
 
 

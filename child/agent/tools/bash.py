@@ -6,6 +6,7 @@ import os
 import select
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ import msgspec
 
 from isoagent.child.agent.process_tree import signal_name, signal_processes
 from isoagent.child.agent.tools.base import Tool, ToolError
-from isoagent.child.agent.tools.bash_rules import GIT_LOCKED, CommandRefused, check
+from isoagent.child.agent.tools.bash_rules import GIT_LOCKED, CommandRefused, check, rule_path
 from isoagent.child.agent.truncate import keep_sizes, mark_cut, truncate
 
 MAX_TIMEOUT = 600.0
@@ -64,6 +65,9 @@ class Bash(Tool[BashInput]):
         env = ctx.env
         if ctx.bash_allow:  # held to prefix rules: git too (see bash_rules)
             env = {**(os.environ if env is None else env), **GIT_LOCKED}
+            temp = [env.get("TMPDIR") or tempfile.gettempdir()]
+            writable = [str(ctx.workdir), *map(str, ctx.add_dirs), *temp]
+            env["PATH"] = rule_path(env.get("PATH", os.defpath), writable)
         proc = _start(inp.command, ctx.workdir, env)
         timed_out = self._supervise(proc, output, timeout)
         if ctx.cancelled.is_set():

@@ -110,6 +110,19 @@ GIT_LOCKED: Mapping[str, str] = {
 }
 
 
+def rule_path(path: str, writable: Sequence[str]) -> str:
+    """``PATH`` for an agent held to rules: without the folders it could plant a ``git``
+    (or a ``git-<name>`` subcommand) in, relative ones (its workspace) and those in
+    ``writable``, so that ``git`` is the ``git`` the user has."""
+    places = [os.path.realpath(folder) for folder in writable]
+    kept = []
+    for entry in path.split(":"):
+        real = os.path.realpath(entry) if os.path.isabs(entry) else ""
+        if real and not any(os.path.commonpath([real, place]) == place for place in places):
+            kept.append(entry)
+    return ":".join(kept)
+
+
 class CommandRefused(Exception):
     """The command is not allowed; the message says which part and why."""
 
