@@ -94,16 +94,21 @@ GIT_ESCAPES = [
     ("git rebase --exec 'touch pwned' HEAD~1", "--exec"),
     ("git grep -O'touch pwned' x", "of `git grep`"),
     ("git grep --open-files-in-pager='touch pwned' x", "--open-files-in-pager"),
-    ("git difftool -x 'touch pwned'", "`git difftool` runs"),
+    ("git difftool -x 'touch pwned'", "not one of the git commands allowed"),
     ("git bisect run touch pwned", "`git bisect run` runs"),
     ("git submodule foreach 'touch pwned'", "`git submodule foreach` runs"),
-    ("git filter-branch --tree-filter 'touch pwned'", "runs other commands"),
-    ("git instaweb --httpd='touch pwned'", "runs other commands"),
-    ("git web--browse --cmd='touch pwned' x", "runs other commands"),
-    ("git send-email --sendmail-cmd='touch pwned' x", "runs other commands"),
-    ("git daemon --access-hook=/tmp/x", "runs other commands"),
-    ("git remote-ext x 'touch pwned'", "runs other commands"),
-    ("git maintenance start", "runs other commands"),
+    ("git filter-branch --tree-filter 'touch pwned'", "not one of the git commands allowed"),
+    ("git instaweb --httpd='touch pwned'", "not one of the git commands allowed"),
+    ("git web--browse --cmd='touch pwned' x", "not one of the git commands allowed"),
+    ("git send-email --sendmail-cmd='touch pwned' x", "not one of the git commands allowed"),
+    ("git daemon --access-hook=/tmp/x", "not one of the git commands allowed"),
+    ("git remote-ext x 'touch pwned'", "not one of the git commands allowed"),
+    ("git maintenance start", "not one of the git commands allowed"),
+    ("git difftool --extcmd='touch pwned'", "not one of the git commands allowed"),
+    ("git hook run pre-commit", "not one of the git commands allowed"),
+    ("git for-each-repo --config=x.y log", "not one of the git commands allowed"),
+    ("git st", "not one of the git commands allowed"),  # an alias: `!sh …` in a config
+    ("git log --output=.git/config", "--output"),
     ("git config alias.x '!touch pwned'", "may only read"),
     ("git config --add core.fsmonitor 'touch pwned'", "may only read"),
     ("git config --global core.pager 'touch pwned'", "may only read"),
@@ -140,16 +145,16 @@ def test_a_git_restricted_bash_ignores_a_repository_planted_in_the_workspace(
     tmp_path: Path,
 ) -> None:
     """A writing child plants a bare repository's files (no `.git`) in the workspace, with
-    an alias that runs a shell command: git, run by an agent held to Bash(git:*), does not
-    take the workspace for a repository, so the alias does not exist."""
+    a core.sshCommand that runs a shell command: git, run by an agent held to
+    Bash(git:*), does not take the workspace for a repository, so its config is not read."""
     (tmp_path / "objects").mkdir()
     (tmp_path / "refs").mkdir()
     (tmp_path / "HEAD").write_text("ref: refs/heads/main\n")
-    (tmp_path / "config").write_text("[core]\n\tbare = true\n[alias]\n\tst = !touch pwned\n")
+    (tmp_path / "config").write_text("[core]\n\tbare = true\n\tsshCommand = touch pwned #\n")
     bash = Bash(ToolContext(tmp_path, bash_allow=GIT))
 
-    output = bash.run({"command": "git st"})
-    assert output.is_error and "'st' is not a git command" in output.text
+    output = bash.run({"command": "git ls-remote ssh://localhost/x"})
+    assert output.is_error and "Could not read from remote repository" in output.text
     assert not (tmp_path / "pwned").exists()
 
 

@@ -51,24 +51,99 @@ _GIT_SAFE_GLOBALS = frozenset(
         "--exec-path",
     ]
 )
-# subcommands whose job is running a command, a server or a browser
-_GIT_RUNNERS = frozenset(
+# git's own commands that run nothing of the agent's choosing (their options are checked
+# below): no alias (which may be `!sh …`), no git-<name> program, no difftool, mergetool,
+# hook, credential helper, daemon, maintenance, send-email, filter-branch, remote-ext
+_GIT_COMMANDS = frozenset(
     [
-        "filter-branch",
-        "instaweb",
-        "web--browse",
-        "send-email",
-        "daemon",
-        "maintenance",
-        "difftool",
-        "mergetool",
-        "credential",
-        "archimport",
-        "cvsimport",
-        "cvsserver",
-        "p4",
-        "svn",
-        "quiltimport",
+        "add",
+        "am",
+        "annotate",
+        "apply",
+        "archive",
+        "bisect",
+        "blame",
+        "branch",
+        "bundle",
+        "cat-file",
+        "check-attr",
+        "check-ignore",
+        "check-mailmap",
+        "check-ref-format",
+        "checkout",
+        "cherry",
+        "cherry-pick",
+        "clean",
+        "clone",
+        "column",
+        "commit",
+        "commit-graph",
+        "commit-tree",
+        "count-objects",
+        "describe",
+        "diff",
+        "diff-files",
+        "diff-index",
+        "diff-tree",
+        "fetch",
+        "for-each-ref",
+        "format-patch",
+        "fsck",
+        "gc",
+        "grep",
+        "hash-object",
+        "help",
+        "init",
+        "interpret-trailers",
+        "log",
+        "ls-files",
+        "ls-remote",
+        "ls-tree",
+        "merge",
+        "merge-base",
+        "merge-file",
+        "merge-tree",
+        "mktree",
+        "mv",
+        "name-rev",
+        "notes",
+        "pull",
+        "push",
+        "range-diff",
+        "read-tree",
+        "rebase",
+        "reflog",
+        "remote",
+        "repack",
+        "reset",
+        "restore",
+        "rev-list",
+        "rev-parse",
+        "revert",
+        "rm",
+        "shortlog",
+        "show",
+        "show-branch",
+        "show-ref",
+        "sparse-checkout",
+        "stage",
+        "stash",
+        "status",
+        "stripspace",
+        "submodule",
+        "switch",
+        "symbolic-ref",
+        "tag",
+        "update-index",
+        "update-ref",
+        "var",
+        "verify-commit",
+        "verify-tag",
+        "version",
+        "whatchanged",
+        "worktree",
+        "write-tree",
+        "config",
     ]
 )
 # long options (any unambiguous abbreviation of them works) that name a command, a config
@@ -77,10 +152,10 @@ _GIT_RUNNING_OPTIONS = (
     "upload-pack",
     "receive-pack",
     "exec",
-    "extcmd",
     "open-files-in-pager",
     "config",
     "template",
+    "output",  # a file of its choosing (.git/config) with text of its choosing
 )
 # short options that do the same, by subcommand: clone -c/-u, rebase -x, grep -O
 _GIT_RUNNING_SHORT = {"clone": "cu", "rebase": "x", "grep": "O"}
@@ -104,6 +179,10 @@ _GIT_SETTINGS = {
 }
 GIT_LOCKED: Mapping[str, str] = {
     "GIT_CONFIG_NOSYSTEM": "1",
+    # editors and pagers as the environment names them win over any config's command
+    "GIT_EDITOR": "true",  # a commit without -m keeps its template; rebase -i its list
+    "GIT_SEQUENCE_EDITOR": "true",
+    "GIT_PAGER": "cat",
     "GIT_CONFIG_COUNT": str(len(_GIT_SETTINGS)),
     **{f"GIT_CONFIG_KEY_{i}": key for i, key in enumerate(_GIT_SETTINGS)},
     **{f"GIT_CONFIG_VALUE_{i}": value for i, value in enumerate(_GIT_SETTINGS.values())},
@@ -233,8 +312,10 @@ def check_git(words: list[str]) -> None:
     if not args:
         return
     sub, rest = args[0], args[1:]
-    if sub in _GIT_RUNNERS or sub.startswith(("remote-", "credential-")):
-        raise refuse(f"`git {sub}` runs other commands")
+    if sub not in _GIT_COMMANDS:
+        raise refuse(
+            f"`git {sub}` is not one of the git commands allowed here (no alias, no git-<name>)"
+        )
     if rest and (sub, rest[0]) in _GIT_RUNNING_ACTIONS:
         raise refuse(f"`git {sub} {rest[0]}` runs the command it is given")
     if sub == "config" and not (
