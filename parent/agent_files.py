@@ -51,6 +51,7 @@ from isoagent.parent.model.aliases import agent_model
 from isoagent.protocol import AgentSpec
 
 _DELIMITER = "---"
+MAX_AGENT_FILE = 1024 * 1024  # bytes; Claude Code's agent files are a few KiB
 _TOP_LEVEL_KEY = re.compile(r"^([A-Za-z_][\w-]*)[ \t]*:[ \t]+(\S.*?)[ \t]*$")
 # "Read, Grep", "Read Grep", "Bash(git log:*)": names, each with an optional (rule)
 _TOOL_ENTRY = re.compile(r"[^,\s()\[\]]+(?:\([^)]*\))?")
@@ -206,9 +207,12 @@ def parse_agent_file(path: Path) -> tuple[AgentSpec, list[str]]:
         return AgentFileErrorException(AgentFileError(str(path), line, message))
 
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as file:
+            raw = file.read(MAX_AGENT_FILE + 1)
     except OSError as exc:
         raise fail(1, f"cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_AGENT_FILE:  # a repository's file: read no further than that
+        raise fail(1, f"larger than {MAX_AGENT_FILE // 1024} KiB: not an agent file")
     try:
         text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:

@@ -235,3 +235,20 @@ def test_yaml_aliases_in_an_agent_file_are_refused_not_expanded(
         "invalid YAML: aliases (*name) are not allowed in agent files\n"
     ) in done.stderr
     assert "bomb" not in done.stdout
+
+
+def test_a_huge_agent_file_is_refused_without_being_read_whole(home: Path, workspace: Path) -> None:
+    """A repository's agent file of 64 MiB (sparse: no disk used): refused after its
+    first MiB, the others still load."""
+    agents_dir = workspace / ".claude" / "agents"
+    (agents_dir / "reviewer.md").write_text(REVIEWER)
+    with (agents_dir / "huge.md").open("wb") as huge:
+        huge.write(b"---\nname: huge\ndescription: d\n---\n")
+        huge.truncate(64 << 20)
+    done = run_cli(["agents"], plain_env(home), cwd=workspace, process=True)
+
+    assert done.returncode == 1
+    assert "reviewer  (.claude/agents/reviewer.md)" in done.stdout
+    assert (
+        f"agent file skipped: {agents_dir / 'huge.md'}:1: larger than 1024 KiB: not an agent file"
+    ) in done.stderr
