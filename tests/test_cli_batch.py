@@ -554,3 +554,46 @@ def test_a_full_temp_disk_fails_a_childs_start_not_the_batch(
     assert failed[0]["error"] == (
         "child was not started: cannot make its temp folder: No space left on device"
     )
+
+
+def test_a_workspace_disk_without_room_for_a_run_folder_is_one_clear_line(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """The workspace on a disk with no inode left (a tmpfs in a mount namespace of the
+    commands' own): `task` cannot make its run folder, `batch -o` cannot make its ledger;
+    each says so in one line and runs nothing."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    tasks_file(tmp_path / "tasks.jsonl", ["a"])
+    task = [*ISOAGENT, "task", "go", "-C", str(disk)]
+    batch = [*ISOAGENT, "batch", "tasks.jsonl", "-o", "out.jsonl", "-C", str(disk)]
+    script = f"""
+        mount -t tmpfs -o size=4m,nr_inodes=16 tmpfs {disk} || exit 99
+        i=0; while touch {disk}/f$i 2>/dev/null; do i=$((i+1)); done
+        {shlex.join(task)} 2>task.err; echo $? >task.rc
+        {shlex.join(batch)} 2>batch.err; echo $? >batch.rc
+    """
+    private = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
+    done = subprocess.run(
+        [*private, "sh", "-c", script],
+        env=env_for(api_server, tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    if done.returncode == 99:
+        pytest.skip(f"cannot mount a tmpfs in a mount namespace: {done.stderr}")
+
+    runs = disk / ".isoagent" / "runs"
+    assert (tmp_path / "task.rc").read_text().strip() == "1"
+    assert (tmp_path / "task.err").read_text() == (
+        f"isoagent: cannot create the run folder in {runs}: No space left on device\n"
+    )
+    assert (tmp_path / "batch.rc").read_text().strip() == "1"
+    batch_err = (tmp_path / "batch.err").read_text()
+    assert batch_err.startswith(f"isoagent: cannot write {runs}/batch-")
+    assert batch_err.endswith(".sha256: No space left on device\n")
+    assert api_server.requests == []
