@@ -6,7 +6,6 @@ import os
 import select
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -65,8 +64,8 @@ class Bash(Tool[BashInput]):
         env = ctx.env
         if ctx.bash_allow:  # held to prefix rules: git too (see bash_rules)
             env = {**(os.environ if env is None else env), **GIT_LOCKED}
-            temp = [env.get("TMPDIR") or tempfile.gettempdir()]
-            writable = [str(ctx.workdir), *map(str, ctx.add_dirs), *temp]
+            temp = env.get("TMPDIR") or "/tmp"
+            writable = [str(ctx.workdir), *map(str, ctx.add_dirs), temp]
             env["PATH"] = rule_path(env.get("PATH", os.defpath), writable)
         proc = _start(inp.command, ctx.workdir, env)
         timed_out = self._supervise(proc, output, timeout)
