@@ -138,3 +138,15 @@ def test_a_batch_lines_id_is_escaped_in_its_error_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize("text", ["plain text", "tab\tand\nlines", "emoji 👩‍💻 and é"])
 def test_ordinary_text_is_unchanged(text: str) -> None:
     assert terminal_text(text) == text
+
+
+def test_logs_show_a_runs_prompt_and_answer_escaped_on_a_terminal(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = lambda _req: text_reply(PAYLOAD)
+    env = cli_env(api_server)
+    assert run_cli(["task", PAYLOAD], env, cwd=tmp_path).returncode == 0
+
+    for args in (["logs"], ["logs", "last"]):
+        shown, _ = run_on_a_terminal(args, env, tmp_path)
+        assert acting(shown.decode()) == [] and b"safe\\x1b]52;c;" in shown, args

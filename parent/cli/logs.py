@@ -44,8 +44,8 @@ def logs(run_id: str | None, workdir: Path, count: int) -> None:
     runs_dir = workdir / RUNS
     runs = sorted(_runs(runs_dir), key=_started)
     if run_id is None:
-        for path in runs[-count:][::-1]:
-            click.echo(_run_line(path))
+        for path in runs[-count:][::-1]:  # a prompt in each, escaped on a terminal
+            click.echo(for_stdout(_run_line(path), lines=False))
         if not runs:
             click.echo(f"isoagent: no runs in {runs_dir}", err=True)
         return
