@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,9 @@ GIT_ESCAPES = [
     ("git --exec-path=/tmp/planted status", "global option --exec-path"),
     ("git -[c] alias.x='!touch pwned' x", "could expand"),
     ("git fetch * origin", "could expand"),
+    ("git fetch $X--upload-pack='touch pwned' /tmp/repo", "could expand to any word"),
+    ("git fetch {--upload-pack='touch pwned',/tmp/repo}", "could expand to any word"),
+    ("git $'-c' alias.x='!touch pwned' x", "could expand to any word"),
     ("git fetch --upload-pack='touch pwned' /tmp/repo", "--upload-pack"),
     ("git fetch --upload-pa='touch pwned' /tmp/repo", "--upload-pa"),
     ("git ls-remote --exec='touch pwned' /tmp/repo", "--exec"),
@@ -120,6 +124,35 @@ GIT_ESCAPES = [
 def test_git_prefix_rules_refuse_every_way_git_runs_a_command(command: str, why: str) -> None:
     with pytest.raises(CommandRefused, match=re.escape(why)):
         check(command, GIT)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "git -c alias.x='!touch pwned' x",
+        "git fetch --upload-pack='touch pwned;' ../repo",
+        "git fetch $X--upload-pack='touch pwned;' ../repo",
+        "git fetch {--upload-pack='touch pwned;',../repo}",
+        "git -c core.hooksPath=../hooks commit --allow-empty -m x",
+    ],
+)
+def test_a_git_restricted_bash_runs_none_of_the_escapes_for_real(
+    tmp_path: Path, command: str
+) -> None:
+    """The escapes, played through the bash tool against real git and real repositories:
+    each one, unrefused, would create `pwned`."""
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "pre-commit").write_text("#!/bin/sh\ntouch pwned\n")
+    (hooks / "pre-commit").chmod(0o755)
+    workspace = tmp_path / "ws"
+    subprocess.run(["git", "init", "-q", str(workspace)], check=True)
+    bash = Bash(ToolContext(workspace, bash_allow=GIT))
+
+    output = bash.run({"command": command})
+    assert output.is_error and output.text.startswith("command refused: ")
+    assert not (workspace / "pwned").exists()
 
 
 @pytest.mark.parametrize(

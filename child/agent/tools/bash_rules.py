@@ -302,6 +302,8 @@ def check_git(words: list[str]) -> None:
     for word in words[1:]:
         if word[:1] in _GLOB_CHARS or (word.startswith("-") and _GLOB_CHARS & set(word)):
             raise refuse(f"{word!r} could expand to any file's name, an option too; use ./{word}")
+        if "$" in word or word.startswith("{"):  # `$X--upload-pack=…`, `{--upload-pack=…,x}`
+            raise refuse(f"{word!r} could expand to any word (a `$` or `{{`), an option too")
         if _HELPER_URL.match(word):
             raise refuse(f"{word!r} names a remote helper (<transport>::), which git may run")
     args = words[1:]
