@@ -50,6 +50,7 @@ def test_commands_matching_the_prefix_in_every_part_run(command: str) -> None:
         ("git `rm x`", "substitution"),
         ("git diff <(rm x)", "substitution"),
         ("git ${IFS}", "substitution"),
+        ("git fetch \\\n--upload-pack='touch pwned;' ../r", "line continuation"),
         ("(git status; rm x)", "subshells"),
         ("{ git status; }", "subshells"),
         ("git log > out.txt", "redirection"),
@@ -133,6 +134,7 @@ def test_git_prefix_rules_refuse_every_way_git_runs_a_command(command: str, why:
         "git fetch --upload-pack='touch pwned;' ../repo",
         "git fetch $X--upload-pack='touch pwned;' ../repo",
         "git fetch {--upload-pack='touch pwned;',../repo}",
+        "git fetch \\\n--upload-pack='touch pwned;' ../repo",
         "git -c core.hooksPath=../hooks commit --allow-empty -m x",
     ],
 )

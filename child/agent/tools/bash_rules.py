@@ -242,6 +242,8 @@ def simple_commands(command: str) -> list[list[str]]:
     for marker in ("$(", "`", "<(", ">(", "${"):
         if marker in command:
             raise CommandRefused(f"{marker!r} (substitution) cannot be checked against the rules")
+    if "\\\n" in command:  # bash joins the lines, shlex keeps the newline in the word
+        raise CommandRefused("a line continuation (`\\` at a line's end) cannot be checked")
     lexer = shlex.shlex(command, posix=True, punctuation_chars="".join(sorted(_PUNCTUATION)))
     lexer.whitespace = " \t\r"
     lexer.whitespace_split = True
