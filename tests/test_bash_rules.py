@@ -118,6 +118,10 @@ GIT_ESCAPES = [
     ("git config --add core.fsmonitor 'touch pwned'", "may only read"),
     ("git config --global core.pager 'touch pwned'", "may only read"),
     ("git status; git -c alias.x=!sh x", "global option -c"),
+    ("GIT_SSH_COMMAND='touch pwned' git fetch ssh://h/r", "is not allowed"),
+    ("GIT_CONFIG_PARAMETERS=\"'alias.x=!sh'\" git x", "is not allowed"),
+    ("GIT_DIR=/tmp/planted git status", "is not allowed"),
+    ("env GIT_EXTERNAL_DIFF='touch pwned' git diff", "is not allowed"),
 ]
 
 
