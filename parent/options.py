@@ -73,6 +73,7 @@ class Options:
     writable_git: bool = False  # writing agents may change .git
     child_network: bool = True
     max_tokens_total: int = 0  # the run's token budget
+    api_retry_deadline: float = 600.0  # seconds a refused or failed model call is retried
     cpu_seconds: int = _LIMITS.cpu_seconds
     memory_mb: int = _LIMITS.address_space_mb
     max_processes: int = _LIMITS.max_processes
@@ -112,6 +113,7 @@ class Options:
 OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(Options))
 _AT_LEAST = {
     "max_turns": 0, "timeout": 1, "max_parallel": 1, "max_tokens_total": 0, "cpu_seconds": 0,
+    "api_retry_deadline": 1,
     "memory_mb": 0, "max_processes": 0, "max_file_size_mb": 0, "heartbeat": 0.1, "retries": 0,
     "launch_timeout": 1,
 }  # fmt: skip
@@ -148,6 +150,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         timeout=options.timeout,
         max_parallel=max_parallel,
         max_tokens_total=options.max_tokens_total,
+        api_retry_deadline=options.api_retry_deadline,
         sandbox=options.sandbox,
         child_network=options.child_network,
         allow_unsandboxed=options.allow_unsandboxed,

@@ -79,6 +79,7 @@ def model_source(settings: Settings) -> ModelSource:
     """Replayed, or the SDK (credentials from the environment), optionally recorded."""
     from isoagent.parent.model import warm
     from isoagent.parent.model.cassette import CassetteError, RecordingSource, ReplaySource
+    from isoagent.parent.model.retry import print_waits
     from isoagent.parent.model.sdk import MissingCredentials, check_credentials
 
     try:
@@ -86,7 +87,7 @@ def model_source(settings: Settings) -> ModelSource:
             source: ModelSource = ReplaySource(settings.replay, settings.replay_match)
         else:
             check_credentials()
-            source = warm.connect()
+            source = warm.connect(settings.api_retry_deadline, print_waits())
         if settings.record is not None:
             source = RecordingSource(source, settings.record)
     except (MissingCredentials, CassetteError) as exc:

@@ -29,6 +29,8 @@ class Settings:
     timeout: float = 600.0  # wall-clock seconds per child
     max_parallel: int = 4  # children at once
     max_tokens_total: int = 0  # the run's token budget; 0: none
+    # seconds a model call refused (429), overloaded (529) or failed is retried for
+    api_retry_deadline: float = 600.0
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     sandbox: SandboxChoice = "auto"
     child_network: bool = True  # children get a network of their own (off: none at all)

@@ -12,8 +12,9 @@ from typing import Any, Literal
 import msgspec
 
 # 2: thinking blocks; 3: bash rules; 4: Heartbeat, Task.identity, .heartbeat; 5: server tools;
-# 6: Task.add_dirs (an older child would ignore the folders it may write in)
-PROTOCOL_VERSION = 7
+# 6: Task.add_dirs (an older child would ignore the folders it may write in); 8: ModelError's
+# rate_limit, overloaded and server kinds (an older child could not decode them)
+PROTOCOL_VERSION = 8
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -255,12 +256,29 @@ class Task(msgspec.Struct, tag=True, omit_defaults=True):
     add_dirs: list[str] = []
 
 
-class ModelError(msgspec.Struct, omit_defaults=True):
-    """Why a model call failed; ``kind`` is machine-readable, ``message`` is for people."""
+ModelErrorKind = Literal[
+    "auth",
+    "bad_request",
+    "connection",  # the server could not be reached, or its answer was cut mid-way
+    "rate_limit",  # 429
+    "overloaded",  # 529
+    "server",  # 500, 502, 503, 504
+    "api",
+    "budget",
+    "replay",
+    "cancelled",
+]
 
-    kind: Literal["auth", "bad_request", "connection", "api", "budget", "replay", "cancelled"]
+
+class ModelError(msgspec.Struct, omit_defaults=True):
+    """Why a model call failed; ``kind`` is machine-readable, ``message`` is for people.
+    A model call the gateway retries (rate limit, overload, server, connection) fails with
+    its kind only once its retry deadline has passed."""
+
+    kind: ModelErrorKind
     message: str
     status_code: int = 0
+    retry_after: float = 0.0  # seconds, as the server's retry-after said (0: it did not)
 
 
 class ModelReply(msgspec.Struct, tag=True, omit_defaults=True):
@@ -269,6 +287,7 @@ class ModelReply(msgspec.Struct, tag=True, omit_defaults=True):
     stop_reason: str = ""
     usage: Usage = msgspec.field(default_factory=Usage)
     error: ModelError | None = None
+    retries: int = 0  # refused or failed attempts the gateway retried before this answer
 
 
 class Cancel(msgspec.Struct, tag=True):

@@ -321,14 +321,16 @@ def test_server_error_that_persists_is_a_clear_message_after_retries(
     api_server: MessagesServer, tmp_path: Path, mark: str
 ) -> None:
     api_server.handler = lambda req: error_reply(500, "api_error", "Internal server error")
-    done = run_cli(["run", "go"], fault_env(api_server, mark), cwd=tmp_path, timeout=60)
+    args = ["run", "--api-retry-deadline", "2", "go"]
+    done = run_cli(args, fault_env(api_server, mark), cwd=tmp_path, timeout=60)
 
     assert done.returncode == 1
     assert done.stdout == ""
-    assert done.stderr.strip().splitlines()[-1] == (
-        "isoagent: error: model call failed: 500: api_error: Internal server error"
-    )
-    assert len(api_server.requests) == 4  # the first try and three retries
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("isoagent: error: model call failed: API server error for ")
+    assert "last: 500: api_error: Internal server error); gave up at the retry deadline" in last
+    assert "isoagent: API server error (500): retrying, attempt 2 (for up to 2 s)" in done.stderr
+    assert len(api_server.requests) >= 3  # retried, with backoff, until the deadline
     assert_one_line_messages(done.stderr)
     assert_nothing_survives(mark, [])
     assert_transcripts_complete(tmp_path)

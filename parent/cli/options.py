@@ -130,6 +130,12 @@ LIMIT_OPTIONS = [
         help="Token budget for the whole run (0: none); past it agents end with status budget.",
     ),
     click.option(
+        "--api-retry-deadline", type=click.FloatRange(min=1),
+        default=DEFAULTS.api_retry_deadline, show_default=True,
+        help="Seconds a model call the API refuses (429), is overloaded for (529) or fails "
+        "is retried for, waiting out the rate limit, before its agent ends with an error.",
+    ),
+    click.option(
         "--cpu-seconds", type=click.IntRange(0), default=LIMITS.cpu_seconds, show_default=True,
         help="CPU-time limit per child process and per command it runs (0: none).",
     ),

@@ -11,9 +11,12 @@ so each turn of a conversation reads the turns before it from the cache.
 
 from __future__ import annotations
 
+import email.utils
 import gc
 import os
 import re
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -62,12 +65,25 @@ def _import_sdk() -> Any:
     return anthropic
 
 
+ResponseHook = Callable[[int, Mapping[str, str]], None]
+
+
 class AnthropicSource:
-    def __init__(self, *, max_retries: int = 3, timeout: float = 600.0) -> None:
+    """One attempt per call: a refusal or a failure comes back as the reply's error, and
+    the gateway's retry loop (``retry.py``) decides what is tried again, so the SDK's own
+    retries are off."""
+
+    def __init__(self, *, max_retries: int = 0, timeout: float = 600.0) -> None:
         check_credentials()
         anthropic = _import_sdk()
 
         self._anthropic = anthropic
+        import httpx2  # the SDK's HTTP library, imported by it already: its raw responses
+
+        self._response_type = httpx2.Response
+        # called with the status and headers of every HTTP response, success or error,
+        # before ``complete`` returns: the rate limiter learns the limits from them
+        self.on_response: ResponseHook | None = None
         key = None if any(os.environ.get(n) for n in KEY_VARIABLES) else "no-key"
         try:
             self.client = anthropic.AsyncAnthropic(
@@ -89,11 +105,18 @@ class AnthropicSource:
             # The SDK's generic POST with the body encoded by msgspec, and the raw answer
             # decoded by msgspec into our own Structs: the SDK's retries, headers and errors,
             # without its deep copy of every request or pydantic models of every reply.
-            body = await self.client.post(
-                "/v1/messages", cast_to=bytes, content=_encoder.encode(request_body(call))
+            response = await self.client.post(
+                "/v1/messages",
+                cast_to=self._response_type,
+                content=_encoder.encode(request_body(call)),
             )
-            return _reply(call.turn, body)
+            if self.on_response is not None:
+                self.on_response(response.status_code, response.headers)
+            return _reply(call.turn, response.content)
         except self._anthropic.APIError as exc:
+            response = getattr(exc, "response", None)
+            if self.on_response is not None and response is not None:
+                self.on_response(response.status_code, response.headers)
             return ModelReply(turn=call.turn, error=self._describe(exc))
         except msgspec.DecodeError as exc:  # a proxy that answers 200 with something else
             error = ModelError("api", f"the server's answer is not a Messages API message: {exc}")
@@ -122,8 +145,38 @@ class AnthropicSource:
                 "bad_request", f"{exc.status_code}: {_api_message(exc)}", exc.status_code
             )
         if isinstance(exc, anthropic.APIStatusError):
-            return ModelError("api", f"{exc.status_code}: {_api_message(exc)}", exc.status_code)
+            status = exc.status_code
+            kind = _RETRIED_STATUSES.get(status, "api")
+            wait = retry_after(exc.response.headers) if kind != "api" else 0.0
+            return ModelError(kind, f"{status}: {_api_message(exc)}", status, wait)
         return ModelError("api", str(exc))
+
+
+# the statuses the gateway retries, by what they say: the rest (400, 401, 403, 404, 413, ...)
+# would be answered the same again
+_RETRIED_STATUSES: dict[int, Any] = {
+    429: "rate_limit",
+    529: "overloaded",
+    500: "server",
+    502: "server",
+    503: "server",
+    504: "server",
+}
+
+
+def retry_after(headers: Mapping[str, str]) -> float:
+    """Seconds the server asks us to wait: ``retry-after-ms``, or ``retry-after`` in seconds
+    or as an HTTP date; 0 when it says nothing usable."""
+    try:
+        return max(float(headers["retry-after-ms"]) / 1000, 0.0)
+    except (KeyError, ValueError):
+        pass
+    value = headers.get("retry-after", "")
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        when = email.utils.parsedate_tz(value)
+        return max(email.utils.mktime_tz(when) - time.time(), 0.0) if when else 0.0
 
 
 EPHEMERAL = {"type": "ephemeral"}

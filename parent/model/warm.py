@@ -29,25 +29,43 @@ import struct
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
+
+import msgspec
 
 from isoagent.parent.model.gateway import ModelSource
+from isoagent.parent.model.limiter import Waiting
 from isoagent.protocol import (
-    ChildFrame,
     FrameError,
     ModelCall,
     ModelError,
     ModelReply,
-    ParentFrame,
-    decode_frame,
     encode_frame,
 )
 from isoagent.protocol.framing import HEADER, check_length
+
+if TYPE_CHECKING:
+    from isoagent.parent.model.retry import RetryingSource, WaitSink
 
 VARIABLE = "ISOAGENT_WARM_GATEWAY"
 IDLE_VARIABLE = "ISOAGENT_WARM_GATEWAY_IDLE"  # seconds; tests make it short
 IDLE_SECONDS = 300.0
 START_SECONDS = 30.0  # how long a starting gateway may take to import the SDK and listen
 FRAME_SECONDS = 10.0  # how long a connection may take to send its call: probes send none
+WIRE_VERSION = 2  # of the frames below: a gateway of another version has another address
+
+
+class WarmCall(msgspec.Struct, tag=True):
+    """An invocation's model call, and how long the gateway may retry it."""
+
+    call: ModelCall
+    deadline: float
+
+
+# the gateway answers a WarmCall with a Waiting for each change of what the call waits on
+# (the invocation says it on its stderr: the gateway has none), then the ModelReply
+_calls = msgspec.msgpack.Decoder(WarmCall)
+_answers_decoder = msgspec.msgpack.Decoder(ModelReply | Waiting)
 
 
 def enabled(environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
@@ -64,6 +82,7 @@ def address(environ: os._Environ[str] | dict[str, str] = os.environ) -> str:
     """The abstract socket name of this user's gateway for this configuration: the
     interpreter and every variable the SDK reads (``ANTHROPIC_*``, proxies, certificates)."""
     config = [
+        f"wire {WIRE_VERSION}",
         sys.executable,
         *sorted(
             f"{k}={v}"
@@ -81,9 +100,13 @@ def _same_user(sock: socket.socket) -> bool:
     return uid == os.getuid()
 
 
-async def _read_frame(reader: asyncio.StreamReader, union: object) -> object:
+async def _read_frame(reader: asyncio.StreamReader, decoder: msgspec.msgpack.Decoder) -> object:
     length = check_length(await reader.readexactly(HEADER.size))
-    return decode_frame(await reader.readexactly(length), union)
+    body = await reader.readexactly(length)
+    try:
+        return decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise FrameError(f"undecodable frame ({length} bytes): {exc}") from None
 
 
 class WarmSource:
@@ -91,8 +114,10 @@ class WarmSource:
     started again; one that cannot be reached is said once, and the SDK in this process
     answers from then on."""
 
-    def __init__(self, where: str) -> None:
+    def __init__(self, where: str, deadline: float, on_wait: WaitSink | None = None) -> None:
         self.where = where
+        self.deadline = deadline
+        self.on_wait = on_wait
         self._fallback: ModelSource | None = None
         self._restart = asyncio.Lock()  # concurrent calls start one gateway, not one each
 
@@ -101,11 +126,11 @@ class WarmSource:
             try:
                 return await self._ask(call)
             except (OSError, asyncio.IncompleteReadError, FrameError, ValueError) as exc:
-                from isoagent.parent.model.sdk import AnthropicSource, MissingCredentials
+                from isoagent.parent.model.sdk import MissingCredentials
 
                 _say(f"the warm gateway cannot be used ({exc}); importing the SDK here")
                 try:
-                    self._fallback = AnthropicSource()
+                    self._fallback = in_process(self.deadline, self.on_wait)
                 except MissingCredentials as error:
                     return ModelReply(turn=call.turn, error=ModelError("connection", str(error)))
         return await self._fallback.complete(call)
@@ -119,9 +144,11 @@ class WarmSource:
         try:
             if not _same_user(writer.get_extra_info("socket")):
                 raise OSError("its address is held by another user's process")
-            writer.write(encode_frame(call))
+            writer.write(encode_frame(WarmCall(call, self.deadline)))
             await writer.drain()
-            reply = await _read_frame(reader, ParentFrame)
+            while isinstance(reply := await _read_frame(reader, _answers_decoder), Waiting):
+                if self.on_wait is not None:
+                    self.on_wait(reply)
         finally:
             writer.close()
         if not isinstance(reply, ModelReply):
@@ -141,26 +168,37 @@ class WarmSource:
             return await asyncio.open_unix_connection(self.where)
 
 
-def connect(environ: os._Environ[str] | dict[str, str] = os.environ) -> ModelSource:
+def connect(
+    deadline: float,
+    on_wait: WaitSink | None = None,
+    environ: os._Environ[str] | dict[str, str] = os.environ,
+) -> ModelSource:
     """The model source of an invocation: this user's warm gateway for this configuration,
     started and waited for if there is none; the SDK in this process if the gateway is
-    turned off, or does not start (then its own error, or one line saying so)."""
-    from isoagent.parent.model.sdk import AnthropicSource
-
+    turned off, or does not start (then its own error, or one line saying so). Each call
+    is retried for up to ``deadline`` seconds; ``on_wait`` hears what calls wait on."""
     if not enabled(environ):
-        return AnthropicSource()
+        return in_process(deadline, on_wait)
     where = address(environ)
     if _answers(where):
-        return WarmSource(where)
+        return WarmSource(where, deadline, on_wait)
     try:
         why = _wait_listening(where, _start())
     except OSError as exc:
         why = str(exc)
     if not why:
-        return WarmSource(where)
-    source = AnthropicSource()  # a bad configuration is its error to report, not ours
+        return WarmSource(where, deadline, on_wait)
+    source = in_process(deadline, on_wait)  # a bad configuration is its error to report
     _say(f"the warm gateway did not start ({why}); importing the SDK here")
     return source
+
+
+def in_process(deadline: float, on_wait: WaitSink | None) -> RetryingSource:
+    """The SDK in this process, behind a limiter of this invocation's own."""
+    from isoagent.parent.model.retry import RetryingSource
+    from isoagent.parent.model.sdk import AnthropicSource
+
+    return RetryingSource(AnthropicSource(), deadline=deadline, on_wait=on_wait)
 
 
 def _wait_listening(where: str, process: subprocess.Popen[bytes]) -> str:
@@ -208,10 +246,10 @@ async def serve(where: str, idle: float = IDLE_SECONDS) -> None:
     """Answer model calls on ``where`` until none has come for ``idle`` seconds. Only calls
     count: a connection that sends none (a probe, a stuck client) keeps nothing alive."""
     from isoagent.child.sandbox.privileges import make_undumpable
-    from isoagent.parent.model.sdk import AnthropicSource
+    from isoagent.parent.model.retry import DEADLINE
 
     make_undumpable()  # this process holds the key: its environ and memory, not for children
-    source = AnthropicSource()
+    source = in_process(DEADLINE, None)  # one limiter for every invocation
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(where)  # a second gateway started at the same time stops here
@@ -226,12 +264,25 @@ async def serve(where: str, idle: float = IDLE_SECONDS) -> None:
         try:
             if not _same_user(writer.get_extra_info("socket")):
                 return
-            call = await asyncio.wait_for(_read_frame(reader, ChildFrame), FRAME_SECONDS)
-            if not isinstance(call, ModelCall):
+            asked = await asyncio.wait_for(_read_frame(reader, _calls), FRAME_SECONDS)
+            if not isinstance(asked, WarmCall):
                 return
             calls += 1
             try:
-                writer.write(encode_frame(await source.complete(call)))
+
+                def tell(waiting: Waiting) -> None:
+                    writer.write(encode_frame(waiting))
+
+                work = asyncio.ensure_future(
+                    source.complete(asked.call, deadline=asked.deadline, on_wait=tell)
+                )
+                gone = asyncio.ensure_future(reader.read(1))  # the invocation hung up
+                await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+                gone.cancel()
+                if not work.done():  # no one to answer: spare the API the retries
+                    work.cancel()
+                    return
+                writer.write(encode_frame(work.result()))
                 await writer.drain()
             finally:
                 calls -= 1

@@ -1,0 +1,226 @@
+"""The API's rate limits, learned from its answers, as a queue in front of it.
+
+The Messages API meters requests, input tokens and output tokens with token buckets, and
+says where each stands in every answer's headers (``anthropic-ratelimit-requests-limit``,
+``-remaining``, ``-reset``; the same for ``input-tokens``, ``output-tokens`` and ``tokens``).
+The limiter keeps a copy of each bucket: what the server said it held when a call was sent,
+plus what it has refilled since, minus what the calls sent since have taken. A call is
+admitted when every bucket holds what it will take, so calls wait here, in order, rather
+than being refused. A refusal (429) holds every call until its ``retry-after``; overload
+and failures halve the number of calls let in flight, and each answer lets one more in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import msgspec
+
+from isoagent.protocol import ModelReply
+
+BUCKETS = ("requests", "input-tokens", "output-tokens", "tokens")
+INITIAL_WINDOW = 4.0  # calls in flight before the API has answered one
+TOKENS_PER_BYTE = 0.3  # a first guess at a request's input tokens, corrected by its usage
+
+
+@dataclass
+class Bucket:
+    """One of the server's token buckets, as last heard of."""
+
+    limit: float
+    rate: float  # refilled per second
+    level: float
+    at: float  # monotonic time of ``level``
+    heard_from: float = -math.inf  # when the call whose answer said it was sent
+
+    def now(self, now: float) -> float:
+        return min(self.limit, self.level + self.rate * (now - self.at))
+
+    def wait(self, cost: float, now: float) -> float:
+        """Seconds until it holds ``cost`` (or is full, for a call bigger than it)."""
+        short = min(cost, self.limit) - self.now(now)
+        return short / self.rate if short > 0 and self.rate > 0 else 0.0
+
+    def take(self, cost: float, now: float) -> None:
+        self.level, self.at = self.now(now) - cost, now
+
+
+@dataclass
+class Permit:
+    """One admitted call: when it was sent and what it was counted to take."""
+
+    sent: float  # monotonic
+    sent_wall: float  # time.time(), to read the server's reset times against
+    costs: dict[str, float]
+    taken_before: dict[str, float]  # every admitted call's costs up to and with this one
+    size: int  # the request's bytes
+
+
+class Waiting(msgspec.Struct, tag=True):
+    """What a call is waiting on, for the user (from the warm gateway, a frame):
+    ``kind`` is the ModelError kind it waits out, ``message`` the line that says so."""
+
+    kind: str
+    message: str
+
+
+_permit: contextvars.ContextVar[Permit | None] = contextvars.ContextVar("permit", default=None)
+
+
+@dataclass
+class Limiter:
+    """Shared by every call of a gateway (in the warm gateway, of every invocation)."""
+
+    buckets: dict[str, Bucket] = field(default_factory=dict)
+    hold_until: float = 0.0  # after a 429: nothing is sent before
+    window: float = INITIAL_WINDOW
+    in_flight: int = 0
+    tokens_per_byte: float = TOKENS_PER_BYTE
+    refused: int = 0  # 429 answers seen
+    ever_answered: bool = False  # the server has answered a call (any status)
+    _taken: dict[str, float] = field(default_factory=lambda: dict.fromkeys(BUCKETS, 0.0))
+    _queue: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _answered: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def admit(
+        self, size: int, deadline: float, on_wait: Callable[[Waiting], None] | None = None
+    ) -> Permit | None:
+        """Wait, in order of arrival, until a call of ``size`` bytes may be sent; None if
+        that would be after ``deadline`` (monotonic)."""
+        costs = {
+            "requests": 1.0,
+            "input-tokens": size * self.tokens_per_byte,
+            "output-tokens": 1.0,  # unknown before the answer: only "not used up"
+            "tokens": size * self.tokens_per_byte,
+        }
+        said = ""
+        async with self._queue:
+            while True:
+                now = time.monotonic()
+                wait, kind = self._wait(costs, now)
+                if wait <= 0 and self.in_flight < self.window:
+                    break
+                if now + max(wait, 0.0) > deadline:
+                    return None
+                if wait >= 1.0 and on_wait is not None and said != kind:
+                    said = kind
+                    on_wait(Waiting("rate_limit", self._describe(kind, wait)))
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                else:  # the window is full: until an answer comes back
+                    self._answered.clear()
+                    try:
+                        await asyncio.wait_for(self._answered.wait(), deadline - now)
+                    except TimeoutError:
+                        return None
+            for name, bucket in self.buckets.items():
+                bucket.take(costs[name], now)
+            for name in BUCKETS:
+                self._taken[name] += costs[name]
+            self.in_flight += 1
+        permit = Permit(now, time.time(), costs, dict(self._taken), size)
+        _permit.set(permit)
+        return permit
+
+    def _wait(self, costs: Mapping[str, float], now: float) -> tuple[float, str]:
+        """The longest wait any bucket (or a 429's hold) asks for, and which."""
+        wait, kind = self.hold_until - now, "hold"
+        for name, bucket in self.buckets.items():
+            if (w := bucket.wait(costs[name], now)) > wait:
+                wait, kind = w, name
+        return wait, kind
+
+    def _describe(self, kind: str, wait: float) -> str:
+        bucket = self.buckets.get("requests" if kind == "hold" else kind)
+        what = "" if bucket is None else f" ({bucket.rate * 60:.0f} {_NAMES[kind]}/min)"
+        return f"rate limited{what}: waiting {math.ceil(wait)} s"
+
+    def heard(self, status: int, headers: Mapping[str, str]) -> None:
+        """An answer's headers (the SDK source's ``on_response``): the buckets as the
+        server saw them when the call was sent, a 429's hold."""
+        self.ever_answered = True
+        permit = _permit.get()
+        if permit is None:
+            return
+        now = time.monotonic()
+        for name in BUCKETS:
+            prefix = f"anthropic-ratelimit-{name}-"
+            try:
+                limit = float(headers[prefix + "limit"])
+                remaining = float(headers[prefix + "remaining"])
+            except (KeyError, ValueError):
+                continue
+            self._learn(name, limit, remaining, _reset_in(headers, prefix, permit), permit, now)
+        if status == 429:
+            self.refused += 1
+
+    def _learn(
+        self,
+        name: str,
+        limit: float,
+        remaining: float,
+        refill_in: float,
+        permit: Permit,
+        now: float,
+    ) -> None:
+        bucket = self.buckets.get(name)
+        if bucket is not None and permit.sent < bucket.heard_from:
+            return  # an older call's news
+        rate = bucket.rate if bucket is not None else limit / 60  # the API's: per minute
+        if remaining < limit and refill_in > 0:  # the deficit refills by the reset
+            seen = min(max((limit - remaining) / refill_in, limit / 60), limit)
+            rate = seen if bucket is None else 0.5 * rate + 0.5 * seen
+        spent_since = self._taken[name] - permit.taken_before[name]
+        level = remaining + rate * (now - permit.sent) - spent_since
+        self.buckets[name] = Bucket(limit, rate, min(level, limit), now, permit.sent)
+
+    def refuse(self, retry_after: float, backoff: float) -> None:
+        """A 429: every call waits until the server's retry-after (or ``backoff``)."""
+        self.hold_until = max(self.hold_until, time.monotonic() + (retry_after or backoff))
+
+    def answered(self, permit: Permit, reply: ModelReply) -> None:
+        """A call is back: free its place, widen or narrow the window, and correct the
+        buckets by what the call really took."""
+        self.in_flight -= 1
+        error = reply.error
+        if error is None:
+            self.window += 1
+            used_in = reply.usage.input_tokens + reply.usage.cache_creation_input_tokens
+            used = {
+                "requests": 1.0,
+                "input-tokens": float(used_in),
+                "output-tokens": float(reply.usage.output_tokens),
+                "tokens": float(used_in + reply.usage.output_tokens),
+            }
+            for name, bucket in self.buckets.items():
+                bucket.level += permit.costs[name] - used[name]
+            if used_in and permit.size:
+                seen = (used_in + reply.usage.cache_read_input_tokens) / permit.size
+                self.tokens_per_byte = 0.8 * self.tokens_per_byte + 0.2 * seen
+        elif error.kind in ("overloaded", "server", "connection"):
+            self.window = max(1.0, self.window / 2)
+        self._answered.set()
+
+
+_NAMES = {
+    "hold": "requests",
+    "requests": "requests",
+    "input-tokens": "input tokens",
+    "output-tokens": "output tokens",
+    "tokens": "tokens",
+}
+
+
+def _reset_in(headers: Mapping[str, str], prefix: str, permit: Permit) -> float:
+    """Seconds from the call's sending until the bucket is full again (RFC 3339)."""
+    try:
+        reset = datetime.fromisoformat(headers[prefix + "reset"]).timestamp()
+    except (KeyError, ValueError):
+        return 0.0
+    return reset - permit.sent_wall

@@ -1,0 +1,153 @@
+"""Model calls that lose nothing when the API pushes back.
+
+``RetryingSource`` wraps the SDK source (one attempt per call) with the limiter and a retry
+loop: a refusal (429), an overload (529), a server error (500, 502, 503, 504), a connection
+that fails or an answer cut mid-way is tried again, after a capped exponential backoff with
+jitter (or the server's ``retry-after``), until the call's deadline; what is refused as
+asked (400, 401, 403, 404, 413) is not, nor, past a few tries, a server that has never
+answered (a wrong address). Only the answer that succeeds is kept, so a retried
+call's usage counts once; a call that runs out of time fails with the kind it last met and
+a message that says for how long it tried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+import time
+from collections.abc import Callable
+
+import msgspec
+
+from isoagent.parent.model.limiter import Limiter, Waiting
+from isoagent.parent.model.sdk import AnthropicSource
+from isoagent.protocol import ModelCall, ModelError, ModelReply
+
+RETRIED = frozenset({"rate_limit", "overloaded", "server", "connection"})
+DEADLINE = 600.0  # seconds a call is retried for, by default
+FIRST_DELAY = 0.5
+MAX_DELAY = 8.0
+UNREACHED_ATTEMPTS = 3  # tries of a server that has not answered once, before giving up
+
+WaitSink = Callable[[Waiting], None]
+_sizer = msgspec.msgpack.Encoder()
+
+_WHAT = {
+    "rate_limit": "rate limited",
+    "overloaded": "API overloaded",
+    "server": "API server error",
+    "connection": "API unreachable",
+}
+
+
+def backoff(attempt: int) -> float:
+    """Seconds before retry ``attempt`` (1, 2, ...): doubling from FIRST_DELAY up to
+    MAX_DELAY, the upper half of it at random so that calls do not retry in step."""
+    return min(MAX_DELAY, FIRST_DELAY * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+
+
+class RetryingSource:
+    """The SDK source behind the limiter and the retry loop. One serves every call of an
+    invocation, or (in the warm gateway) of every invocation of the user: they share the
+    limiter, so they share what the API allows."""
+
+    def __init__(
+        self,
+        source: AnthropicSource,
+        *,
+        deadline: float = DEADLINE,
+        on_wait: WaitSink | None = None,
+    ) -> None:
+        self.source = source
+        self.limiter = Limiter()
+        self.deadline = deadline
+        self.on_wait = on_wait
+        source.on_response = self.limiter.heard
+
+    async def complete(
+        self, call: ModelCall, *, deadline: float | None = None, on_wait: WaitSink | None = None
+    ) -> ModelReply:
+        seconds = self.deadline if deadline is None else deadline
+        say = on_wait or self.on_wait or _ignore
+        started = time.monotonic()
+        ends = started + seconds
+        size = len(_sizer.encode(call))  # about its JSON's size, for a fraction of the CPU
+        attempt = 0  # answers that were retried: the attempts made, once one was
+        error = ModelError("rate_limit", "held by the rate limit")  # until an answer says
+        while True:
+            permit = await self.limiter.admit(size, ends, say)
+            if permit is None:  # the limiter would hold it past its deadline
+                return _gave_up(call, error, attempt, started)
+            reply = ModelReply(call.turn, error=ModelError("cancelled", "cancelled"))
+            try:
+                reply = await self.source.complete(call)
+            finally:  # a cancelled call frees its place too
+                self.limiter.answered(permit, reply)
+            if reply.error is None or reply.error.kind not in RETRIED:
+                return msgspec.structs.replace(reply, retries=attempt)
+            error = reply.error
+            attempt += 1
+            unreached = error.kind == "connection" and not self.limiter.ever_answered
+            if unreached and attempt >= UNREACHED_ATTEMPTS:  # a wrong address, not a blip
+                said = f"{error.message} ({attempt} attempts; it has never answered)"
+                failed = ModelError("connection", said)
+                return ModelReply(call.turn, error=failed, retries=attempt - 1)
+            if error.kind == "rate_limit":  # every call waits: in the limiter
+                self.limiter.refuse(error.retry_after, backoff(attempt))
+                delay = 0.0
+            else:
+                delay = max(error.retry_after, backoff(attempt))
+                say(Waiting(error.kind, _retrying(error, attempt, seconds)))
+            if time.monotonic() + delay > ends:
+                return _gave_up(call, error, attempt, started)
+            await asyncio.sleep(delay)
+
+    async def aclose(self) -> None:
+        await self.source.aclose()
+
+
+def _retrying(error: ModelError, attempt: int, deadline: float) -> str:
+    code = f" ({error.status_code})" if error.status_code else ""
+    return (
+        f"{_WHAT[error.kind]}{code}: retrying, attempt {attempt + 1} "
+        f"(for up to {_duration(deadline)})"
+    )
+
+
+def _gave_up(call: ModelCall, error: ModelError, made: int, started: float) -> ModelReply:
+    """The call's answer once its deadline has passed, after ``made`` attempts."""
+    tried = _duration(time.monotonic() - started)
+    message = (
+        f"{_WHAT.get(error.kind, error.kind)} for {tried} ({made} attempts; "
+        f"last: {error.message}); gave up at the retry deadline (--api-retry-deadline)"
+    )
+    failed = ModelError(error.kind, message, error.status_code, error.retry_after)
+    return ModelReply(turn=call.turn, error=failed, retries=max(made - 1, 0))
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
+
+
+def _ignore(_waiting: Waiting) -> None:
+    pass
+
+
+REPEAT_SECONDS = 60.0  # a wait that goes on is said again after this
+
+
+def print_waits() -> WaitSink:
+    """A wait sink for stderr: one line per change of what is waited on (and one a minute
+    while it lasts), not one per call."""
+    last, said = "", -REPEAT_SECONDS
+
+    def say(waiting: Waiting) -> None:
+        nonlocal last, said
+        now = time.monotonic()
+        if waiting.kind != last or now - said >= REPEAT_SECONDS:
+            print(f"isoagent: {waiting.message}", file=sys.stderr, flush=True)
+            last, said = waiting.kind, now
+
+    return say
