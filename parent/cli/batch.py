@@ -311,7 +311,7 @@ def read_previous(path: Path, ledger: ResultFile) -> tuple[set[TaskId], set[tupl
             ]
             if last:
                 if _is_json(last):
-                    records.append((_result_line(path, last, len(lines) + 1), False))
+                    records.append((_result_line(path, last, len(lines) + 1), ledger.trusts(last)))
                     file.write(b"\n")
                 elif last.startswith(CUT_LINE_START):
                     file.truncate(len(data) - len(last))
