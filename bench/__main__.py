@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import cli_start, flows, imports, references, remote_start, spawn, wire
+from bench import cli_start, flows, imports, rate_limits, references, remote_start, spawn, wire
 from bench.flows import BatchSize
 from bench.stats import Line, markdown
 
@@ -26,6 +26,7 @@ ROWS = (
     "memory",
     "delegation",
     "batch",
+    "rate-limit",
     "task-cpu",
     "one-shot",
     "protocol",
@@ -54,6 +55,7 @@ class Sizes:
     cli_runs: int
     import_runs: int
     remote_runs: int
+    rate_limit_case: str
 
 
 FULL = Sizes(
@@ -81,6 +83,7 @@ FULL = Sizes(
     cli_runs=10,
     import_runs=5,
     remote_runs=15,
+    rate_limit_case="batch-20rps",
 )
 QUICK = Sizes(
     start_runs=2,
@@ -101,6 +104,7 @@ QUICK = Sizes(
     cli_runs=1,
     import_runs=1,
     remote_runs=1,
+    rate_limit_case="batch-20rps-quick",
 )
 
 
@@ -110,6 +114,7 @@ def measure(sizes: Sizes, rows: list[str]) -> tuple[list[Line], list[str]]:
         "child-start": lambda: spawn.child_start(sizes.start_runs, sizes.naive_runs),
         "delegation": lambda: flows.delegation(sizes.delegation_rounds),
         "batch": lambda: flows.batch(sizes.batches, sizes.latency),
+        "rate-limit": lambda: rate_limits.row(sizes.rate_limit_case),
         "task-cpu": lambda: references.task_cpu(
             sizes.cpu_tasks, sizes.cpu_jobs, sizes.cpu_repeats, sizes.idle
         ),

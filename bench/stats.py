@@ -67,6 +67,7 @@ ORDER = (
     "remote start",
     "delegation",
     "batch",
+    "rate limit",
     "task CPU",
     "one-shot",
     "memory",

@@ -63,6 +63,7 @@ class ChildFinished(Event, tag="child_result"):
     transcript: str
     result: Result
     exit_code: int | None = None
+    retries: int = 0  # model-call attempts the gateway retried (rate limit, overload, ...)
 
 
 class RunFinished(Event, tag="result"):
@@ -70,6 +71,7 @@ class RunFinished(Event, tag="result"):
     run_dir: str
     children: list[ChildFinished] = []
     api_seconds: float = 0.0  # time spent waiting for model replies, all agents together
+    retries: int = 0  # model-call attempts the gateway retried, all agents together
 
 
 class TaskRecord(msgspec.Struct):
@@ -90,6 +92,7 @@ class TaskRecord(msgspec.Struct):
     seconds: float = 0.0
     transcript: str = ""
     error: str = ""
+    retries: int = 0  # model-call attempts retried (rate limit, overload, server, connection)
 
 
 AnyEvent = RunStarted | ChildStarted | MessageAdded | ChildProgress | ChildFinished | RunFinished

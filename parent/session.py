@@ -39,6 +39,7 @@ from isoagent.parent.events import (
 )
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway, ModelSource
+from isoagent.parent.model.retry import WaitNotices
 from isoagent.parent.model.sdk import KEY_VARIABLES
 from isoagent.parent.parent_agent import earlier_conversation, parent_prompt, parent_tools
 from isoagent.parent.run_folder import RunFolder, TranscriptWriter
@@ -75,11 +76,10 @@ class Interrupted(Exception):
         self.quiet = signum == signal.SIGPIPE
 
 
-def model_source(settings: Settings) -> ModelSource:
+def model_source(settings: Settings, waits: WaitNotices | None = None) -> ModelSource:
     """Replayed, or the SDK (credentials from the environment), optionally recorded."""
     from isoagent.parent.model import warm
     from isoagent.parent.model.cassette import CassetteError, RecordingSource, ReplaySource
-    from isoagent.parent.model.retry import print_waits
     from isoagent.parent.model.sdk import MissingCredentials, check_credentials
 
     try:
@@ -87,7 +87,7 @@ def model_source(settings: Settings) -> ModelSource:
             source: ModelSource = ReplaySource(settings.replay, settings.replay_match)
         else:
             check_credentials()
-            source = warm.connect(settings.api_retry_deadline, print_waits())
+            source = warm.connect(settings.api_retry_deadline, waits)
         if settings.record is not None:
             source = RecordingSource(source, settings.record)
     except (MissingCredentials, CassetteError) as exc:
@@ -119,6 +119,7 @@ class Session:
         self.supervisor = Supervisor(
             settings, gateway=self.gateway, run=self.run, sink=self.events, fork_server=fork_server
         )
+        self.waits = WaitNotices()  # what model calls wait on (a rate limit, an overload)
         self.signal = 0  # the signal that ended the session, if one did
         # set (from any thread) to end the parent's turn: it stops at its next step, with
         # status cancelled and its result (the SDK's interrupt)
@@ -153,8 +154,9 @@ class Session:
             if fork_server is not None:  # it loads while the SDK is imported
                 with contextlib.suppress(ForkServerUnavailable):
                     fork_server.launch()
+            waits = WaitNotices()
             if source is None:
-                source = model_source(settings)
+                source = model_source(settings, waits)
             for warning in (
                 unsandboxed_warning(settings.sandbox),
                 *mechanism_warnings(settings.sandbox, settings.child_network),
@@ -168,6 +170,7 @@ class Session:
                 raise SessionError(
                     f"cannot create the run folder in {where}: {exc.strerror or exc}"
                 ) from None
+            session.waits = waits
             session.events.sinks.extend(sinks)
             session._stop_on_signals()
             session._start()
@@ -262,6 +265,7 @@ class Session:
             run_dir=self.run.display(self.run.path),
             children=list(self.supervisor.finished),
             api_seconds=self.gateway.api_seconds,
+            retries=self.gateway.retries,
         )
         self.final = final
         self.events(final)

@@ -91,8 +91,9 @@ def test_an_overload_that_outlasts_the_deadline_fails_saying_which_and_how_long(
     assert error.message.startswith("API overloaded for ")
     assert "gave up at the retry deadline" in error.message
     assert reply.retries == len(api_server.requests) - 1 >= 1
-    assert waits[0] == Waiting(
-        "overloaded", "API overloaded (529): retrying, attempt 2 (for up to 2 s)"
+    assert (waits[0].kind, waits[0].message) == (
+        "overloaded",
+        "API overloaded (529): retrying, attempt 2 (for up to 2 s)",
     )
 
 

@@ -6,13 +6,17 @@ a limiter that did not hold would leave behind is refusals."""
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
 import pytest
 
 from isoagent.parent.model.retry import RetryingSource
 from isoagent.parent.model.sdk import AnthropicSource
 from isoagent.protocol import Message, ModelCall, ModelReply, TextBlock
-from tests.support.messages_server import MessagesServer, text_reply
+from tests.conftest import cli_env
+from tests.support.cli import read_jsonl, run_cli
+from tests.support.messages_server import MessagesServer, error_reply, text_reply
 from tests.support.rate_limits import Overloaded, RateLimited
 
 
@@ -84,3 +88,25 @@ def test_an_overload_that_passes_loses_no_call(
     replies = _all(source, [_call(n) for n in range(12)])
     assert [r.error for r in replies] == [None] * 12
     assert sum(r.retries for r in replies) == overloaded.overloaded >= 1
+
+
+def test_a_batch_says_an_overload_once_and_each_line_counts_its_task_s_retries(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    overloaded = error_reply(529, "overloaded_error", "Overloaded")
+    api_server.handler = lambda req: [overloaded, text_reply("done")]
+    (tmp_path / "tasks.txt").write_text("".join(f"task {n}\n" for n in range(6)))
+    args = ["batch", "tasks.txt", "-j", "6", "-o", "out.jsonl"]
+    done = run_cli(args, cli_env(api_server), cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [line["retries"] for line in read_jsonl(tmp_path / "out.jsonl")] == [1] * 6
+    assert done.stderr.count("isoagent: API overloaded (529): retrying, attempt 2") == 1
+
+
+def test_the_json_result_counts_the_retries(api_server: MessagesServer, tmp_path: Path) -> None:
+    refused = error_reply(429, "rate_limit_error", "Rate limited")
+    api_server.handler = lambda req: [refused, refused, text_reply("done")]
+    args = ["task", "--output-format", "json", "say done"]
+    done = run_cli(args, cli_env(api_server), cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["retries"] == 2

@@ -18,8 +18,9 @@ import pytest
 from isoagent.parent.model import warm
 from isoagent.protocol import Message, ModelCall, TextBlock, encode_frame
 from tests.conftest import cli_env
-from tests.support.cli import run_cli, run_cli_listing_modules
+from tests.support.cli import run_cli, run_cli_listing_modules, start_cli
 from tests.support.messages_server import MessagesServer, Request, text_reply, tool_reply
+from tests.support.rate_limits import RateLimited
 
 CEILING = 60.0  # seconds: generous, the machine is shared
 
@@ -232,3 +233,20 @@ def test_a_child_cannot_read_the_key_from_the_gateways_environment(
             assert done.returncode == 0, done.stderr
             assert warm_env["ANTHROPIC_API_KEY"] not in done.stdout
             assert "Permission denied" in done.stdout, done.stdout
+
+
+def test_concurrent_invocations_share_one_rate_limit_and_each_hears_its_waits(
+    api_server: MessagesServer, warm_env: dict[str, str], gateway: object, tmp_path: Path
+) -> None:
+    """Four `isoagent task` at once, one request a second: the gateway's one limiter holds
+    them all after the first refusals; four limiters of their own would each be refused
+    again when their retry-afters end together."""
+    limited = RateLimited(lambda req: text_reply("done"), requests_per_second=1)
+    api_server.handler = limited
+    clis = [start_cli(["task", f"say hi {n}"], warm_env, cwd=tmp_path) for n in range(4)]
+    outputs = [cli.communicate(timeout=CEILING) for cli in clis]
+    assert [cli.returncode for cli in clis] == [0] * 4, outputs
+    assert [out for out, _err in outputs] == ["done\n"] * 4
+    assert limited.refused <= 3
+    said = [err for _out, err in outputs if "isoagent: rate limited (" in err]
+    assert said, "the gateway's waiting reached no invocation's stderr"

@@ -13,6 +13,7 @@ from typing import TextIO
 
 from isoagent.parent.batch.input import label
 from isoagent.parent.events import TaskRecord
+from isoagent.parent.model.retry import WaitNotices
 from isoagent.parent.terminal_text import terminal_line
 
 _CLEAR = "\r\x1b[K"
@@ -25,10 +26,20 @@ class BatchDisplay:
         self.total = total
         self.done = self.running = self.failed = self.tokens = 0
         self.started = time.monotonic()
+        self.waits = WaitNotices()
 
-    def start(self) -> None:
-        """The batch begins: its clock starts here, not while the CLI was still starting."""
+    def start(self, waits: WaitNotices) -> None:
+        """The batch begins: its clock starts here, not while the CLI was still starting.
+        ``waits`` are its model calls': the line says what they wait on; on a terminal
+        each change is written above the line."""
         self.started = time.monotonic()
+        self.waits = waits
+        if self.live:
+            waits.say = self._above
+
+    def _above(self, line: str) -> None:
+        self.stream.write(f"{_CLEAR}{terminal_line(line)}\n")
+        self.draw()
 
     def task_started(self) -> None:
         self.running += 1
@@ -50,9 +61,11 @@ class BatchDisplay:
 
     def status(self, *, final: bool = False) -> str:
         running = "" if final else f", {self.running} running"
+        waiting = self.waits.current
         return (
             f"batch: {self.done}/{self.total} done{running}, {self.failed} failed, "
             f"{_duration(time.monotonic() - self.started)}, {_count(self.tokens)} tokens"
+            + ("" if final or waiting is None else f"; {waiting.message}")
         )
 
     def draw(self) -> None:

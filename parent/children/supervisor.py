@@ -156,6 +156,7 @@ class _ChildRun:
         self.last_progress: Progress | None = None
         self.recorder = ConversationRecorder(self.emit, self.id)
         self.usage = Usage()
+        self.retries = 0  # of its model calls, by the gateway
         self.last_text = ""  # the child's latest words: its summary so far, if it fails
         self.cancelled = False
         self.started = asyncio.get_running_loop().time()
@@ -332,6 +333,7 @@ class _ChildRun:
                     reply = await self.sup.gateway.call(frame)
                 self.recorder.after(frame, reply)
                 self.usage = self.usage + reply.usage
+                self.retries += reply.retries
                 self.last_text = text_of(reply.content) or self.last_text
                 await write_frame(process.stdin, reply)
             case Progress():
@@ -373,6 +375,7 @@ class _ChildRun:
             transcript=self.transcript_label,
             result=result,
             exit_code=None if process is None else process.returncode,
+            retries=self.retries,
         )
         self._finished = finished
         self.emit(finished)

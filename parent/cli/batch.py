@@ -46,8 +46,9 @@ Input, one task per line:
 \b
 Output, one JSON line per task as it finishes:
   id, status, line, agent, summary, turns, tool_calls, tokens, seconds,
-  transcript, error. status is a child's (ok, max_turns, error, timeout,
-  crashed, budget) or invalid for a line that could not be run.
+  transcript, error, retries (model calls tried again: rate limit, overload).
+  status is a child's (ok, max_turns, error, timeout, crashed, budget) or
+  invalid for a line that could not be run.
 
 \b
 Examples:
@@ -159,7 +160,7 @@ class _BatchRun:
         self.display = BatchDisplay(len(pending) + len(invalid), live=sys.stderr.isatty())
 
     async def run(self, session: Session) -> int:
-        self.display.start()
+        self.display.start(session.waits)
         for record in self.invalid:  # each bad line once in the output, on stderr every time
             if (record.id, record.error) not in self.reported:
                 self.write(record)
@@ -288,6 +289,7 @@ def task_record(task: BatchTask, finished: ChildFinished) -> TaskRecord:
         seconds=result.duration,
         transcript=finished.transcript,
         error=result.error,
+        retries=finished.retries,
     )
 
 

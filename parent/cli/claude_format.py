@@ -243,6 +243,7 @@ class ClaudeFormat:
         message["status"] = result.status
         message["error"] = result.error
         message["tool_calls"] = result.tool_calls
+        message["retries"] = final.retries  # model-call attempts the gateway retried
         message["run_dir"] = final.run_dir
         message["children"] = msgspec.to_builtins(final.children)
         return message

@@ -30,6 +30,7 @@ class Gateway:
         self.max_tokens_total = max_tokens_total
         self.usage = Usage()
         self.api_seconds = 0.0  # summed over calls, concurrent ones included
+        self.retries = 0  # refused or failed attempts retried, over every call
         self.rejected: ModelError | None = None  # the key was refused (401): it stays refused
         self._slots = asyncio.Semaphore(max_concurrent)
 
@@ -50,4 +51,5 @@ class Gateway:
         if error is not None and error.kind == "auth" and error.status_code == 401:
             self.rejected = error
         self.usage = self.usage + reply.usage
+        self.retries += reply.retries
         return reply

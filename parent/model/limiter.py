@@ -68,6 +68,7 @@ class Waiting(msgspec.Struct, tag=True):
 
     kind: str
     message: str
+    seconds: float = 0.0  # how long this wait is to last
 
 
 _permit: contextvars.ContextVar[Permit | None] = contextvars.ContextVar("permit", default=None)
@@ -110,7 +111,7 @@ class Limiter:
                     return None
                 if wait >= 1.0 and on_wait is not None and said != kind:
                     said = kind
-                    on_wait(Waiting("rate_limit", self._describe(kind, wait)))
+                    on_wait(Waiting("rate_limit", self._describe(kind, wait), wait))
                 if wait > 0:
                     await asyncio.sleep(wait)
                 else:  # the window is full: until an answer comes back

@@ -98,7 +98,7 @@ class RetryingSource:
                 delay = 0.0
             else:
                 delay = max(error.retry_after, backoff(attempt))
-                say(Waiting(error.kind, _retrying(error, attempt, seconds)))
+                say(Waiting(error.kind, _retrying(error, attempt, seconds), delay))
             if time.monotonic() + delay > ends:
                 return _gave_up(call, error, attempt, started)
             await asyncio.sleep(delay)
@@ -138,16 +138,29 @@ def _ignore(_waiting: Waiting) -> None:
 REPEAT_SECONDS = 60.0  # a wait that goes on is said again after this
 
 
-def print_waits() -> WaitSink:
-    """A wait sink for stderr: one line per change of what is waited on (and one a minute
-    while it lasts), not one per call."""
-    last, said = "", -REPEAT_SECONDS
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
-    def say(waiting: Waiting) -> None:
-        nonlocal last, said
+
+class WaitNotices:
+    """An invocation's waits, said on stderr once per change of what is waited on (and
+    once a minute while it lasts), not once per call; ``current`` is the latest while it
+    lasts, for a progress line. ``say`` writes a line (a live display replaces it)."""
+
+    def __init__(self) -> None:
+        self.say: Callable[[str], None] = _to_stderr
+        self._latest: Waiting | None = None
+        self._until = 0.0  # when the latest wait ends
+        self._said = ("", -REPEAT_SECONDS)  # the kind last said, and when
+
+    def __call__(self, waiting: Waiting) -> None:
         now = time.monotonic()
-        if waiting.kind != last or now - said >= REPEAT_SECONDS:
-            print(f"isoagent: {waiting.message}", file=sys.stderr, flush=True)
-            last, said = waiting.kind, now
+        self._latest, self._until = waiting, now + max(waiting.seconds, 1.0)
+        kind, when = self._said
+        if waiting.kind != kind or now - when >= REPEAT_SECONDS:
+            self._said = (waiting.kind, now)
+            self.say(f"isoagent: {waiting.message}")
 
-    return say
+    @property
+    def current(self) -> Waiting | None:
+        return self._latest if time.monotonic() < self._until else None
