@@ -134,6 +134,15 @@ CASES = {
         commands=True,
         warm=True,
     ),
+    "tasks-unlimited": Case(
+        "48 `isoagent task` commands, 16 at a time, no limit (warm gateway): the floor",
+        48,
+        16,
+        11.0,
+        lambda: RateLimited(_answer(0.0)),
+        commands=True,
+        warm=True,
+    ),
 }
 
 

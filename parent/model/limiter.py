@@ -13,6 +13,7 @@ and failures halve the number of calls let in flight, and each answer lets one m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import math
 import time
@@ -85,9 +86,11 @@ class Limiter:
     tokens_per_byte: float = TOKENS_PER_BYTE
     refused: int = 0  # 429 answers seen
     ever_answered: bool = False  # the server has answered a call (any status)
+    failures: int = 0  # overloads and failures since the last call that went through
     _taken: dict[str, float] = field(default_factory=lambda: dict.fromkeys(BUCKETS, 0.0))
     _queue: asyncio.Lock = field(default_factory=asyncio.Lock)
     _answered: asyncio.Event = field(default_factory=asyncio.Event)
+    _recovered: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def admit(
         self, size: int, deadline: float, on_wait: Callable[[Waiting], None] | None = None
@@ -192,6 +195,10 @@ class Limiter:
         error = reply.error
         if error is None:
             self.window += 1
+            if self.failures:  # the API answers again: calls backing off may try now
+                self.failures = 0
+                self._recovered.set()
+                self._recovered = asyncio.Event()
             used_in = reply.usage.input_tokens + reply.usage.cache_creation_input_tokens
             used = {
                 "requests": 1.0,
@@ -206,7 +213,14 @@ class Limiter:
                 self.tokens_per_byte = 0.8 * self.tokens_per_byte + 0.2 * seen
         elif error.kind in ("overloaded", "server", "connection"):
             self.window = max(1.0, self.window / 2)
+            self.failures += 1
         self._answered.set()
+
+    async def back_off(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if a call goes through meanwhile: then the API is
+        answering again, and the window, not the backoff, says how many may try."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._recovered.wait(), seconds)
 
 
 _NAMES = {

@@ -96,12 +96,15 @@ class RetryingSource:
             if error.kind == "rate_limit":  # every call waits: in the limiter
                 self.limiter.refuse(error.retry_after, backoff(attempt))
                 delay = 0.0
-            else:
-                delay = max(error.retry_after, backoff(attempt))
+            else:  # the backoff grows with the API's failures in a row, not this call's
+                delay = max(error.retry_after, backoff(max(self.limiter.failures, 1)))
                 say(Waiting(error.kind, _retrying(error, attempt, seconds), delay))
             if time.monotonic() + delay > ends:
                 return _gave_up(call, error, attempt, started)
-            await asyncio.sleep(delay)
+            if error.retry_after:  # as the server asked
+                await asyncio.sleep(delay)
+            else:
+                await self.limiter.back_off(delay)
 
     async def aclose(self) -> None:
         await self.source.aclose()
