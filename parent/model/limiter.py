@@ -83,6 +83,7 @@ class Limiter:
     hold_until: float = 0.0  # after a 429: nothing is sent before
     window: float = INITIAL_WINDOW
     in_flight: int = 0
+    _queued: int = 0  # calls waiting for their turn
     tokens_per_byte: float = TOKENS_PER_BYTE
     refused: int = 0  # 429 answers seen
     ever_answered: bool = False  # the server has answered a call (any status)
@@ -103,34 +104,59 @@ class Limiter:
             "output-tokens": 1.0,  # unknown before the answer: only "not used up"
             "tokens": size * self.tokens_per_byte,
         }
-        said = ""
-        async with self._queue:
-            while True:
-                now = time.monotonic()
-                wait, kind = self._wait(costs, now)
-                if wait <= 0 and self.in_flight < self.window:
-                    break
-                if now + max(wait, 0.0) > deadline:
-                    return None
-                if wait >= 1.0 and on_wait is not None and said != kind:
-                    said = kind
-                    on_wait(Waiting("rate_limit", self._describe(kind, wait), wait))
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                else:  # the window is full: until an answer comes back
-                    self._answered.clear()
-                    try:
-                        await asyncio.wait_for(self._answered.wait(), deadline - now)
-                    except TimeoutError:
-                        return None
+        requests = self.buckets.get("requests")
+        behind = self._queued / requests.rate if requests is not None else 0.0
+        if on_wait is not None and behind >= 1.0:  # the calls ahead alone are a wait
+            on_wait(Waiting("rate_limit", self._describe("requests", behind), behind))
+        self._queued += 1
+        try:
+            await asyncio.wait_for(self._queue.acquire(), max(deadline - time.monotonic(), 0))
+        except TimeoutError:
+            return None
+        finally:
+            self._queued -= 1
+        try:
+            if not await self._turn(costs, deadline, on_wait):
+                return None
+            now = time.monotonic()
             for name, bucket in self.buckets.items():
                 bucket.take(costs[name], now)
             for name in BUCKETS:
                 self._taken[name] += costs[name]
             self.in_flight += 1
+        finally:
+            self._queue.release()
         permit = Permit(now, time.time(), costs, dict(self._taken), size)
         _permit.set(permit)
         return permit
+
+    async def _turn(
+        self,
+        costs: Mapping[str, float],
+        deadline: float,
+        on_wait: Callable[[Waiting], None] | None,
+    ) -> bool:
+        """At the head of the queue: wait until the buckets, a 429's hold and the window
+        let the call go (True), or its deadline would pass first (False)."""
+        said = ""
+        while True:
+            now = time.monotonic()
+            wait, kind = self._wait(costs, now)
+            if wait <= 0 and self.in_flight < self.window:
+                return True
+            if now + max(wait, 0.0) > deadline:
+                return False
+            if wait >= 1.0 and on_wait is not None and said != kind:
+                said = kind
+                on_wait(Waiting("rate_limit", self._describe(kind, wait), wait))
+            if wait > 0:
+                await asyncio.sleep(wait)
+            else:  # the window is full: until an answer comes back
+                self._answered.clear()
+                try:
+                    await asyncio.wait_for(self._answered.wait(), deadline - now)
+                except TimeoutError:
+                    return False
 
     def _wait(self, costs: Mapping[str, float], now: float) -> tuple[float, str]:
         """The longest wait any bucket (or a 429's hold) asks for, and which."""
