@@ -83,9 +83,11 @@ def test_a_call_refused_as_asked_is_not_retried(
 def test_an_overload_that_outlasts_the_deadline_fails_saying_which_and_how_long(
     api_server: MessagesServer, source: RetryingSource
 ) -> None:
-    api_server.handler = lambda req: error_reply(529, "overloaded_error", "Overloaded")
+    wait = {"retry-after-ms": "1000"}  # a wait long enough to be said
+    overloaded = error_reply(529, "overloaded_error", "Overloaded", headers=wait)
+    api_server.handler = lambda req: overloaded
     waits: list[Waiting] = []
-    reply = _run(source, deadline=1.5, on_wait=waits.append)
+    reply = _run(source, deadline=2.2, on_wait=waits.append)
     error = reply.error
     assert error is not None and error.kind == "overloaded" and error.status_code == 529
     assert error.message.startswith("API overloaded for ")
@@ -108,3 +110,13 @@ def test_the_server_s_retry_after_is_honoured(
     reply = _run(source, deadline=1.5)
     assert reply.error is not None and reply.error.kind == "server"
     assert len(api_server.requests) == 1  # it gave up rather than retry too soon
+
+
+def test_a_server_error_the_server_says_not_to_retry_is_not_retried(
+    api_server: MessagesServer, source: RetryingSource
+) -> None:
+    broken = error_reply(500, "api_error", "broken", headers={"x-should-retry": "false"})
+    api_server.handler = lambda req: broken
+    reply = _run(source)
+    assert reply.error is not None and reply.error.status_code == 500
+    assert len(api_server.requests) == 1

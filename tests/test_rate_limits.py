@@ -93,7 +93,8 @@ def test_an_overload_that_passes_loses_no_call(
 def test_a_batch_says_an_overload_once_and_each_line_counts_its_task_s_retries(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    overloaded = error_reply(529, "overloaded_error", "Overloaded")
+    wait = {"retry-after-ms": "1000"}  # long enough to be said
+    overloaded = error_reply(529, "overloaded_error", "Overloaded", headers=wait)
     api_server.handler = lambda req: [overloaded, text_reply("done")]
     (tmp_path / "tasks.txt").write_text("".join(f"task {n}\n" for n in range(6)))
     args = ["batch", "tasks.txt", "-j", "6", "-o", "out.jsonl"]

@@ -27,6 +27,7 @@ from isoagent.protocol import ModelReply
 
 BUCKETS = ("requests", "input-tokens", "output-tokens", "tokens")
 INITIAL_WINDOW = 4.0  # calls in flight before the API has answered one
+SAID_SECONDS = 1.0  # a wait this long or longer is said
 TOKENS_PER_BYTE = 0.3  # a first guess at a request's input tokens, corrected by its usage
 
 
@@ -106,7 +107,7 @@ class Limiter:
         }
         requests = self.buckets.get("requests")
         behind = self._queued / requests.rate if requests is not None else 0.0
-        if on_wait is not None and behind >= 1.0:  # the calls ahead alone are a wait
+        if on_wait is not None and behind >= SAID_SECONDS:  # the calls ahead alone are a wait
             on_wait(Waiting("rate_limit", self._describe("requests", behind), behind))
         self._queued += 1
         try:
@@ -146,7 +147,7 @@ class Limiter:
                 return True
             if now + max(wait, 0.0) > deadline:
                 return False
-            if wait >= 1.0 and on_wait is not None and said != kind:
+            if wait >= SAID_SECONDS and on_wait is not None and said != kind:
                 said = kind
                 on_wait(Waiting("rate_limit", self._describe(kind, wait), wait))
             if wait > 0:
@@ -233,7 +234,8 @@ class Limiter:
                 "tokens": float(used_in + reply.usage.output_tokens),
             }
             for name, bucket in self.buckets.items():
-                bucket.level += permit.costs[name] - used[name]
+                if bucket.heard_from < permit.sent:  # it holds our guess of this call
+                    bucket.level += permit.costs[name] - used[name]
             if used_in and permit.size:
                 seen = (used_in + reply.usage.cache_read_input_tokens) / permit.size
                 self.tokens_per_byte = 0.8 * self.tokens_per_byte + 0.2 * seen

@@ -13,6 +13,7 @@ a message that says for how long it tried.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import sys
 import time
@@ -20,7 +21,7 @@ from collections.abc import Callable
 
 import msgspec
 
-from isoagent.parent.model.limiter import Limiter, Waiting
+from isoagent.parent.model.limiter import SAID_SECONDS, Limiter, Waiting
 from isoagent.parent.model.sdk import AnthropicSource
 from isoagent.protocol import ModelCall, ModelError, ModelReply
 
@@ -98,7 +99,8 @@ class RetryingSource:
                 delay = 0.0
             else:  # the backoff grows with the API's failures in a row, not this call's
                 delay = max(error.retry_after, backoff(max(self.limiter.failures, 1)))
-                say(Waiting(error.kind, _retrying(error, attempt, seconds), delay))
+                if delay >= SAID_SECONDS:  # a blip retried at once is not worth a line
+                    say(Waiting(error.kind, _retrying(error, attempt, seconds), delay))
             if time.monotonic() + delay > ends:
                 return _gave_up(call, error, attempt, started)
             if error.retry_after:  # as the server asked
@@ -142,7 +144,8 @@ REPEAT_SECONDS = 60.0  # a wait that goes on is said again after this
 
 
 def _to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    with contextlib.suppress(OSError):  # nobody reads stderr any more: calls go on
+        print(line, file=sys.stderr, flush=True)
 
 
 class WaitNotices:

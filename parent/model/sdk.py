@@ -147,6 +147,8 @@ class AnthropicSource:
         if isinstance(exc, anthropic.APIStatusError):
             status = exc.status_code
             kind = _RETRIED_STATUSES.get(status, "api")
+            if exc.response.headers.get("x-should-retry") == "false":  # the server knows
+                kind = "api"
             wait = retry_after(exc.response.headers) if kind != "api" else 0.0
             return ModelError(kind, f"{status}: {_api_message(exc)}", status, wait)
         return ModelError("api", str(exc))
