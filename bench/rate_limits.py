@@ -1,9 +1,10 @@
 """Batches against a server that rate-limits and overloads as the API does.
 
 ``python -m bench --only rate-limit`` runs the row; ``python -m bench.rate_limits CASE``
-runs one of the issue's cases (``batch-20rps``, ``batch-1rps``, ``overload``,
-``tasks-4rps``) once and prints what it measured: tasks ok, wall time against the limit's
-ideal, 429s and 529s answered.
+runs one of ``CASES`` once (the issue's ``batch-20rps``, ``batch-1rps``, ``overload`` and
+``tasks-4rps``; ``tasks-4rps-apart`` with the warm gateway off, ``tasks-unlimited`` the
+start-up floor) and prints what it measured: tasks ok, wall time against the limit's ideal,
+429s and 529s answered.
 """
 
 from __future__ import annotations
@@ -133,6 +134,14 @@ CASES = {
         lambda: RateLimited(_answer(0.0), requests_per_second=4),
         commands=True,
         warm=True,
+    ),
+    "tasks-4rps-apart": Case(
+        "48 `isoagent task` commands, 16 at a time, 4 requests/s, ISOAGENT_WARM_GATEWAY=0",
+        48,
+        16,
+        11.0,
+        lambda: RateLimited(_answer(0.0), requests_per_second=4),
+        commands=True,
     ),
     "tasks-unlimited": Case(
         "48 `isoagent task` commands, 16 at a time, no limit (warm gateway): the floor",
