@@ -86,6 +86,10 @@ class ProgressDisplay:
             await asyncio.sleep(TICK)
             self._redraw()
 
+    def note(self, line: str) -> None:
+        """A line of the parent's own (what model calls wait on), above the live block."""
+        self._print(line)
+
     def _print(self, line: str) -> None:
         """A line that stays, written above the live block; a child's words in it escaped."""
         self._redraw(terminal_line(line) + "\n")

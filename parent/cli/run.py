@@ -30,10 +30,12 @@ def run(prompt: str, output_format: str, settings: Settings) -> None:
 
     prompt = task_prompt(prompt)
     output = Output(output_format)
-    sinks: list[Sink] = [*output.sinks(), ProgressDisplay(verbose=settings.verbose)]
+    progress = ProgressDisplay(verbose=settings.verbose)
+    sinks: list[Sink] = [*output.sinks(), progress]
 
     async def main() -> int:
         async with Session.open(settings, sinks=sinks) as session:
+            session.waits.say = progress.note  # above the live lines
             end_when_reader_goes(session, output.lines)
             result = await session.run_parent(prompt)
             return output.finish(session.finish(result))

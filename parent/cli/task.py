@@ -43,10 +43,12 @@ def task(prompt: str, agent_name: str, output_format: str, settings: Settings) -
     agent = pick_agent(settings.agents, agent_name)
     output = Output(output_format, main_child=True, tools=agent.tools)
     request = ChildRequest(describe(text), text, agent)
-    sinks: list[Sink] = [*output.sinks(), ProgressDisplay(verbose=settings.verbose)]
+    progress = ProgressDisplay(verbose=settings.verbose)
+    sinks: list[Sink] = [*output.sinks(), progress]
 
     async def main() -> int:
         async with Session.open(settings, sinks=sinks) as session:
+            session.waits.say = progress.note  # above the live lines
             end_when_reader_goes(session, output.lines)
             finished = await session.supervisor.run(request)
             return output.finish(session.finish(finished.result))
