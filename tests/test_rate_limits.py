@@ -6,12 +6,15 @@ a limiter that did not hold would leave behind is refusals."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from pathlib import Path
 
 import pytest
 
-from isoagent.parent.model.retry import RetryingSource
+from isoagent.parent.batch.display import BatchDisplay
+from isoagent.parent.model.limiter import Waiting
+from isoagent.parent.model.retry import RetryingSource, WaitNotices
 from isoagent.parent.model.sdk import AnthropicSource
 from isoagent.protocol import Message, ModelCall, ModelReply, TextBlock
 from tests.conftest import cli_env
@@ -111,3 +114,16 @@ def test_the_json_result_counts_the_retries(api_server: MessagesServer, tmp_path
     done = run_cli(args, cli_env(api_server), cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["retries"] == 2
+
+
+def test_the_batch_line_shows_what_calls_wait_on_and_a_change_is_written_above_it_once() -> None:
+    stream = io.StringIO()
+    display = BatchDisplay(3, stream, live=True)
+    waits = WaitNotices()
+    display.start(waits)
+    for seconds in (12, 11, 10):  # three calls, one state
+        waits(Waiting("rate_limit", f"rate limited (60 requests/min): waiting {seconds} s", 12))
+    assert display.status().endswith("; rate limited (60 requests/min): waiting 10 s")
+    assert stream.getvalue().count("isoagent: rate limited (60 requests/min)") == 1
+    display.close()
+    assert "waiting" not in stream.getvalue().splitlines()[-1]  # the final counts
