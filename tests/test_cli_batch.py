@@ -441,6 +441,24 @@ def test_a_child_cannot_make_resume_skip_a_task_by_forging_an_ok_line(
     assert [(r["id"], r["summary"]) for r in records][2:] == [("b", "did: b")]
 
 
+def in_own_mounts(
+    script: str, server: MessagesServer, tmp_path: Path, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``script`` (sh) in a mount namespace of its own, where it may mount a small tmpfs;
+    skips the test where there is no ``unshare``."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare")
+    private = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
+    return subprocess.run(
+        [*private, "sh", "-c", script],
+        env=env_for(server, tmp_path, **env),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+
+
 def test_a_full_disk_loses_no_result_line_and_resume_runs_what_was_not_written(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
@@ -448,8 +466,6 @@ def test_a_full_disk_loses_no_result_line_and_resume_runs_what_was_not_written(
     (a 2 MB tmpfs, mounted in a mount namespace of the batch's own): no traceback, every
     result line on stdout since -o cannot take it, and once there is room again the same
     -o resumes and ends with each task exactly once."""
-    if shutil.which("unshare") is None:
-        pytest.skip("no unshare")
     filled = []
 
     def handler(req: Request) -> Reply:
@@ -482,15 +498,7 @@ def test_a_full_disk_loses_no_result_line_and_resume_runs_what_was_not_written(
         {batch} >run2.out 2>run2.err; echo $? >run2.rc
         cp {disk}/ws/out.jsonl out2.jsonl
     """
-    private = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
-    mounted = subprocess.run(
-        [*private, "sh", "-c", script],
-        env=env_for(api_server, tmp_path),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    mounted = in_own_mounts(script, api_server, tmp_path)
     if mounted.returncode == 99 or not (tmp_path / "run1.rc").exists():
         pytest.skip(f"cannot mount a tmpfs in a mount namespace: {mounted.stderr}")
 
@@ -519,8 +527,6 @@ def test_a_full_temp_disk_fails_a_childs_start_not_the_batch(
     """TMPDIR on a disk with one inode left (a tmpfs in a mount namespace of the batch's
     own, filled as a child would fill it): a child that cannot get a temp folder fails to
     start, with the reason, and the batch goes on to its end."""
-    if shutil.which("unshare") is None:
-        pytest.skip("no unshare")
     out = tmp_path / "out.jsonl"
     tasks_file(tmp_path / "tasks.jsonl", ["a", "b"])
     disk = tmp_path / "disk"
@@ -533,15 +539,7 @@ def test_a_full_temp_disk_fails_a_childs_start_not_the_batch(
         i=0; while touch {disk}/f$i 2>/dev/null; do i=$((i+1)); done; rm {disk}/f0
         exec {shlex.join(batch)}
     """
-    private = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
-    done = subprocess.run(
-        [*private, "sh", "-c", script],
-        env=env_for(api_server, tmp_path, TMPDIR=str(disk)),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    done = in_own_mounts(script, api_server, tmp_path, TMPDIR=str(disk))
     if done.returncode == 99:
         pytest.skip(f"cannot mount a tmpfs in a mount namespace: {done.stderr}")
 
@@ -562,8 +560,6 @@ def test_a_workspace_disk_without_room_for_a_run_folder_is_one_clear_line(
     """The workspace on a disk with no inode left (a tmpfs in a mount namespace of the
     commands' own): `task` cannot make its run folder, `batch -o` cannot make its ledger;
     each says so in one line and runs nothing."""
-    if shutil.which("unshare") is None:
-        pytest.skip("no unshare")
     disk = tmp_path / "disk"
     disk.mkdir()
     tasks_file(tmp_path / "tasks.jsonl", ["a"])
@@ -575,15 +571,7 @@ def test_a_workspace_disk_without_room_for_a_run_folder_is_one_clear_line(
         {shlex.join(task)} 2>task.err; echo $? >task.rc
         {shlex.join(batch)} 2>batch.err; echo $? >batch.rc
     """
-    private = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
-    done = subprocess.run(
-        [*private, "sh", "-c", script],
-        env=env_for(api_server, tmp_path),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    done = in_own_mounts(script, api_server, tmp_path)
     if done.returncode == 99:
         pytest.skip(f"cannot mount a tmpfs in a mount namespace: {done.stderr}")
 
