@@ -98,7 +98,6 @@ class ChildLauncher(Protocol):
 class LocalLaunch:
     """A child on this machine."""
 
-    host_name = ""
     heartbeat = 0.0
     hello_timeout = HELLO_TIMEOUT
     launched: bool | None = None
