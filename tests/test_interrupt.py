@@ -74,9 +74,9 @@ def test_second_ctrl_c_during_clean_up_neither_cuts_it_short_nor_prints_a_traceb
     stubborn = f"{sys.executable} -m tests.support.faulty_children stubborn {tmp_path}"
     env = cli_env(api_server, ISOAGENT_CHILD_COMMAND=stubborn)
     cli = start_cli(["task", "go"], env, cwd=tmp_path)
-    child_pid_file = tmp_path / "child.pid"
-    assert wait_for(child_pid_file.exists, 30)
-    child = int(child_pid_file.read_text())
+    ready = tmp_path / "ready.pid"  # written once SIGTERM is caught, not before
+    assert wait_for(ready.exists, 30)
+    child = int(ready.read_text())
     cli.send_signal(signal.SIGINT)
     assert wait_for((tmp_path / "term.pid").exists, 30)  # being ended: it ignores SIGTERM
     cli.send_signal(signal.SIGINT)

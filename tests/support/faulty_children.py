@@ -14,8 +14,8 @@ Behaviours:
 - ``hide``: Hello, takes its Task, starts ``sleep 300`` in a session of its own with
   an empty environment (no tag: nothing can find it) holding the child's pipes, exits 0.
 - ``noisy``: writes 256 KiB to stderr, then becomes the real child (``exec``).
-- ``stubborn``: Hello, takes its Task, and sleeps; SIGTERM only makes it write
-  ``DIR/term.pid`` (SIGKILL ends it).
+- ``stubborn``: Hello, takes its Task, writes ``DIR/ready.pid`` once SIGTERM only makes
+  it write ``DIR/term.pid``, and sleeps (SIGKILL ends it).
 - ``forge-model``, ``forge-tokens``, ``forge-turns``, ``forge-tools``: Hello, takes its
   Task, and sends model calls it was not given (another model, 100 times its
   max_tokens, call after call past its turn limit, the API's web fetch tool), writing
@@ -84,6 +84,7 @@ def main(behaviour: str, folder: Path) -> int:
         return 0
     if behaviour == "stubborn":
         signal.signal(signal.SIGTERM, lambda *_: note(folder, "term", os.getpid()))
+        note(folder, "ready", os.getpid())
         while True:
             time.sleep(1)
     if behaviour == "hide":
