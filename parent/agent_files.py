@@ -160,13 +160,23 @@ class Notes:
 
 
 def load_agents(
-    workdir: Path, *, extra_dirs: Sequence[Path] = (), home: Path | None = None
+    workdir: Path,
+    *,
+    extra_dirs: Sequence[Path] = (),
+    home: Path | None = None,
+    user: bool = True,
+    project: bool = True,
 ) -> AgentCatalog:
-    """Built-in agents overridden by agent files, in the precedence the module doc gives."""
+    """Built-in agents overridden by agent files, in the precedence the module doc gives;
+    ``user``/``project``: whether the home's and the workspace's folders are read."""
     home = Path.home() if home is None else home
     catalog = AgentCatalog(agents=dict(BUILTIN_AGENTS), warnings=[], errors=[])
     notes = Notes()
-    dirs = [home / ".claude" / "agents", *extra_dirs, workdir / ".claude" / "agents"]
+    dirs = [
+        *([home / ".claude" / "agents"] if user else []),
+        *extra_dirs,
+        *([workdir / ".claude" / "agents"] if project else []),
+    ]
     for directory in dirs:
         seen: set[str] = set()
         for path in agent_paths(directory):

@@ -99,6 +99,8 @@ class Options:
     permission_mode: Literal["default", "acceptEdits", "bypassPermissions", "plan"] = "default"
     continue_conversation: bool = False  # continue the latest run's conversation
     resume: str | None = None  # a session id (run id) whose conversation to continue
+    tools: Sequence[str] | None = None  # the parent's base tools (Claude Code names); None: all
+    setting_sources: Sequence[str] | None = None  # user, project, local: whose agent files
 
     def replace(self, **changes: Any) -> Options:
         """A copy with ``changes``; a name that is no option is a ``TypeError`` naming it."""
@@ -155,13 +157,16 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         child_network=options.child_network,
         allow_unsandboxed=options.allow_unsandboxed,
         writable_git=options.writable_git,
-        agents=load_catalog(workdir, options.agents_dirs, on_warning).agents,
+        agents=load_catalog(
+            workdir, options.agents_dirs, on_warning, options.setting_sources
+        ).agents,
         child_command=shlex.split(os.environ.get("ISOAGENT_CHILD_COMMAND", "")) or None,
         verbose=options.verbose,
         record=None if options.record is None else Path(options.record),
         replay=None if options.replay is None else Path(options.replay),
         replay_match=options.replay_match,
         remote=remote,
+        tools=None if options.tools is None else _words(options.tools),
     )
     agents = options.agents
     return claude_settings(
@@ -195,12 +200,29 @@ def _check_ranges(options: Options) -> None:
             raise ValueError(f"invalid {name}={value!r} ({flag}): it must be at least {least}")
 
 
-def load_catalog(workdir: Path, agents_dirs: Sequence[str | Path], on_warning: Any = None) -> Any:
+def load_catalog(
+    workdir: Path,
+    agents_dirs: Sequence[str | Path],
+    on_warning: Any = None,
+    sources: Sequence[str] | None = None,
+) -> Any:
     """Built-in and file-defined agent types (an ``AgentCatalog``); each problem with a file
-    is handed to ``on_warning`` as one line, never fatal."""
+    is handed to ``on_warning`` as one line, never fatal. ``sources`` (Claude Code's
+    ``--setting-sources``): ``user`` reads ~/.claude/agents, ``project`` the workspace's
+    .claude/agents; None: both."""
     from isoagent.parent.agent_files import load_agents
 
-    catalog = load_agents(workdir, extra_dirs=tuple(Path(d) for d in agents_dirs))
+    unknown = set(sources or ()) - {"user", "project", "local"}
+    if unknown:
+        raise ValueError(
+            f"invalid setting source {sorted(unknown)[0]!r}: use user, project or local"
+        )
+    catalog = load_agents(
+        workdir,
+        extra_dirs=tuple(Path(d) for d in agents_dirs),
+        user=sources is None or "user" in sources,
+        project=sources is None or "project" in sources,
+    )
     if on_warning is not None:
         for warning in catalog.warnings:
             on_warning(f"warning: {warning}")

@@ -84,7 +84,8 @@ def parent_tools(settings: Settings) -> AgentSpec:
     """The parent's tools (names, and its bash rules). With ``allowed_tools`` (Claude
     Code's ``--allowedTools``: what may run without asking, where nobody can be asked) the
     parent keeps the read-only tools and gets what the rules name; ``disallowed_tools`` and
-    plan mode take away. Plan mode also takes bash: the parent's commands are unsandboxed."""
+    plan mode take away. Plan mode also takes bash: the parent's commands are unsandboxed.
+    ``tools`` (``--tools``) is the set all this chooses from (``task`` only if it names it)."""
     allowed = [rule for rule in settings.allowed_tools if rule not in _TASK_NAMES]
     fields: dict[str, object] = {
         "tools": [*_NEVER_ASKS, *allowed] if settings.allowed_tools else None,
@@ -93,9 +94,13 @@ def parent_tools(settings: Settings) -> AgentSpec:
     }
     spec, _ = build_spec("parent", "the parent agent", "", fields, source="flags")
     tools = list(spec.tools)
+    if settings.tools is not None:  # --tools: the base set, before any rule
+        base, _ = build_spec("parent", "", "", {"tools": list(settings.tools)}, source="")
+        tools = [t for t in tools if t in base.tools]
     if settings.permission_mode == PLAN_MODE:
         tools = [t for t in tools if t != "bash"]
-    if not _TASK_NAMES & set(settings.disallowed_tools):
+    offered = settings.tools is None or _TASK_NAMES & set(settings.tools)
+    if offered and not _TASK_NAMES & set(settings.disallowed_tools):
         tools.append(TASK_TOOL)
     return msgspec.structs.replace(spec, tools=tools)
 

@@ -50,6 +50,7 @@ class Settings:
     permission_mode: str = "default"  # plan: nothing writes (see parent_tools)
     resume: str = ""  # a run id whose conversation the parent continues
     remote: RemoteSettings | None = None  # --hosts: children on these hosts, not only here
+    tools: tuple[str, ...] | None = None  # --tools: the parent's base tools; None: all
 
     @property
     def runs_dir(self) -> Path:

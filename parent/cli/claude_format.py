@@ -61,11 +61,11 @@ class ClaudeFormat:
         write: Callable[[Message], None] | None,
         *,
         main_child: bool = False,
-        tools: Sequence[str] = (),
+        tools: Sequence[str] | None = None,
     ) -> None:
         self.write = write
         self.main_child = main_child
-        self.tools = list(tools) or [*BASE_TOOLS, TASK_TOOL]
+        self.tools = [*BASE_TOOLS, TASK_TOOL] if tools is None else list(tools)
         self.session_id = ""
         self.model = ""
         self._pending_tasks: list[ToolUseBlock] = []  # the parent's task calls not yet started

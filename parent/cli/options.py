@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,8 +38,11 @@ def workdir_option(help: str) -> Callable[..., Any]:
     )
 
 
-def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The options every model-backed command shares, handed to it as one ``settings``."""
+def settings_options(
+    fn: Callable[..., Any], extra: Sequence[Callable[..., Any]] = ()
+) -> Callable[..., Any]:
+    """The options every model-backed command shares, handed to it as one ``settings``;
+    ``extra``: a command's own options that are ``Options`` fields too."""
     options = [
         click.option(
             "--model", envvar=["ISOAGENT_MODEL", "ANTHROPIC_MODEL"], default=DEFAULTS.model,
@@ -90,6 +93,7 @@ def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             help="loose: ignore tool outputs when matching a replayed call.",
         ),
+        *extra,
     ]  # fmt: skip
     names = _names(options)
 

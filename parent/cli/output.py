@@ -100,7 +100,7 @@ def silence(stream: IO[Any]) -> None:
 
 class Output:
     def __init__(
-        self, output_format: str, *, main_child: bool = False, tools: Sequence[str] = ()
+        self, output_format: str, *, main_child: bool = False, tools: Sequence[str] | None = None
     ) -> None:
         """``main_child``: the run has no parent agent (``isoagent task``); ``tools``: the
         main agent's, for ``init``."""

@@ -20,15 +20,16 @@ import queue
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
 from isoagent.parent.cli.errors import fail, run_session_body
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
-from isoagent.parent.cli.options import output_options, settings_options
+from isoagent.parent.cli.options import output_options
 from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
+from isoagent.parent.cli.sdk_options import sdk_flags, sdk_settings_options
 from isoagent.parent.settings import Settings
 
 PERMISSION_MODES = ["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
@@ -39,6 +40,14 @@ PERMISSION_MODES = ["default", "acceptEdits", "plan", "bypassPermissions", "dont
 @click.option("-p", "--print", "print_flag", is_flag=True, help="Print mode (this command).")
 @click.option("--system-prompt", default="", help="Replace the parent's system prompt.")
 @click.option("--append-system-prompt", default="", help="Add to the parent's system prompt.")
+@click.option(
+    "--system-prompt-file", type=click.File(encoding="utf-8"), help="--system-prompt, from a file."
+)
+@click.option(
+    "--append-system-prompt-file",
+    type=click.File(encoding="utf-8"),
+    help="--append-system-prompt, from a file.",
+)
 @click.option(
     "--allowedTools",
     "--allowed-tools",
@@ -71,13 +80,16 @@ PERMISSION_MODES = ["default", "acceptEdits", "plan", "bypassPermissions", "dont
     show_default=True,
     help="stream-json: the claude-agent-sdk's control protocol and user messages on stdin.",
 )
-@settings_options
+@sdk_settings_options
 @output_options
+@sdk_flags
 def print_mode(
     prompt: str | None,
     print_flag: bool,
     system_prompt: str,
     append_system_prompt: str,
+    system_prompt_file: TextIO | None,
+    append_system_prompt_file: TextIO | None,
     allowed_tools: tuple[str, ...],
     disallowed_tools: tuple[str, ...],
     agents_json: str | None,
@@ -87,6 +99,7 @@ def print_mode(
     input_format: str,
     output_format: str,
     settings: Settings,
+    unsupported: str,
 ) -> None:
     """Run the parent agent on PROMPT and print the answer, as `claude -p` does.
 
@@ -94,6 +107,17 @@ def print_mode(
     """
     from isoagent.parent.parent_agent import claude_settings
 
+    if unsupported and input_format != "stream-json":  # the SDK hears it at initialize
+        fail(f"error: {unsupported}")
+    for given, file, flag in (
+        (system_prompt, system_prompt_file, "--system-prompt"),
+        (append_system_prompt, append_system_prompt_file, "--append-system-prompt"),
+    ):
+        if given and file is not None:
+            fail(f"error: {flag} and {flag}-file cannot be used together", ExitCode.USAGE)
+    system_prompt = system_prompt_file.read() if system_prompt_file else system_prompt
+    if append_system_prompt_file is not None:
+        append_system_prompt = append_system_prompt_file.read()
     try:
         settings = claude_settings(
             settings,
@@ -110,7 +134,7 @@ def print_mode(
         fail(str(exc), ExitCode.USAGE)
 
     if input_format == "stream-json":
-        sys.exit(_serve_stream(settings, output_format))
+        sys.exit(_serve_stream(settings, output_format, unsupported))
     if prompt is None:
         prompt = read_prompt("-")
     else:
@@ -145,12 +169,17 @@ def run_prompt(
     return run_session_body(main), run_id
 
 
-def _serve_stream(settings: Settings, output_format: str) -> int:
+def _serve_stream(settings: Settings, output_format: str, unsupported: str = "") -> int:
     """The SDK's side of the conversation: answer control requests, run each user message
-    (the second and later continue the conversation); the last run's status."""
+    (the second and later continue the conversation); the last run's status.
+    ``unsupported``: a flag isoagent refuses, the answer to ``initialize``."""
     code: int = ExitCode.OK
     inbox = _Inbox()
     while (message := inbox.next()) is not None:
+        if unsupported:  # refused before anything runs, whatever comes first
+            if message.get("type") == "control_request":
+                _respond(message, None, unsupported)
+            break
         if message.get("type") == "control_request":
             settings = _answer(message, settings)
         elif message.get("type") == "user" and (text := _user_text(message)).strip():
@@ -162,6 +191,8 @@ def _serve_stream(settings: Settings, output_format: str) -> int:
                 inbox.stop = None
             if run_id and _can_continue(settings, run_id):
                 settings = dataclasses.replace(settings, resume=run_id)
+    if unsupported:
+        fail(f"error: {unsupported}")
     return code
 
 

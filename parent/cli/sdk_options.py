@@ -1,0 +1,105 @@
+"""Claude Code's flags that the claude-agent-sdk sends, beyond print mode's own.
+
+Each works as in Claude Code (most become ``Options`` fields through ``settings_options``),
+or is refused by name: ``isoagent: error: --betas is not supported: <why>`` (the answer to
+the SDK's ``initialize`` with ``--input-format stream-json``), never click's "no such
+option".
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from isoagent.parent.cli.options import settings_options
+
+
+def _tool_list(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    """``--tools``: "default" is every tool (None), "" none at all."""
+    if value is None or value == "default":
+        return None
+    return [name for name in value.replace(",", " ").split() if name]
+
+
+def _source_list(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    return None if value is None else [name for name in value.split(",") if name.strip()]
+
+
+# flags whose values are ``Options`` fields
+SDK_SETTINGS_OPTIONS = [
+    click.option(
+        "--tools", callback=_tool_list, metavar="TOOLS",
+        help="The parent's base tools, e.g. 'Bash,Read,Task' (\"\": none, default: all); "
+        "--allowedTools and --disallowedTools choose among them.",
+    ),
+    click.option(
+        "--setting-sources", callback=_source_list, metavar="SOURCES",
+        help="Whose agent files are read: user (~/.claude/agents), project "
+        "(.claude/agents), local; comma separated (default: all).",
+    ),
+]  # fmt: skip
+
+
+def sdk_settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``settings_options`` with the SDK's flags that are ``Options`` fields."""
+    return settings_options(fn, extra=SDK_SETTINGS_OPTIONS)
+
+
+# flag -> why isoagent refuses it (the flag's value names the SDK option it comes from)
+REFUSED = {
+    "--max-budget-usd": "isoagent keeps a token budget (--max-tokens-total), not a dollar one",
+    "--json-schema": "isoagent returns no structured_output yet",
+    "--fallback-model": "isoagent does not switch models on overload yet",
+    "--task-budget": "isoagent does not send a task budget to the model",
+    "--betas": "isoagent sends no beta headers to the API",
+    "--permission-prompt-tool": "isoagent asks no one: --allowedTools and "
+    "--permission-mode decide what runs",
+    "--session-id": "isoagent's session ids are its run ids",
+    "--fork-session": "a resumed isoagent run always gets a new session id",
+    "--resume-session-at": "isoagent resumes a conversation where it ended",
+    "--resume-drops-turn": "isoagent resumes a conversation where it ended",
+    "--session-mirror": "isoagent keeps its sessions in its run folders",
+    "--settings": "isoagent reads no Claude Code settings files",
+    "--plugin-dir": "isoagent loads no plugins",
+    "--thinking": "isoagent does not set the model's thinking",
+    "--thinking-display": "isoagent does not set the model's thinking",
+    "--max-thinking-tokens": "isoagent does not set the model's thinking",
+    "--effort": "isoagent does not set the model's effort",
+}
+_FLAGS = {"--session-mirror", "--fork-session"}  # the rest take a value
+_MULTIPLE = {"--plugin-dir"}
+# flags that change nothing in isoagent, accepted as Claude Code accepts them
+ACCEPTED = {"--include-hook-events": "isoagent runs no hooks, so it has no hook events to show"}
+
+
+def sdk_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The SDK's flags isoagent refuses or has nothing to do for; the command gets
+    ``unsupported``: the first refused flag given, as one line ("" when none)."""
+    options = [
+        click.option(
+            flag, f"refused_{flag[2:].replace('-', '_')}", hidden=True,
+            is_flag=flag in _FLAGS, multiple=flag in _MULTIPLE,
+        )
+        for flag in REFUSED
+    ] + [
+        click.option(flag, f"accepted_{flag[2:].replace('-', '_')}", is_flag=True, help=why)
+        for flag, why in ACCEPTED.items()
+    ]  # fmt: skip
+
+    @functools.wraps(fn)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        unsupported = ""
+        for flag, why in REFUSED.items():
+            value = kwargs.pop(f"refused_{flag[2:].replace('-', '_')}")
+            if value not in (None, False, ()) and not unsupported:
+                unsupported = f"{flag} is not supported: {why}"
+        for flag in ACCEPTED:
+            kwargs.pop(f"accepted_{flag[2:].replace('-', '_')}")
+        return fn(*args, unsupported=unsupported, **kwargs)
+
+    for option in reversed(options):
+        command = option(command)
+    return command
