@@ -8,7 +8,7 @@ One shape serves three readers: the JSONL transcripts on disk, the
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -72,6 +72,8 @@ class RunFinished(Event, tag="result"):
     children: list[ChildFinished] = []
     api_seconds: float = 0.0  # time spent waiting for model replies, all agents together
     retries: int = 0  # model-call attempts the gateway retried, all agents together
+    structured_output: Any = None  # --json-schema: the parent's last valid answer
+    structured_output_failed: bool = False  # it gave no valid answer in five tries
 
 
 class TaskRecord(msgspec.Struct):

@@ -101,6 +101,8 @@ class Options:
     resume: str | None = None  # a session id (run id) whose conversation to continue
     tools: Sequence[str] | None = None  # the parent's base tools (Claude Code names); None: all
     setting_sources: Sequence[str] | None = None  # user, project, local: whose agent files
+    max_budget_usd: float = 0.0  # US dollars the run's model calls may cost; 0: no limit
+    json_schema: Mapping[str, Any] | None = None  # the parent's answer as JSON of this schema
 
     def replace(self, **changes: Any) -> Options:
         """A copy with ``changes``; a name that is no option is a ``TypeError`` naming it."""
@@ -115,6 +117,7 @@ class Options:
 OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(Options))
 _AT_LEAST = {
     "max_turns": 0, "timeout": 1, "max_parallel": 1, "max_tokens_total": 0, "cpu_seconds": 0,
+    "max_budget_usd": 0,
     "api_retry_deadline": 1,
     "memory_mb": 0, "max_processes": 0, "max_file_size_mb": 0, "heartbeat": 0.1, "retries": 0,
     "launch_timeout": 1,
@@ -126,6 +129,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
     checked. A ``ValueError`` says in one line what cannot be used. ``on_warning`` is told
     each problem with an agent file (they are never fatal)."""
     from isoagent.parent.parent_agent import claude_settings
+    from isoagent.parent.structured_output import check_schema
 
     _check_ranges(options)
     workdir = Path(os.path.realpath(options.workdir))
@@ -167,6 +171,8 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         replay_match=options.replay_match,
         remote=remote,
         tools=None if options.tools is None else _words(options.tools),
+        max_budget_usd=options.max_budget_usd,
+        json_schema=None if options.json_schema is None else check_schema(options.json_schema),
     )
     agents = options.agents
     return claude_settings(

@@ -27,6 +27,7 @@ from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailabl
 from isoagent.parent.children.launch import fork_server_for, nesting_depth
 from isoagent.parent.children.sandbox_policy import mechanism_warnings, unsandboxed_warning
 from isoagent.parent.children.supervisor import Supervisor
+from isoagent.parent.cost_budget import CostBudget
 from isoagent.parent.events import (
     Broadcast,
     ChildFinished,
@@ -44,6 +45,8 @@ from isoagent.parent.model.sdk import KEY_VARIABLES
 from isoagent.parent.parent_agent import earlier_conversation, parent_prompt, parent_tools
 from isoagent.parent.run_folder import RunFolder, TranscriptWriter
 from isoagent.parent.settings import Settings
+from isoagent.parent.structured_output import ENFORCE as ENFORCE_STRUCTURED
+from isoagent.parent.structured_output import StructuredOutputTool
 from isoagent.parent.task_tool import TaskTool
 from isoagent.parent.terminal_text import terminal_line
 from isoagent.protocol import Result, SandboxPolicy
@@ -110,6 +113,8 @@ class Session:
         log = self.run.path / "run.jsonl"
         self.log = TranscriptWriter(log, self.run.opener(log))
         self.events.sinks.append(self._log_run_event)
+        if settings.max_budget_usd:
+            source = CostBudget(source, settings.max_budget_usd)
         self.gateway = Gateway(
             source,
             max_concurrent=max(settings.max_parallel, 1) + 1,
@@ -125,6 +130,7 @@ class Session:
         # status cancelled and its result (the SDK's interrupt)
         self.stop_parent = threading.Event()
         self.final: RunFinished | None = None  # the run's last record, once written
+        self.structured: StructuredOutputTool | None = None  # --json-schema's, once made
         self.started = time.monotonic()
         self._task: asyncio.Task[object] | None = None  # the body's, while it runs
 
@@ -266,6 +272,8 @@ class Session:
             children=list(self.supervisor.finished),
             api_seconds=self.gateway.api_seconds,
             retries=self.gateway.retries,
+            structured_output=self.structured and self.structured.value,
+            structured_output_failed=self.structured is not None and self.structured.exhausted,
         )
         self.final = final
         self.events(final)
@@ -294,6 +302,9 @@ class Session:
         tools = make_tools([name for name in spec.tools if name != TASK_TOOL], ctx)
         if TASK_TOOL in spec.tools:
             tools.append(TaskTool(ctx, self.supervisor, loop, settings.agents))
+        if settings.json_schema is not None:
+            self.structured = StructuredOutputTool(ctx, settings.json_schema)
+            tools.append(self.structured)
         emit = self.events
         history = earlier_conversation(settings.runs_dir, settings.resume)
         for message in history:  # run.jsonl holds the whole conversation, for a later resume
@@ -319,7 +330,12 @@ class Session:
             is_cancelled=ctx.cancelled.is_set,
         )
         try:
-            return await run_in_thread(agent.run, prompt, history)
+            result = await run_in_thread(agent.run, prompt, history)
+            if self.structured is not None:
+                if result.status == "ok" and self.structured.value is None:  # once more
+                    result = await run_in_thread(agent.run, ENFORCE_STRUCTURED, agent.messages)
+                result = self.structured.result(result)
+            return result
         except asyncio.CancelledError:
             ctx.cancelled.set()
             raise

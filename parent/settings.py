@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from isoagent.parent.children.hosts import RemoteSettings
 from isoagent.protocol import AgentSpec, Limits
@@ -51,6 +51,8 @@ class Settings:
     resume: str = ""  # a run id whose conversation the parent continues
     remote: RemoteSettings | None = None  # --hosts: children on these hosts, not only here
     tools: tuple[str, ...] | None = None  # --tools: the parent's base tools; None: all
+    max_budget_usd: float = 0.0  # what the run's model calls may cost; 0: no limit
+    json_schema: dict[str, Any] | None = None  # the parent answers in this shape (--json-schema)
 
     @property
     def runs_dir(self) -> Path:

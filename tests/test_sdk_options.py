@@ -21,7 +21,7 @@ from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITra
 from isoagent.parent.cli.sdk_options import REFUSED
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
-from tests.support.messages_server import MessagesServer, Request, text_reply
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 
 ISOAGENT_SCRIPT = Path(sys.executable).with_name("isoagent")
 
@@ -48,8 +48,6 @@ def run_sdk_args(
 
 # every SDK option that becomes a flag isoagent refuses, with a value that sends it
 REFUSED_OPTIONS: dict[str, dict[str, Any]] = {
-    "--max-budget-usd": {"max_budget_usd": 1.0},
-    "--json-schema": {"output_format": {"type": "json_schema", "schema": {"type": "object"}}},
     "--fallback-model": {"fallback_model": "haiku"},
     "--task-budget": {"task_budget": {"total": 1000}},
     "--betas": {"betas": ["context-1m-2025-08-07"]},
@@ -164,8 +162,82 @@ def test_include_hook_events_is_accepted(
     assert lines[-1]["result"] == "ok"
 
 
-def first_user(req: Request) -> str:
-    return req.first_user_text
+def test_max_budget_usd_ends_the_run_children_included(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """Each call costs $0.00007 on sonnet (10 tokens in, 5 out): with $0.0002 the third
+    call crosses the line, made by the child; the child's next call and the parent's are
+    refused, and the run ends as Claude Code's does (error_max_budget_usd)."""
+
+    def delegate_then_loop(req: Request) -> Reply:
+        if req.is_parent:
+            return tool_reply(
+                "task", {"description": "d", "prompt": "loop", "subagent_type": "general-purpose"}
+            )
+        return tool_reply("bash", {"command": "echo step"})
+
+    api_server.handler = delegate_then_loop
+    lines = run_sdk_args(
+        api_server, tmp_path, workspace, "go", model="sonnet", max_budget_usd=0.0002, max_turns=6
+    )
+    result = lines[-1]
+    assert (result["subtype"], result["is_error"]) == ("error_max_budget_usd", True)
+    assert result["terminal_reason"] == "budget_exhausted"
+    assert "Reached maximum budget ($0.0002)" in result["errors"][0]
+    assert [r.is_parent for r in api_server.requests] == [True, False, False]
+    (child,) = result["children"]
+    assert child["result"]["status"] == "budget"
+    assert result["total_cost_usd"] == pytest.approx(0.00021)
+
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+
+
+def test_json_schema_gives_structured_output_as_claude_code_does(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """The model answers through the StructuredOutput tool: a call that does not fit is
+    an error it reads; five end the run; an answer without the tool is asked for once."""
+    output_format = {"type": "json_schema", "schema": SCHEMA}
+
+    def answers(req: Request) -> Reply:
+        assert "StructuredOutput" in req.tool_names
+        if req.first_user_text == "fits":
+            answers = [{"answer": "many"}, {"answer": 42}]
+            if req.turn < len(answers):
+                return tool_reply("StructuredOutput", answers[req.turn])
+            return text_reply("done")
+        if req.first_user_text == "never fits":
+            return tool_reply("StructuredOutput", {"answer": "many"})
+        return text_reply("plain words")
+
+    api_server.handler = answers
+    result = run_sdk_args(api_server, tmp_path, workspace, "fits", output_format=output_format)[-1]
+    assert (result["subtype"], result["structured_output"]) == ("success", {"answer": 42})
+    assert result["result"] == '{"answer":42}'
+    error = api_server.requests[1].tool_results[0]
+    assert error["is_error"] and error["content"] == (
+        "Output does not match required schema: /answer: 'many' is not of type 'integer'"
+    )
+
+    result = run_sdk_args(
+        api_server, tmp_path, workspace, "never fits", output_format=output_format
+    )[-1]
+    assert result["subtype"] == "error_max_structured_output_retries" and result["is_error"]
+    assert result["errors"][0].startswith("Failed to provide valid structured output after 5")
+    assert result["num_turns"] == 5
+
+    api_server.requests.clear()
+    result = run_sdk_args(api_server, tmp_path, workspace, "in words", output_format=output_format)[
+        -1
+    ]
+    assert (result["subtype"], result["result"]) == ("success", "plain words")
+    assert "structured_output" not in result
+    assert "You MUST call the StructuredOutput tool" in api_server.requests[1].text()
+
+    env = cli_env(api_server, HOME=str(tmp_path))
+    bad = run_cli(["-p", "x", "--json-schema", '{"type": 5}'], env, cwd=workspace, input="")
+    assert bad.returncode == 2 and "not a valid JSON schema" in bad.stderr
 
 
 def test_the_sdks_client_gets_its_result_with_sdk_flags(
@@ -173,7 +245,13 @@ def test_the_sdks_client_gets_its_result_with_sdk_flags(
 ) -> None:
     """One real SDK session with the options that work: the process boundary and the
     control protocol, once."""
-    api_server.handler = lambda req: text_reply(",".join(req.tool_names))
+
+    def answer(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply("StructuredOutput", {"answer": len(req.tool_names)})
+        return text_reply("done")
+
+    api_server.handler = answer
     options = ClaudeAgentOptions(
         cli_path=str(ISOAGENT_SCRIPT),
         cwd=str(workspace),
@@ -181,6 +259,7 @@ def test_the_sdks_client_gets_its_result_with_sdk_flags(
         tools=["Read", "Glob"],
         setting_sources=["project"],
         include_hook_events=True,
+        output_format={"type": "json_schema", "schema": SCHEMA},
     )
 
     async def ask() -> list[Any]:
@@ -188,4 +267,5 @@ def test_the_sdks_client_gets_its_result_with_sdk_flags(
 
     messages = asyncio.run(asyncio.wait_for(ask(), 60))
     result = messages[-1]
-    assert isinstance(result, ResultMessage) and result.result == "read_file,glob"
+    assert isinstance(result, ResultMessage) and result.structured_output == {"answer": 3}
+    assert api_server.requests[0].tool_names == ["read_file", "glob", "StructuredOutput"]

@@ -36,8 +36,8 @@ Message = dict[str, Any]
 # The Claude Code release whose stream and control protocol isoagent speaks (the tests run
 # that release's CLI beside isoagent); init reports it, as the SDK asks, next to isoagent's own.
 CLAUDE_CODE_PROTOCOL = "2.1.330"
-_SUBTYPES = {"ok": "success", "max_turns": "error_max_turns"}
-_TERMINAL = {"ok": "completed", "max_turns": "max_turns", "budget": "budget"}
+_SUBTYPES = {"ok": "success", "max_turns": "error_max_turns", "budget": "error_max_budget_usd"}
+_TERMINAL = {"ok": "completed", "max_turns": "max_turns", "budget": "budget_exhausted"}
 _TASK_STATUS = {"ok": "completed", "cancelled": "stopped"}
 
 
@@ -237,6 +237,11 @@ class ClaudeFormat:
             "terminal_reason": _TERMINAL.get(result.status, "error"),
             "uuid": str(uuid.uuid4()),
         }
+        if final.structured_output is not None:
+            message["structured_output"] = final.structured_output
+        if final.structured_output_failed:
+            message["subtype"] = "error_max_structured_output_retries"
+            message["terminal_reason"] = "structured_output_retry_exhausted"
         if is_error:
             message["errors"] = [_error_text(result)]
         # isoagent's own facts

@@ -9,6 +9,7 @@ option".
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,15 @@ def _source_list(_ctx: click.Context, _param: click.Parameter, value: str | None
     return None if value is None else [name for name in value.split(",") if name.strip()]
 
 
+def _schema(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except ValueError:
+        raise click.BadParameter("not JSON") from None
+
+
 # flags whose values are ``Options`` fields
 SDK_SETTINGS_OPTIONS = [
     click.option(
@@ -40,6 +50,16 @@ SDK_SETTINGS_OPTIONS = [
         help="Whose agent files are read: user (~/.claude/agents), project "
         "(.claude/agents), local; comma separated (default: all).",
     ),
+    click.option(
+        "--max-budget-usd", type=click.FloatRange(min=0), default=0.0, metavar="USD",
+        help="What the run's model calls may cost, the children's too (0: no limit); past "
+        "it the run ends with status budget (Claude Code's error_max_budget_usd).",
+    ),
+    click.option(
+        "--json-schema", callback=_schema, metavar="SCHEMA",
+        help="The parent answers with JSON of this schema, through a StructuredOutput tool: "
+        "the result's structured_output.",
+    ),
 ]  # fmt: skip
 
 
@@ -50,8 +70,6 @@ def sdk_settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 # flag -> why isoagent refuses it (the flag's value names the SDK option it comes from)
 REFUSED = {
-    "--max-budget-usd": "isoagent keeps a token budget (--max-tokens-total), not a dollar one",
-    "--json-schema": "isoagent returns no structured_output yet",
     "--fallback-model": "isoagent does not switch models on overload yet",
     "--task-budget": "isoagent does not send a task budget to the model",
     "--betas": "isoagent sends no beta headers to the API",

@@ -1,0 +1,31 @@
+"""``--max-budget-usd``: what a run's model calls may cost, the parent's and every child's.
+
+A model source around the run's own: once the calls have cost the budget, the next one is
+refused with the ``budget`` error, which ends its agent with status ``budget`` (Claude
+Code's ``error_max_budget_usd``). As in Claude Code the check is between calls: the call
+that crosses the line finishes, and calls already under way do too.
+"""
+
+from __future__ import annotations
+
+from isoagent.parent.model.gateway import ModelSource
+from isoagent.parent.model.prices import cost_usd
+from isoagent.protocol import ModelCall, ModelError, ModelReply
+
+
+class CostBudget:
+    def __init__(self, source: ModelSource, max_usd: float) -> None:
+        self.source = source
+        self.max_usd = max_usd
+        self.spent = 0.0
+
+    async def complete(self, call: ModelCall) -> ModelReply:
+        if self.spent >= self.max_usd:
+            message = f"Reached maximum budget (${self.max_usd:g})"
+            return ModelReply(turn=call.turn, error=ModelError("budget", message))
+        reply = await self.source.complete(call)
+        self.spent += cost_usd(call.model, reply.usage)
+        return reply
+
+    async def aclose(self) -> None:
+        await self.source.aclose()
