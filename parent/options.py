@@ -103,6 +103,7 @@ class Options:
     setting_sources: Sequence[str] | None = None  # user, project, local: whose agent files
     max_budget_usd: float = 0.0  # US dollars the run's model calls may cost; 0: no limit
     json_schema: Mapping[str, Any] | None = None  # the parent's answer as JSON of this schema
+    fallback_model: str | None = None  # an id or alias: used when the model is overloaded
 
     def replace(self, **changes: Any) -> Options:
         """A copy with ``changes``; a name that is no option is a ``TypeError`` naming it."""
@@ -142,10 +143,14 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
     model = options.model or next(
         (os.environ[name] for name in MODEL_VARIABLES if os.environ.get(name)), DEFAULT_MODEL
     )
+    fallback = resolve_model(options.fallback_model) if options.fallback_model else ""
+    if fallback == resolve_model(model):
+        raise ValueError(f"the fallback model {fallback} is the model itself")
     settings = Settings(
         workdir=workdir,
         add_dirs=added_dirs(options.add_dirs),
         model=resolve_model(model),
+        fallback_model=fallback,
         limits=Limits(
             max_turns=options.max_turns,
             cpu_seconds=options.cpu_seconds,

@@ -90,7 +90,12 @@ def model_source(settings: Settings, waits: WaitNotices | None = None) -> ModelS
             source: ModelSource = ReplaySource(settings.replay, settings.replay_match)
         else:
             check_credentials()
-            source = warm.connect(settings.api_retry_deadline, waits)
+            if settings.fallback_model:  # the warm gateway's calls carry no fallback
+                retrying = warm.in_process(settings.api_retry_deadline, waits)
+                retrying.fallback = (settings.model, settings.fallback_model)
+                source = retrying
+            else:
+                source = warm.connect(settings.api_retry_deadline, waits)
         if settings.record is not None:
             source = RecordingSource(source, settings.record)
     except (MissingCredentials, CassetteError) as exc:

@@ -53,6 +53,7 @@ class Settings:
     tools: tuple[str, ...] | None = None  # --tools: the parent's base tools; None: all
     max_budget_usd: float = 0.0  # what the run's model calls may cost; 0: no limit
     json_schema: dict[str, Any] | None = None  # the parent answers in this shape (--json-schema)
+    fallback_model: str = ""  # calls to `model` go on with this one when it is overloaded
 
     @property
     def runs_dir(self) -> Path:

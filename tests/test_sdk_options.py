@@ -21,7 +21,15 @@ from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITra
 from isoagent.parent.cli.sdk_options import REFUSED
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
-from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from isoagent.parent.model.aliases import CURRENT_MODELS
+from tests.support.messages_server import (
+    MessagesServer,
+    Reply,
+    Request,
+    error_reply,
+    text_reply,
+    tool_reply,
+)
 
 ISOAGENT_SCRIPT = Path(sys.executable).with_name("isoagent")
 
@@ -48,7 +56,6 @@ def run_sdk_args(
 
 # every SDK option that becomes a flag isoagent refuses, with a value that sends it
 REFUSED_OPTIONS: dict[str, dict[str, Any]] = {
-    "--fallback-model": {"fallback_model": "haiku"},
     "--task-budget": {"task_budget": {"total": 1000}},
     "--betas": {"betas": ["context-1m-2025-08-07"]},
     "--permission-prompt-tool": {"permission_prompt_tool_name": "stdio"},
@@ -188,6 +195,31 @@ def test_max_budget_usd_ends_the_run_children_included(
     (child,) = result["children"]
     assert child["result"]["status"] == "budget"
     assert result["total_cost_usd"] == pytest.approx(0.00021)
+
+
+def test_fallback_model_answers_once_the_model_is_overloaded(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """As Claude Code: three 529s in a row for the model, then the call goes on with the
+    fallback model; a fallback that is the model itself is refused."""
+    sonnet, haiku = CURRENT_MODELS["sonnet"], CURRENT_MODELS["haiku"]
+
+    def overloaded(req: Request) -> Reply:
+        if req.model == sonnet:
+            return error_reply(529, "overloaded_error", "Overloaded")
+        return text_reply(f"answered by {req.model}")
+
+    api_server.handler = overloaded
+    lines = run_sdk_args(
+        api_server, tmp_path, workspace, "hi", model="sonnet", fallback_model="haiku"
+    )
+    assert lines[-1]["result"] == f"answered by {haiku}"
+    assert [r.model for r in api_server.requests] == [sonnet] * 3 + [haiku]
+
+    env = cli_env(api_server, HOME=str(tmp_path))
+    same = ["-p", "x", *sdk_args(model="haiku", fallback_model="haiku")]
+    done = run_cli(same, env, cwd=workspace, input="")
+    assert done.returncode == 2 and "is the model itself" in done.stderr
 
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}

@@ -60,6 +60,11 @@ SDK_SETTINGS_OPTIONS = [
         help="The parent answers with JSON of this schema, through a StructuredOutput tool: "
         "the result's structured_output.",
     ),
+    click.option(
+        "--fallback-model", metavar="MODEL",
+        help="Model that calls to --model go on with once it has been overloaded (529) "
+        "three times in a row; an id or alias.",
+    ),
 ]  # fmt: skip
 
 
@@ -70,7 +75,6 @@ def sdk_settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 # flag -> why isoagent refuses it (the flag's value names the SDK option it comes from)
 REFUSED = {
-    "--fallback-model": "isoagent does not switch models on overload yet",
     "--task-budget": "isoagent does not send a task budget to the model",
     "--betas": "isoagent sends no beta headers to the API",
     "--permission-prompt-tool": "isoagent asks no one: --allowedTools and "

@@ -30,6 +30,7 @@ DEADLINE = 600.0  # seconds a call is retried for, by default
 FIRST_DELAY = 0.5
 MAX_DELAY = 8.0
 UNREACHED_ATTEMPTS = 3  # tries of a server that has not answered once, before giving up
+FALLBACK_AFTER = 3  # overloaded answers in a row before a call takes the fallback model
 
 WaitSink = Callable[[Waiting], None]
 _sizer = msgspec.msgpack.Encoder()
@@ -64,6 +65,9 @@ class RetryingSource:
         self.limiter = Limiter()
         self.deadline = deadline
         self.on_wait = on_wait
+        # --fallback-model: (primary, fallback): a call to the primary model that is
+        # overloaded FALLBACK_AFTER times in a row goes on with the fallback (Claude Code's)
+        self.fallback: tuple[str, str] | None = None
         source.on_response = self.limiter.heard
 
     async def complete(
@@ -76,6 +80,7 @@ class RetryingSource:
         size = len(_sizer.encode(call))  # about its JSON's size, for a fraction of the CPU
         attempt = 0  # answers that were retried: the attempts made, once one was
         error = ModelError("rate_limit", "held by the rate limit")  # until an answer says
+        overloaded = 0  # in a row
         while True:
             permit = await self.limiter.admit(size, ends, say)
             if permit is None:  # the limiter would hold it past its deadline
@@ -89,6 +94,10 @@ class RetryingSource:
                 return msgspec.structs.replace(reply, retries=attempt)
             error = reply.error
             attempt += 1
+            overloaded = overloaded + 1 if error.kind == "overloaded" else 0
+            if self.fallback and overloaded >= FALLBACK_AFTER and call.model == self.fallback[0]:
+                say(Waiting("fallback", f"{call.model} overloaded: using {self.fallback[1]}"))
+                call = msgspec.structs.replace(call, model=self.fallback[1])
             unreached = error.kind == "connection" and not self.limiter.ever_answered
             if unreached and attempt >= UNREACHED_ATTEMPTS:  # a wrong address, not a blip
                 said = f"{error.message} ({attempt} attempts; it has never answered)"
