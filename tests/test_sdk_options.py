@@ -19,9 +19,9 @@ from claude_agent_sdk import ClaudeAgentOptions, ResultMessage
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
 from isoagent.parent.cli.sdk_options import REFUSED
+from isoagent.parent.model.aliases import CURRENT_MODELS
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
-from isoagent.parent.model.aliases import CURRENT_MODELS
 from tests.support.messages_server import (
     MessagesServer,
     Reply,
