@@ -25,6 +25,7 @@ class RunStarted(Event, tag="init"):
     model: str
     workdir: str
     agents: list[str]
+    session_id: str = ""  # the conversation it goes on with (--resume, --session-id); "": its own
 
 
 class ChildStarted(Event, tag="child_started"):

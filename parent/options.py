@@ -104,6 +104,8 @@ class Options:
     max_budget_usd: float = 0.0  # US dollars the run's model calls may cost; 0: no limit
     json_schema: Mapping[str, Any] | None = None  # the parent's answer as JSON of this schema
     fallback_model: str | None = None  # an id or alias: used when the model is overloaded
+    session_id: str | None = None  # a UUID for the run's session (default: its run id)
+    fork_session: bool = False  # resume or continue as a new session, not the earlier one's
 
     def replace(self, **changes: Any) -> Options:
         """A copy with ``changes``; a name that is no option is a ``TypeError`` naming it."""
@@ -151,6 +153,8 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         add_dirs=added_dirs(options.add_dirs),
         model=resolve_model(model),
         fallback_model=fallback,
+        session_id=options.session_id or "",
+        fork_session=options.fork_session,
         limits=Limits(
             max_turns=options.max_turns,
             cpu_seconds=options.cpu_seconds,

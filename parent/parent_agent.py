@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from isoagent.parent.agent_files import (
     inline_agents,
     tool_entries,
 )
-from isoagent.parent.events import AnyEvent, MessageAdded
+from isoagent.parent.events import AnyEvent, MessageAdded, RunStarted
 from isoagent.parent.settings import Settings
 from isoagent.protocol import AgentSpec, Message, ToolUseBlock
 
@@ -72,12 +73,54 @@ def claude_settings(
     )
     if continue_ or resume:
         try:
-            run_id = resume or latest_run(settings.runs_dir)
-            earlier_conversation(settings.runs_dir, run_id)  # it exists and can go on
+            runs = settings.runs_dir
+            run_id = find_run(runs, resume) if resume else latest_run(runs)
+            earlier_conversation(runs, run_id)  # it exists and can go on
         except ResumeError as exc:
             raise ValueError(str(exc)) from None
-        settings = dataclasses.replace(settings, resume=run_id)
+        if settings.session_id and not settings.fork_session:
+            raise ValueError(
+                "--session-id can be used with --continue or --resume only with --fork-session"
+            )
+        session = settings.session_id if settings.fork_session else run_session(runs, run_id)
+        settings = dataclasses.replace(settings, resume=run_id, session_id=session)
+    elif settings.session_id:
+        _check_new_session(settings.runs_dir, settings.session_id)
     return settings
+
+
+def _check_new_session(runs_dir: Path, session: str) -> None:
+    """A ``--session-id`` must be a UUID no run has used, as in Claude Code."""
+    try:
+        uuid.UUID(session)
+    except ValueError:
+        raise ValueError(f"invalid --session-id {session!r}: it must be a UUID") from None
+    try:
+        find_run(runs_dir, session)
+    except ResumeError:
+        return
+    raise ValueError(f"session id {session} is already in use")
+
+
+def find_run(runs_dir: Path, session: str) -> str:
+    """The newest run of session ``session`` (a run id is its own run's session id)."""
+    if "/" not in session and session not in (".", "..") and (runs_dir / session).is_dir():
+        return session
+    runs = [p for p in runs_dir.iterdir() if p.is_dir()] if runs_dir.is_dir() else []
+    for run in sorted(runs, key=_last_written, reverse=True):
+        if run_session(runs_dir, run.name) == session:
+            return run.name
+    raise ResumeError(f"no run {session!r} in {runs_dir}")
+
+
+def run_session(runs_dir: Path, run_id: str) -> str:
+    """The session run ``run_id`` belongs to: its start record's, else its own id."""
+    try:
+        with (runs_dir / run_id / "run.jsonl").open("rb") as log:
+            event = _decode(log.readline())
+    except (OSError, msgspec.DecodeError):
+        return run_id
+    return (isinstance(event, RunStarted) and event.session_id) or run_id
 
 
 def parent_tools(settings: Settings) -> AgentSpec:

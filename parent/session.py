@@ -267,6 +267,7 @@ class Session:
                 model=self.settings.model,
                 workdir=str(self.settings.workdir),
                 agents=list(self.settings.agents),
+                session_id=self.settings.session_id,
             )
         )
 

@@ -49,6 +49,8 @@ class Settings:
     disallowed_tools: tuple[str, ...] = ()  # taken from the parent and every agent type
     permission_mode: str = "default"  # plan: nothing writes (see parent_tools)
     resume: str = ""  # a run id whose conversation the parent continues
+    session_id: str = ""  # the session the run belongs to (Claude Code's); "": its run id
+    fork_session: bool = False  # resuming starts a new session, not the resumed one's
     remote: RemoteSettings | None = None  # --hosts: children on these hosts, not only here
     tools: tuple[str, ...] | None = None  # --tools: the parent's base tools; None: all
     max_budget_usd: float = 0.0  # what the run's model calls may cost; 0: no limit

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +60,6 @@ REFUSED_OPTIONS: dict[str, dict[str, Any]] = {
     "--task-budget": {"task_budget": {"total": 1000}},
     "--betas": {"betas": ["context-1m-2025-08-07"]},
     "--permission-prompt-tool": {"permission_prompt_tool_name": "stdio"},
-    "--session-id": {"session_id": "11111111-2222-3333-4444-555555555555"},
-    "--fork-session": {"fork_session": True},
     "--resume-session-at": {"resume_session_at": "u1"},
     "--resume-drops-turn": {"resume_drops_turn": "u1"},
     "--session-mirror": {"session_store": object()},
@@ -301,3 +300,74 @@ def test_the_sdks_client_gets_its_result_with_sdk_flags(
     result = messages[-1]
     assert isinstance(result, ResultMessage) and result.structured_output == {"answer": 3}
     assert api_server.requests[0].tool_names == ["read_file", "glob", "StructuredOutput"]
+
+
+SESSION = "11111111-2222-3333-4444-555555555555"
+
+
+def test_session_ids_resume_and_fork_as_in_claude_code(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """``session_id`` names the session; ``resume`` goes on with it under the same id (by
+    session id or run id); ``fork_session`` goes on under a new one; init says the
+    permission mode the run has."""
+    api_server.handler = lambda req: text_reply(f"{len(req.messages)} messages")
+    first = run_sdk_args(api_server, tmp_path, workspace, "one", session_id=SESSION)
+    assert first[0]["session_id"] == first[-1]["session_id"] == SESSION
+    assert first[0]["run_id"] != SESSION
+
+    again = run_sdk_args(
+        api_server, tmp_path, workspace, "two", resume=SESSION, permission_mode="plan"
+    )
+    assert again[-1]["session_id"] == SESSION and again[-1]["result"] == "3 messages"
+    assert again[0]["permissionMode"] == "plan"
+    by_run = run_sdk_args(api_server, tmp_path, workspace, "three", resume=again[0]["run_id"])
+    assert (by_run[-1]["session_id"], by_run[-1]["result"]) == (SESSION, "5 messages")
+
+    forked = run_sdk_args(
+        api_server, tmp_path, workspace, "four", resume=SESSION, fork_session=True
+    )
+    assert forked[-1]["session_id"] == forked[0]["run_id"] != SESSION
+    assert forked[-1]["result"] == "7 messages"  # the newest run of the session went on
+    assert (
+        run_sdk_args(api_server, tmp_path, workspace, "five", resume=SESSION)[-1]["result"]
+        == "7 messages"
+    )  # the fork is a session of its own
+
+    env = cli_env(api_server, HOME=str(tmp_path / "home"))
+    for options, error in (
+        ({"session_id": SESSION}, f"session id {SESSION} is already in use"),
+        ({"session_id": "not-a-uuid"}, "it must be a UUID"),
+        ({"session_id": str(uuid.uuid4()), "resume": SESSION}, "only with --fork-session"),
+    ):
+        done = run_cli(["-p", "x", *sdk_args(**options)], env, cwd=workspace, input="")
+        assert done.returncode == 2 and error in done.stderr, done.stderr
+
+
+def test_a_disconnect_never_starts_a_queued_message(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """The SDK's disconnect() closes stdin, then sends SIGTERM: the run it ends is the
+    last; a message queued behind it is not started."""
+
+    def slow(req: Request) -> Reply:
+        return text_reply("late", delay=60)
+
+    api_server.handler = slow
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(workspace),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+    )
+
+    async def talk() -> None:
+        client = claude_agent_sdk.ClaudeSDKClient(options)
+        await client.connect()
+        await client.query("first")
+        while not api_server.requests:  # the first run waits for its answer
+            await asyncio.sleep(0.05)
+        await client.query("second")  # queued behind it
+        await client.disconnect()
+
+    asyncio.run(asyncio.wait_for(talk(), 60))
+    assert len(api_server.requests) == 1

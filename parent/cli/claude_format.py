@@ -53,7 +53,7 @@ class ClaudeFormat:
 
     ``main_child``: the run has no parent agent (``isoagent task``), so the child's
     messages are the main conversation (``parent_tool_use_id`` None). ``tools``: the main
-    agent's (default: the parent's full set).
+    agent's (default: the parent's full set); ``permission_mode``: the run's.
     """
 
     def __init__(
@@ -62,8 +62,10 @@ class ClaudeFormat:
         *,
         main_child: bool = False,
         tools: Sequence[str] | None = None,
+        permission_mode: str = "default",
     ) -> None:
         self.write = write
+        self.permission_mode = permission_mode
         self.main_child = main_child
         self.tools = [*BASE_TOOLS, TASK_TOOL] if tools is None else list(tools)
         self.session_id = ""
@@ -122,7 +124,7 @@ class ClaudeFormat:
     # -- messages -------------------------------------------------------------
 
     def _init(self, event: RunStarted) -> Message:
-        self.session_id = event.run_id
+        self.session_id = event.session_id or event.run_id
         self.model = event.model
         return self._system(
             "init",
@@ -130,7 +132,7 @@ class ClaudeFormat:
             tools=self.tools,
             mcp_servers=[],
             model=event.model,
-            permissionMode="default",
+            permissionMode=self.permission_mode,
             slash_commands=[],
             apiKeySource="ANTHROPIC_API_KEY",
             output_style="default",

@@ -100,15 +100,23 @@ def silence(stream: IO[Any]) -> None:
 
 class Output:
     def __init__(
-        self, output_format: str, *, main_child: bool = False, tools: Sequence[str] | None = None
+        self,
+        output_format: str,
+        *,
+        main_child: bool = False,
+        tools: Sequence[str] | None = None,
+        permission_mode: str = "default",
     ) -> None:
-        """``main_child``: the run has no parent agent (``isoagent task``); ``tools``: the
-        main agent's, for ``init``."""
+        """``main_child``: the run has no parent agent (``isoagent task``); ``tools`` and
+        ``permission_mode``: the main agent's, for ``init``."""
         self.format = output_format
         self.lines = JsonLines()
         streaming = output_format == "stream-json"
         self.claude = ClaudeFormat(
-            self.lines if streaming else None, main_child=main_child, tools=tools
+            self.lines if streaming else None,
+            main_child=main_child,
+            tools=tools,
+            permission_mode=permission_mode,
         )
 
     def sinks(self) -> list[Sink]:

@@ -153,7 +153,11 @@ def run_prompt(
     from isoagent.parent.parent_agent import parent_tools
     from isoagent.parent.session import Session
 
-    output = Output(output_format, tools=parent_tools(settings).tools)
+    output = Output(
+        output_format,
+        tools=parent_tools(settings).tools,
+        permission_mode=settings.permission_mode,
+    )
     run_id = ""
 
     async def main() -> int:
@@ -184,13 +188,17 @@ def _serve_stream(settings: Settings, output_format: str, unsupported: str = "")
             settings = _answer(message, settings)
         elif message.get("type") == "user" and (text := _user_text(message)).strip():
             inbox.running.set()
+            interrupts = inbox.interrupts
             try:
                 code, run_id = run_prompt(settings, text, output_format, inbox)
             finally:
                 inbox.running.clear()
                 inbox.stop = None
+            if code > 128 and inbox.interrupts == interrupts:
+                return code  # a signal ended it (the SDK's disconnect): start nothing queued
             if run_id and _can_continue(settings, run_id):
-                settings = dataclasses.replace(settings, resume=run_id)
+                session = settings.session_id or run_id  # the next message goes on with it
+                settings = dataclasses.replace(settings, resume=run_id, session_id=session)
     if unsupported:
         fail(f"error: {unsupported}")
     return code
@@ -204,6 +212,7 @@ class _Inbox:
     def __init__(self) -> None:
         self.running = threading.Event()
         self.stop: threading.Event | None = None  # the running session's stop_parent
+        self.interrupts = 0  # interrupt requests so far
         self._queue: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True, name="stdin").start()
 
@@ -234,6 +243,7 @@ class _Inbox:
     def _during_run(self, message: dict[str, Any]) -> None:
         request = message.get("request")
         if isinstance(request, dict) and request.get("subtype") == "interrupt":
+            self.interrupts += 1
             if self.stop is not None:
                 self.stop.set()
             _respond(message, {}, "")

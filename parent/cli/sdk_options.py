@@ -65,6 +65,15 @@ SDK_SETTINGS_OPTIONS = [
         help="Model that calls to --model go on with once it has been overloaded (529) "
         "three times in a row; an id or alias.",
     ),
+    click.option(
+        "--session-id", metavar="UUID",
+        help="The run's session id (default: its run id); with --resume or --continue only "
+        "with --fork-session.",
+    ),
+    click.option(
+        "--fork-session", is_flag=True,
+        help="--resume/--continue as a new session (default: the resumed run's session id).",
+    ),
 ]  # fmt: skip
 
 
@@ -79,8 +88,6 @@ REFUSED = {
     "--betas": "isoagent sends no beta headers to the API",
     "--permission-prompt-tool": "isoagent asks no one: --allowedTools and "
     "--permission-mode decide what runs",
-    "--session-id": "isoagent's session ids are its run ids",
-    "--fork-session": "a resumed isoagent run always gets a new session id",
     "--resume-session-at": "isoagent resumes a conversation where it ended",
     "--resume-drops-turn": "isoagent resumes a conversation where it ended",
     "--session-mirror": "isoagent keeps its sessions in its run folders",
@@ -91,7 +98,7 @@ REFUSED = {
     "--max-thinking-tokens": "isoagent does not set the model's thinking",
     "--effort": "isoagent does not set the model's effort",
 }
-_FLAGS = {"--session-mirror", "--fork-session"}  # the rest take a value
+_FLAGS = {"--session-mirror"}  # the rest take a value
 _MULTIPLE = {"--plugin-dir"}
 # flags that change nothing in isoagent, accepted as Claude Code accepts them
 ACCEPTED = {"--include-hook-events": "isoagent runs no hooks, so it has no hook events to show"}
