@@ -58,8 +58,9 @@ def claude_settings(
         except ValueError as exc:
             raise ValueError(f"invalid --agents: {exc}") from None
     disallowed = tuple(e for value in disallowed_tools for e in tool_entries(value))
+    allowed = tuple(e for value in allowed_tools for e in tool_entries(value))
     try:
-        catalog = restrict_agents(catalog, disallowed, permission_mode)
+        catalog = restrict_agents(catalog, disallowed, permission_mode, allowed)
     except InvalidAgent as exc:
         raise ValueError(f"--disallowedTools: {exc.message}") from None
     settings = dataclasses.replace(
@@ -67,7 +68,7 @@ def claude_settings(
         agents=catalog,
         system_prompt=system_prompt,
         append_system_prompt=append_system_prompt,
-        allowed_tools=tuple(e for value in allowed_tools for e in tool_entries(value)),
+        allowed_tools=allowed,
         disallowed_tools=disallowed,
         permission_mode=permission_mode,
     )
@@ -149,12 +150,18 @@ def parent_tools(settings: Settings) -> AgentSpec:
 
 
 def restrict_agents(
-    agents: dict[str, AgentSpec], disallowed: tuple[str, ...], permission_mode: str
+    agents: dict[str, AgentSpec],
+    disallowed: tuple[str, ...],
+    permission_mode: str,
+    allowed: tuple[str, ...] = (),
 ) -> dict[str, AgentSpec]:
-    """Agent types under a session's ``--disallowedTools`` and ``--permission-mode plan``;
-    raises agent_files.InvalidAgent for a tool name isoagent does not know."""
-    if not disallowed and permission_mode != PLAN_MODE:
+    """Agent types under a session's ``--disallowedTools``, ``--permission-mode plan`` and
+    ``--allowedTools`` (as in Claude Code, whose subagents have the session's permissions:
+    with nobody to ask, a child keeps the read-only tools and what the rules name); raises
+    agent_files.InvalidAgent for a tool name isoagent does not know."""
+    if not disallowed and permission_mode != PLAN_MODE and not allowed:
         return agents
+    session = _allowed_spec(allowed)
     restricted = {}
     for name, spec in agents.items():
         fields = {
@@ -166,12 +173,38 @@ def restrict_agents(
         tools = [t for t in narrowed.tools if t in spec.tools]
         if permission_mode == PLAN_MODE:
             tools = [t for t in tools if t not in WRITE_TOOLS]
+        bash_allow: list[str] | None = spec.bash_allow
+        if session is not None:
+            tools = [t for t in tools if t in session.tools]
+            bash_allow = _both(spec.bash_allow, session.bash_allow)
+            if bash_allow is None:  # no command both allow
+                tools = [t for t in tools if t != "bash"]
         restricted[name] = msgspec.structs.replace(
             spec,
             tools=tools,
+            bash_allow=bash_allow or [],
             bash_deny=[*spec.bash_deny, *narrowed.bash_deny],
         )
     return restricted
+
+
+def _allowed_spec(allowed: tuple[str, ...]) -> AgentSpec | None:
+    """What ``--allowedTools`` grants an agent nobody can ask: the read-only tools and
+    what the rules name (None: no rules, every tool)."""
+    if not allowed:
+        return None
+    rules = [rule for rule in allowed if rule not in _TASK_NAMES]
+    spec, _ = build_spec("", "", "", {"tools": [*_NEVER_ASKS, *rules]}, source="")
+    return spec
+
+
+def _both(agent: list[str], session: list[str]) -> list[str] | None:
+    """The bash allow rules of an agent under the session's ([]: any command); None when
+    no rule is in both."""
+    if not agent or not session:
+        return agent or session
+    common = [rule for rule in agent if rule in session]
+    return common or None
 
 
 def parent_prompt(settings: Settings, default: str) -> str:

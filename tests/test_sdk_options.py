@@ -371,3 +371,27 @@ def test_a_disconnect_never_starts_a_queued_message(
 
     asyncio.run(asyncio.wait_for(talk(), 60))
     assert len(api_server.requests) == 1
+
+
+def test_allowed_tools_apply_to_children_as_to_the_parent(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """Claude Code's subagents have the session's permissions: with ``allowed_tools`` and
+    nobody to ask, a child keeps the read-only tools and what the rules name, its bash
+    under the same rules."""
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent and req.turn == 0:
+            task = {"description": "d", "prompt": "work", "subagent_type": "general-purpose"}
+            return tool_reply("task", task)
+        if not req.is_parent and req.turn == 0:
+            return tool_reply("bash", {"command": "git --version; touch made.txt"})
+        return text_reply(",".join(sorted(req.tool_names)))
+
+    api_server.handler = handler
+    run_sdk_args(api_server, tmp_path, workspace, "go", allowed_tools=["Bash(git:*)", "Edit"])
+    child = [r for r in api_server.requests if not r.is_parent]
+    assert sorted(child[0].tool_names) == ["bash", "edit_file", "glob", "grep", "read_file"]
+    refused = child[1].tool_results[0]
+    assert refused["is_error"] and "`touch made.txt` is not allowed" in refused["content"]
+    assert not (workspace / "made.txt").exists()
