@@ -132,12 +132,14 @@ class Session:
         self.waits = WaitNotices()  # what model calls wait on (a rate limit, an overload)
         self.signal = 0  # the signal that ended the session, if one did
         # set (from any thread) to end the parent's turn: it stops at its next step, with
-        # status cancelled and its result (the SDK's interrupt)
+        # status cancelled and its result (see ``interrupt``)
         self.stop_parent = threading.Event()
+        self._loop = asyncio.get_running_loop()
         self.final: RunFinished | None = None  # the run's last record, once written
         self.structured: StructuredOutputTool | None = None  # --json-schema's, once made
         self.started = time.monotonic()
         self._task: asyncio.Task[object] | None = None  # the body's, while it runs
+        self._ending: asyncio.Future[None] | None = None  # an interrupt's end of the children
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -217,6 +219,15 @@ class Session:
         # at the task's next wait, also when called from the task itself (a sink whose
         # reader went away): then the session may be ending already, and must not be cut
         asyncio.get_running_loop().call_soon(self._cancel)
+
+    def interrupt(self) -> None:
+        """The SDK's interrupt, from any thread: the parent's turn ends at its next step and
+        every running child is ended now (its ``task`` call returns cancelled)."""
+        self.stop_parent.set()
+        self._loop.call_soon_threadsafe(self._end_children)
+
+    def _end_children(self) -> None:
+        self._ending = asyncio.ensure_future(self.supervisor.end_all())
 
     def _cancel(self) -> None:
         if self._task is not None:

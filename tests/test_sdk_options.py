@@ -395,3 +395,39 @@ def test_allowed_tools_apply_to_children_as_to_the_parent(
     refused = child[1].tool_results[0]
     assert refused["is_error"] and "`touch made.txt` is not allowed" in refused["content"]
     assert not (workspace / "made.txt").exists()
+
+
+def test_interrupt_ends_a_running_child(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """The SDK's interrupt while the parent waits on a child: the child is ended now (its
+    command with it), not when it finishes, and the turn ends as an interrupted one."""
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent and req.turn == 0:
+            task = {"description": "d", "prompt": "work", "subagent_type": "general-purpose"}
+            return tool_reply("task", task)
+        if not req.is_parent and req.turn == 0:
+            return tool_reply("bash", {"command": "touch started; sleep 600"})
+        return text_reply("finished")
+
+    api_server.handler = handler
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(workspace),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+    )
+
+    async def talk() -> list[Any]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("go")
+            while not (workspace / "started").exists():  # the child's command runs
+                await asyncio.sleep(0.05)
+            await client.interrupt()
+            return [m async for m in client.receive_response()]
+
+    messages = asyncio.run(asyncio.wait_for(talk(), 120))  # the command sleeps 600 s
+    result = messages[-1]
+    assert isinstance(result, ResultMessage) and result.subtype == "error_during_execution"
+    (ended,) = [m for m in messages if getattr(m, "subtype", "") == "task_notification"]
+    assert ended.data["status"] == "stopped" and ended.data["result"]["status"] == "cancelled"

@@ -19,7 +19,7 @@ import os
 import queue
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 import click
@@ -166,7 +166,7 @@ def run_prompt(
             run_id = session.run.run_id
             end_when_reader_goes(session, output.lines)
             if inbox is not None:
-                inbox.stop = session.stop_parent
+                inbox.interrupt = session.interrupt
             result = await session.run_parent(prompt)
             return output.finish(session.finish(result))
 
@@ -193,7 +193,7 @@ def _serve_stream(settings: Settings, output_format: str, unsupported: str = "")
                 code, run_id = run_prompt(settings, text, output_format, inbox)
             finally:
                 inbox.running.clear()
-                inbox.stop = None
+                inbox.interrupt = None
             if code > 128 and inbox.interrupts == interrupts:
                 return code  # a signal ended it (the SDK's disconnect): start nothing queued
             if run_id and _can_continue(settings, run_id):
@@ -207,11 +207,11 @@ def _serve_stream(settings: Settings, output_format: str, unsupported: str = "")
 class _Inbox:
     """stdin's messages, read by a thread of their own: a control request that comes while
     a run is going is answered at once, not after the run; ``interrupt`` ends the parent's
-    turn at its next step (a child already running finishes first)."""
+    turn at its next step and ends the children running (see ``Session.interrupt``)."""
 
     def __init__(self) -> None:
         self.running = threading.Event()
-        self.stop: threading.Event | None = None  # the running session's stop_parent
+        self.interrupt: Callable[[], None] | None = None  # the running session's
         self.interrupts = 0  # interrupt requests so far
         self._queue: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True, name="stdin").start()
@@ -244,8 +244,8 @@ class _Inbox:
         request = message.get("request")
         if isinstance(request, dict) and request.get("subtype") == "interrupt":
             self.interrupts += 1
-            if self.stop is not None:
-                self.stop.set()
+            if self.interrupt is not None:
+                self.interrupt()
             _respond(message, {}, "")
         else:
             _respond(message, None, "isoagent cannot do this while a run is going")
