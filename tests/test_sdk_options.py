@@ -11,6 +11,7 @@ import asyncio
 import json
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,21 @@ def test_include_hook_events_is_accepted(
 ) -> None:
     lines = run_sdk_args(api_server, tmp_path, workspace, "hi", include_hook_events=True)
     assert lines[-1]["result"] == "ok"
+
+
+def delegating(command: str, answer: Callable[[Request], str]) -> Callable[[Request], Reply]:
+    """A parent that starts one general-purpose child, which runs ``command``; then each
+    answers ``answer(request)``."""
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent and req.turn == 0:
+            task = {"description": "d", "prompt": "work", "subagent_type": "general-purpose"}
+            return tool_reply("task", task)
+        if not req.is_parent and req.turn == 0:
+            return tool_reply("bash", {"command": command})
+        return text_reply(answer(req))
+
+    return handler
 
 
 def test_max_budget_usd_ends_the_run_children_included(
@@ -380,15 +396,9 @@ def test_allowed_tools_apply_to_children_as_to_the_parent(
     nobody to ask, a child keeps the read-only tools and what the rules name, its bash
     under the same rules."""
 
-    def handler(req: Request) -> Reply:
-        if req.is_parent and req.turn == 0:
-            task = {"description": "d", "prompt": "work", "subagent_type": "general-purpose"}
-            return tool_reply("task", task)
-        if not req.is_parent and req.turn == 0:
-            return tool_reply("bash", {"command": "git --version; touch made.txt"})
-        return text_reply(",".join(sorted(req.tool_names)))
-
-    api_server.handler = handler
+    api_server.handler = delegating(
+        "git --version; touch made.txt", lambda req: ",".join(sorted(req.tool_names))
+    )
     run_sdk_args(api_server, tmp_path, workspace, "go", allowed_tools=["Bash(git:*)", "Edit"])
     child = [r for r in api_server.requests if not r.is_parent]
     assert sorted(child[0].tool_names) == ["bash", "edit_file", "glob", "grep", "read_file"]
@@ -403,15 +413,7 @@ def test_interrupt_ends_a_running_child(
     """The SDK's interrupt while the parent waits on a child: the child is ended now (its
     command with it), not when it finishes, and the turn ends as an interrupted one."""
 
-    def handler(req: Request) -> Reply:
-        if req.is_parent and req.turn == 0:
-            task = {"description": "d", "prompt": "work", "subagent_type": "general-purpose"}
-            return tool_reply("task", task)
-        if not req.is_parent and req.turn == 0:
-            return tool_reply("bash", {"command": "touch started; sleep 600"})
-        return text_reply("finished")
-
-    api_server.handler = handler
+    api_server.handler = delegating("touch started; sleep 600", lambda req: "finished")
     options = ClaudeAgentOptions(
         cli_path=str(ISOAGENT_SCRIPT),
         cwd=str(workspace),
