@@ -131,8 +131,9 @@ def parent_tools(settings: Settings) -> AgentSpec:
     plan mode take away. Plan mode also takes bash: the parent's commands are unsandboxed.
     ``tools`` (``--tools``) is the set all this chooses from (``task`` only if it names it)."""
     allowed = [rule for rule in settings.allowed_tools if rule not in _TASK_NAMES]
+    asks = bool(settings.permission_prompt_tool)  # then the rules say what needs no asking
     fields: dict[str, object] = {
-        "tools": [*_NEVER_ASKS, *allowed] if settings.allowed_tools else None,
+        "tools": [*_NEVER_ASKS, *allowed] if settings.allowed_tools and not asks else None,
         "disallowedTools": [r for r in settings.disallowed_tools if r not in _TASK_NAMES],
         "permissionMode": settings.permission_mode,
     }
@@ -161,7 +162,7 @@ def restrict_agents(
     agent_files.InvalidAgent for a tool name isoagent does not know."""
     if not disallowed and permission_mode != PLAN_MODE and not allowed:
         return agents
-    session = _allowed_spec(allowed)
+    session = allowed_spec(allowed) if allowed else None
     restricted = {}
     for name, spec in agents.items():
         fields = {
@@ -188,11 +189,9 @@ def restrict_agents(
     return restricted
 
 
-def _allowed_spec(allowed: tuple[str, ...]) -> AgentSpec | None:
-    """What ``--allowedTools`` grants an agent nobody can ask: the read-only tools and
-    what the rules name (None: no rules, every tool)."""
-    if not allowed:
-        return None
+def allowed_spec(allowed: Sequence[str]) -> AgentSpec:
+    """What an agent may do without asking: the read-only tools and what the
+    ``--allowedTools`` rules name (its ``bash_allow``: the commands they match)."""
     rules = [rule for rule in allowed if rule not in _TASK_NAMES]
     spec, _ = build_spec("", "", "", {"tools": [*_NEVER_ASKS, *rules]}, source="")
     return spec

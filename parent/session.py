@@ -42,7 +42,13 @@ from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway, ModelSource
 from isoagent.parent.model.retry import WaitNotices
 from isoagent.parent.model.sdk import KEY_VARIABLES
-from isoagent.parent.parent_agent import earlier_conversation, parent_prompt, parent_tools
+from isoagent.parent.parent_agent import (
+    allowed_spec,
+    earlier_conversation,
+    parent_prompt,
+    parent_tools,
+)
+from isoagent.parent.permission_prompt import Ask, asking_tools
 from isoagent.parent.run_folder import RunFolder, TranscriptWriter
 from isoagent.parent.settings import Settings
 from isoagent.parent.structured_output import ENFORCE as ENFORCE_STRUCTURED
@@ -137,6 +143,7 @@ class Session:
         self._loop = asyncio.get_running_loop()
         self.final: RunFinished | None = None  # the run's last record, once written
         self.structured: StructuredOutputTool | None = None  # --json-schema's, once made
+        self.ask: Ask | None = None  # who the parent's calls are asked of (the SDK's can_use_tool)
         self.started = time.monotonic()
         self._task: asyncio.Task[object] | None = None  # the body's, while it runs
         self._ending: asyncio.Future[None] | None = None  # an interrupt's end of the children
@@ -317,6 +324,9 @@ class Session:
             add_dirs=settings.add_dirs,
         )  # fmt: skip
         tools = make_tools([name for name in spec.tools if name != TASK_TOOL], ctx)
+        if self.ask is not None:
+            granted = allowed_spec(settings.allowed_tools)
+            tools = asking_tools(tools, self.ask, granted, settings.permission_mode)
         if TASK_TOOL in spec.tools:
             tools.append(TaskTool(ctx, self.supervisor, loop, settings.agents))
         if settings.json_schema is not None:

@@ -51,6 +51,7 @@ class Settings:
     resume: str = ""  # a run id whose conversation the parent continues
     session_id: str = ""  # the session the run belongs to (Claude Code's); "": its run id
     fork_session: bool = False  # resuming starts a new session, not the resumed one's
+    permission_prompt_tool: str = ""  # stdio: the parent's calls are asked of the SDK
     remote: RemoteSettings | None = None  # --hosts: children on these hosts, not only here
     tools: tuple[str, ...] | None = None  # --tools: the parent's base tools; None: all
     max_budget_usd: float = 0.0  # what the run's model calls may cost; 0: no limit

@@ -31,6 +31,7 @@ from tests.support.messages_server import (
     error_reply,
     text_reply,
     tool_reply,
+    tools_reply,
 )
 
 ISOAGENT_SCRIPT = Path(sys.executable).with_name("isoagent")
@@ -60,7 +61,6 @@ def run_sdk_args(
 REFUSED_OPTIONS: dict[str, dict[str, Any]] = {
     "--task-budget": {"task_budget": {"total": 1000}},
     "--betas": {"betas": ["context-1m-2025-08-07"]},
-    "--permission-prompt-tool": {"permission_prompt_tool_name": "stdio"},
     "--resume-session-at": {"resume_session_at": "u1"},
     "--resume-drops-turn": {"resume_drops_turn": "u1"},
     "--session-mirror": {"session_store": object()},
@@ -433,3 +433,61 @@ def test_interrupt_ends_a_running_child(
     assert isinstance(result, ResultMessage) and result.subtype == "error_during_execution"
     (ended,) = [m for m in messages if getattr(m, "subtype", "") == "task_notification"]
     assert ended.data["status"] == "stopped" and ended.data["result"]["status"] == "cancelled"
+
+
+def test_can_use_tool_is_asked_about_the_parents_calls(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """``can_use_tool`` (``--permission-prompt-tool stdio``): each parent call that needs a
+    yes is asked, under Claude Code's tool name; the answer may change its input or refuse
+    it with a message the model reads. Reads, and what ``allowed_tools`` names, are not
+    asked about."""
+    calls = [
+        ("bash", {"command": "echo asked"}),
+        ("bash", {"command": "echo free"}),  # Bash(echo free) is allowed
+        ("write_file", {"path": "made.txt", "content": "x"}),
+        ("grep", {"pattern": "x"}),
+    ]
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tools_reply(calls)
+        return text_reply(json.dumps([r["content"] for r in req.tool_results]))
+
+    api_server.handler = handler
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def can_use_tool(name: str, tool_input: dict[str, Any], _context: Any) -> Any:
+        asked.append((name, tool_input))
+        if name == "Bash":
+            return claude_agent_sdk.PermissionResultAllow(updated_input={"command": "echo changed"})
+        return claude_agent_sdk.PermissionResultDeny(message="no writing today")
+
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(workspace),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+        can_use_tool=can_use_tool,
+        allowed_tools=["Bash(echo free)"],
+    )
+
+    async def talk() -> list[Any]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("go")
+            return [m async for m in client.receive_response()]
+
+    messages = asyncio.run(asyncio.wait_for(talk(), 60))
+    assert asked == [("Bash", {"command": "echo asked"}), ("Write", calls[2][1])]
+    bash, free, write, _ = json.loads(messages[-1].result)
+    assert (bash, free) == ("changed\n", "free\n")
+    assert write == "Permission to use Write denied: no writing today"
+    assert not (workspace / "made.txt").exists()
+    assert "write_file" in messages[0].data["tools"]  # someone can be asked: every tool
+
+    env = cli_env(api_server, HOME=str(tmp_path))
+    for args, error in (
+        (sdk_args(permission_prompt_tool_name="mcp__perm__ask"), "is not supported: isoagent"),
+        (["--permission-prompt-tool", "stdio"], "needs --input-format stream-json"),
+    ):
+        done = run_cli(["-p", "x", *args], env, cwd=workspace, input="")
+        assert done.returncode == 1 and error in done.stderr, done.stderr

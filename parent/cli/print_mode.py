@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import os
 import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
@@ -31,6 +32,9 @@ from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
 from isoagent.parent.cli.sdk_options import sdk_flags, sdk_settings_options
 from isoagent.parent.settings import Settings
+
+if TYPE_CHECKING:
+    from isoagent.parent.permission_prompt import Decision
 
 PERMISSION_MODES = ["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
 
@@ -74,6 +78,12 @@ PERMISSION_MODES = ["default", "acceptEdits", "plan", "bypassPermissions", "dont
 @click.option("--continue", "-c", "continue_", is_flag=True, help="Continue the latest run.")
 @click.option("--resume", "-r", "resume", help="Continue the run with this session id (run id).")
 @click.option(
+    "--permission-prompt-tool",
+    metavar="stdio",
+    help="stdio (with --input-format stream-json): the parent's tool calls that need a yes "
+    "are asked of the claude-agent-sdk's can_use_tool.",
+)
+@click.option(
     "--input-format",
     type=click.Choice(["text", "stream-json"]),
     default="text",
@@ -96,6 +106,7 @@ def print_mode(
     permission_mode: str,
     continue_: bool,
     resume: str | None,
+    permission_prompt_tool: str | None,
     input_format: str,
     output_format: str,
     settings: Settings,
@@ -107,6 +118,14 @@ def print_mode(
     """
     from isoagent.parent.parent_agent import claude_settings
 
+    if permission_prompt_tool is not None and not unsupported:
+        if permission_prompt_tool != "stdio":
+            why = "isoagent asks only through stdio (the SDK's can_use_tool), not an MCP tool"
+            unsupported = (
+                f"--permission-prompt-tool {permission_prompt_tool} is not supported: {why}"
+            )
+        elif input_format != "stream-json":
+            fail("error: --permission-prompt-tool stdio needs --input-format stream-json")
     if unsupported and input_format != "stream-json":  # the SDK hears it at initialize
         fail(f"error: {unsupported}")
     for given, file, flag in (
@@ -132,6 +151,8 @@ def print_mode(
         )
     except ValueError as exc:
         fail(str(exc), ExitCode.USAGE)
+    if permission_prompt_tool:
+        settings = dataclasses.replace(settings, permission_prompt_tool=permission_prompt_tool)
 
     if input_format == "stream-json":
         sys.exit(_serve_stream(settings, output_format, unsupported))
@@ -167,6 +188,8 @@ def run_prompt(
             end_when_reader_goes(session, output.lines)
             if inbox is not None:
                 inbox.interrupt = session.interrupt
+                if settings.permission_prompt_tool:
+                    session.ask = inbox.ask
             result = await session.run_parent(prompt)
             return output.finish(session.finish(result))
 
@@ -214,6 +237,8 @@ class _Inbox:
         self.interrupt: Callable[[], None] | None = None  # the running session's
         self.interrupts = 0  # interrupt requests so far
         self._queue: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
+        self._asked: dict[str, queue.Queue[dict[str, Any] | None]] = {}  # by request id
+        self._ids = itertools.count(1)
         threading.Thread(target=self._read, daemon=True, name="stdin").start()
 
     def next(self) -> dict[str, Any] | None:
@@ -236,9 +261,50 @@ class _Inbox:
                 return
             if message.get("type") == "control_request" and self.running.is_set():
                 self._during_run(message)
+            elif message.get("type") == "control_response":
+                self._answered(message.get("response"))
             else:
                 self._queue.put(message)
+        for waiting in list(self._asked.values()):  # nobody is left to answer
+            waiting.put(None)
         self._queue.put(None)
+
+    def ask(self, tool: str, tool_input: dict[str, Any], cancelled: threading.Event) -> Decision:
+        """Claude Code's ``can_use_tool`` request, and the SDK's answer (a cancelled run, or
+        stdin's end, is a no)."""
+        from isoagent.parent.permission_prompt import Decision
+
+        request_id = f"isoagent-{next(self._ids)}"
+        answer: queue.Queue[dict[str, Any] | None] = queue.Queue(1)
+        self._asked[request_id] = answer
+        request = {"subtype": "can_use_tool", "tool_name": tool, "input": tool_input}
+        _send({"type": "control_request", "request_id": request_id, "request": request})
+        try:
+            while True:
+                with contextlib.suppress(queue.Empty):
+                    response = answer.get(timeout=0.2)
+                    break
+                if cancelled.is_set():
+                    return Decision(False, tool_input, "cancelled")
+        finally:
+            del self._asked[request_id]
+        if response is None:
+            return Decision(False, tool_input, "the SDK has gone")
+        if response.get("subtype") != "success":
+            return Decision(False, tool_input, str(response.get("error", "")))
+        verdict = response.get("response") or {}
+        if verdict.get("behavior") == "allow":
+            updated = verdict.get("updatedInput")
+            return Decision(True, updated if isinstance(updated, dict) else tool_input)
+        if verdict.get("interrupt") and self.interrupt is not None:
+            self.interrupt()
+        return Decision(False, tool_input, str(verdict.get("message", "")))
+
+    def _answered(self, response: object) -> None:
+        if isinstance(response, dict):
+            waiting = self._asked.get(str(response.get("request_id")))
+            if waiting is not None:
+                waiting.put(response)
 
     def _during_run(self, message: dict[str, Any]) -> None:
         request = message.get("request")
@@ -315,7 +381,13 @@ def _respond(request: dict[str, Any], answer: dict[str, Any] | None, error: str)
         response.update(subtype="success", response=answer)
     else:
         response.update(subtype="error", error=error)
-    line = json.dumps({"type": "control_response", "response": response}) + "\n"
+    _send({"type": "control_response", "response": response})
+
+
+def _send(message: dict[str, Any]) -> None:
+    """One line to the SDK, in one write (the stdin thread may write while a run writes
+    its stream)."""
+    line = json.dumps(message) + "\n"
     with contextlib.suppress(BrokenPipeError, ValueError):  # the SDK has gone
         sys.stdout.buffer.write(line.encode())
         sys.stdout.buffer.flush()

@@ -86,8 +86,6 @@ def sdk_settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 REFUSED = {
     "--task-budget": "isoagent does not send a task budget to the model",
     "--betas": "isoagent sends no beta headers to the API",
-    "--permission-prompt-tool": "isoagent asks no one: --allowedTools and "
-    "--permission-mode decide what runs",
     "--resume-session-at": "isoagent resumes a conversation where it ended",
     "--resume-drops-turn": "isoagent resumes a conversation where it ended",
     "--session-mirror": "isoagent keeps its sessions in its run folders",

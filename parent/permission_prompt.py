@@ -1,0 +1,101 @@
+"""``--permission-prompt-tool stdio``: the parent's tool calls that need a yes are asked of
+the claude-agent-sdk's ``can_use_tool``, as Claude Code asks them.
+
+Without it nobody can be asked, and ``--allowedTools`` is the parent's whole set of tools
+beyond reading (``parent_tools``). With it the parent has every tool, and a call is asked
+about unless it needs no asking in Claude Code: reading and searching, what
+``--allowedTools`` names (a ``Bash(...)`` rule: the commands it matches), edits under
+``acceptEdits``, anything under ``bypassPermissions``. The answer may change the call's
+input (``updatedInput``) or refuse it with a message the model reads. Children are not
+asked about: their tools are what their agent type and ``--allowedTools`` give them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from isoagent.child.agent.tools.base import Tool, ToolOutput
+from isoagent.child.agent.tools.bash_rules import CommandRefused, check
+from isoagent.protocol import AgentSpec, ToolSpec
+
+# isoagent's tools as the SDK's callback knows them (Claude Code's names)
+CLAUDE_NAMES = {
+    "bash": "Bash",
+    "read_file": "Read",
+    "write_file": "Write",
+    "edit_file": "Edit",
+    "glob": "Glob",
+    "grep": "Grep",
+    "todo_write": "TodoWrite",
+    "web_fetch": "WebFetch",
+    "web_search": "WebSearch",
+}
+_EDITS = frozenset({"write_file", "edit_file"})
+
+
+@dataclass(frozen=True)
+class Decision:
+    allow: bool
+    input: dict[str, Any]  # the call's input, as the answer left it
+    message: str = ""  # why not, for the model
+
+
+# (Claude Code's tool name, the call's input, set when the run is cancelled) -> the answer
+Ask = Callable[[str, dict[str, Any], threading.Event], Decision]
+
+
+def asking_tools(
+    tools: list[Tool[Any]], ask: Ask, granted: AgentSpec, permission_mode: str
+) -> list[Tool[Any]]:
+    """``tools`` with each that may need a yes asking ``ask`` first; ``granted``: what
+    ``--allowedTools`` gives without asking (``parent_agent.allowed_spec``)."""
+    if permission_mode == "bypassPermissions":
+        return tools
+    wrapped: list[Tool[Any]] = []
+    for tool in tools:
+        free = tool.name in granted.tools or (
+            permission_mode == "acceptEdits" and tool.name in _EDITS
+        )
+        rules = granted.bash_allow if tool.name == "bash" and free else None
+        asks = tool.name in CLAUDE_NAMES and (not free or bool(rules))
+        wrapped.append(AskingTool(tool, ask, rules or []) if asks else tool)
+    return wrapped
+
+
+class AskingTool(Tool[Any]):
+    """``tool``, whose calls are asked about first (a bash command that its ``rules``
+    allow is not)."""
+
+    def __init__(self, tool: Tool[Any], ask: Ask, rules: list[str]) -> None:
+        super().__init__(tool.ctx)
+        self.tool = tool
+        self.ask = ask
+        self.rules = rules
+        self.name = tool.name  # type: ignore[misc]  # the wrapped tool's, per instance
+        self.parallel_safe = tool.parallel_safe  # type: ignore[misc]
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self.tool.spec
+
+    def run(self, args: dict[str, Any]) -> ToolOutput:
+        if self.rules and _allowed(args.get("command"), self.rules):
+            return self.tool.run(args)
+        decision = self.ask(CLAUDE_NAMES[self.name], args, self.ctx.cancelled)
+        if not decision.allow:
+            why = decision.message or "the permission prompt refused it"
+            return ToolOutput(f"Permission to use {CLAUDE_NAMES[self.name]} denied: {why}", True)
+        return self.tool.run(decision.input)
+
+
+def _allowed(command: object, rules: list[str]) -> bool:
+    if not isinstance(command, str):
+        return False
+    try:
+        check(command, rules)
+    except CommandRefused:
+        return False
+    return True
