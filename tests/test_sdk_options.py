@@ -64,7 +64,6 @@ REFUSED_OPTIONS: dict[str, dict[str, Any]] = {
     "--resume-session-at": {"resume_session_at": "u1"},
     "--resume-drops-turn": {"resume_drops_turn": "u1"},
     "--session-mirror": {"session_store": object()},
-    "--settings": {"settings": '{"permissions": {}}'},
     "--plugin-dir": {"plugins": [{"type": "local", "path": "/nowhere"}]},
     "--thinking": {"thinking": {"type": "adaptive"}},
     "--thinking-display": {"thinking": {"type": "adaptive", "display": "summarized"}},
@@ -491,3 +490,38 @@ def test_can_use_tool_is_asked_about_the_parents_calls(
     ):
         done = run_cli(["-p", "x", *args], env, cwd=workspace, input="")
         assert done.returncode == 1 and error in done.stderr, done.stderr
+
+
+def test_settings_apply_permissions_and_model_and_refuse_the_rest(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """``settings`` (JSON or a file): permissions and model are applied as Claude Code
+    applies them; hooks, an enabled sandbox, env are refused by name."""
+    api_server.handler = lambda req: text_reply(",".join(req.tool_names))
+    settings = {
+        "permissions": {"allow": ["Bash(git:*)"], "deny": ["Edit"], "defaultMode": "plan"},
+        "model": "haiku",
+        "statusLine": {"type": "command", "command": "x"},  # Claude Code's screen only
+    }
+    lines = run_sdk_args(api_server, tmp_path, workspace, "hi", settings=json.dumps(settings))
+    assert lines[0]["permissionMode"] == "plan" and lines[0]["model"] == CURRENT_MODELS["haiku"]
+    assert lines[-1]["result"] == "read_file,glob,grep,task"  # plan takes git's bash too
+    file = tmp_path / "settings.json"
+    file.write_text(json.dumps({"permissions": {"allow": ["Bash(git:*)"], "deny": ["Edit"]}}))
+    lines = run_sdk_args(
+        api_server, tmp_path, workspace, "hi", settings=str(file), model="sonnet",
+        sandbox={"enabled": False},
+    )  # fmt: skip
+    assert lines[0]["model"] == CURRENT_MODELS["sonnet"]  # --model wins over the settings
+    assert lines[-1]["result"] == "read_file,glob,grep,bash,task"
+
+    env = cli_env(api_server, HOME=str(tmp_path))
+    for options, error in (
+        ({"settings": '{"hooks": {}}'}, "'hooks': isoagent runs no hooks"),
+        ({"sandbox": {"enabled": True}}, "'sandbox': isoagent's parent runs its commands"),
+        ({"settings": '{"env": {"A": "1"}}'}, "'env': isoagent takes its environment"),
+        ({"settings": '{"permissions": {"mode": 1}}'}, "'permissions.mode': isoagent does not"),
+    ):
+        done = run_cli(["-p", "x", *sdk_args(**options)], env, cwd=workspace, input="")
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.startswith("isoagent: error: --settings is not supported: " + error)

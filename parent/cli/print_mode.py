@@ -31,6 +31,7 @@ from isoagent.parent.cli.options import output_options
 from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
 from isoagent.parent.cli.sdk_options import sdk_flags, sdk_settings_options
+from isoagent.parent.cli.settings_flag import ClaudeSettings, Unsupported, read_settings
 from isoagent.parent.settings import Settings
 
 if TYPE_CHECKING:
@@ -78,6 +79,14 @@ PERMISSION_MODES = ["default", "acceptEdits", "plan", "bypassPermissions", "dont
 @click.option("--continue", "-c", "continue_", is_flag=True, help="Continue the latest run.")
 @click.option("--resume", "-r", "resume", help="Continue the run with this session id (run id).")
 @click.option(
+    "--settings",
+    "settings_value",
+    metavar="JSON|FILE",
+    help="Claude Code's settings: permissions (allow, deny, ask, defaultMode, "
+    "additionalDirectories) and model are applied; a setting isoagent cannot apply (hooks, "
+    "sandbox, env) is refused.",
+)
+@click.option(
     "--permission-prompt-tool",
     metavar="stdio",
     help="stdio (with --input-format stream-json): the parent's tool calls that need a yes "
@@ -106,6 +115,7 @@ def print_mode(
     permission_mode: str,
     continue_: bool,
     resume: str | None,
+    settings_value: str | None,
     permission_prompt_tool: str | None,
     input_format: str,
     output_format: str,
@@ -126,6 +136,14 @@ def print_mode(
             )
         elif input_format != "stream-json":
             fail("error: --permission-prompt-tool stdio needs --input-format stream-json")
+    from_file = ClaudeSettings()
+    if settings_value is not None:
+        try:
+            from_file = read_settings(settings_value)
+        except Unsupported as exc:
+            unsupported = unsupported or f"--settings is not supported: {exc}"
+        except ValueError as exc:
+            fail(f"error: invalid --settings: {exc}", ExitCode.USAGE)
     if unsupported and input_format != "stream-json":  # the SDK hears it at initialize
         fail(f"error: {unsupported}")
     for given, file, flag in (
@@ -137,13 +155,20 @@ def print_mode(
     system_prompt = system_prompt_file.read() if system_prompt_file else system_prompt
     if append_system_prompt_file is not None:
         append_system_prompt = append_system_prompt_file.read()
+    if from_file.default_mode and _given("permission_mode") is None:
+        if from_file.default_mode not in PERMISSION_MODES:
+            fail(
+                f"error: invalid --settings: defaultMode {from_file.default_mode!r}", ExitCode.USAGE
+            )
+        permission_mode = from_file.default_mode
     try:
+        settings = _with_settings_file(settings, from_file)
         settings = claude_settings(
             settings,
             system_prompt=system_prompt,
             append_system_prompt=append_system_prompt,
-            allowed_tools=allowed_tools,
-            disallowed_tools=disallowed_tools,
+            allowed_tools=(*allowed_tools, *from_file.allow),
+            disallowed_tools=(*disallowed_tools, *from_file.deny),
             agents=agents_json,
             permission_mode=permission_mode,
             continue_=continue_,
@@ -164,6 +189,26 @@ def print_mode(
         if piped.strip():
             prompt = f"{prompt}\n{piped}"
     sys.exit(run_prompt(settings, prompt, output_format)[0])
+
+
+def _given(name: str) -> click.core.ParameterSource | None:
+    """Where parameter ``name`` came from, unless it is its default (None then)."""
+    source = click.get_current_context().get_parameter_source(name)
+    return None if source in (None, click.core.ParameterSource.DEFAULT) else source
+
+
+def _with_settings_file(settings: Settings, from_file: ClaudeSettings) -> Settings:
+    """``settings`` with a ``--settings`` model (below ``--model`` and the environment)
+    and added folders; a ``ValueError`` says what cannot be used."""
+    from isoagent.parent.model.aliases import resolve_model
+    from isoagent.parent.options import added_dirs
+
+    if from_file.model and _given("model") is None:
+        settings = dataclasses.replace(settings, model=resolve_model(from_file.model))
+    if from_file.add_dirs:
+        more = added_dirs([*settings.add_dirs, *from_file.add_dirs])
+        settings = dataclasses.replace(settings, add_dirs=more)
+    return settings
 
 
 def run_prompt(

@@ -89,7 +89,6 @@ REFUSED = {
     "--resume-session-at": "isoagent resumes a conversation where it ended",
     "--resume-drops-turn": "isoagent resumes a conversation where it ended",
     "--session-mirror": "isoagent keeps its sessions in its run folders",
-    "--settings": "isoagent reads no Claude Code settings files",
     "--plugin-dir": "isoagent loads no plugins",
     "--thinking": "isoagent does not set the model's thinking",
     "--thinking-display": "isoagent does not set the model's thinking",
