@@ -21,7 +21,7 @@ from typing import Any, Literal
 from isoagent.parent.children.hosts import HostSpecError, RemoteSettings, parse_hosts
 from isoagent.parent.model.aliases import resolve_model
 from isoagent.parent.settings import DEFAULT_MODEL, ReplayMatch, SandboxChoice, Settings
-from isoagent.protocol import Limits
+from isoagent.protocol import CallOptions, Limits
 
 MODEL_VARIABLES = ("ISOAGENT_MODEL", "ANTHROPIC_MODEL")  # the model, when none is given
 _LIMITS = Settings(workdir=Path(".")).limits
@@ -106,6 +106,13 @@ class Options:
     fallback_model: str | None = None  # an id or alias: used when the model is overloaded
     session_id: str | None = None  # a UUID for the run's session (default: its run id)
     fork_session: bool = False  # resume or continue as a new session, not the earlier one's
+    # the parent's model calls, as Claude Code's flags set them
+    effort: str | None = None  # low, medium, high, max
+    thinking: str | None = None  # adaptive, disabled
+    max_thinking_tokens: int | None = None  # thinking with this budget (0: none)
+    thinking_display: str | None = None
+    task_budget: int | None = None  # tokens the model is told it has for the task
+    betas: Sequence[str] = ()  # anthropic-beta headers
 
     def replace(self, **changes: Any) -> Options:
         """A copy with ``changes``; a name that is no option is a ``TypeError`` naming it."""
@@ -120,7 +127,7 @@ class Options:
 OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(Options))
 _AT_LEAST = {
     "max_turns": 0, "timeout": 1, "max_parallel": 1, "max_tokens_total": 0, "cpu_seconds": 0,
-    "max_budget_usd": 0,
+    "max_budget_usd": 0, "max_thinking_tokens": 0, "task_budget": 1,
     "api_retry_deadline": 1,
     "memory_mb": 0, "max_processes": 0, "max_file_size_mb": 0, "heartbeat": 0.1, "retries": 0,
     "launch_timeout": 1,
@@ -155,6 +162,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         fallback_model=fallback,
         session_id=options.session_id or "",
         fork_session=options.fork_session,
+        call_options=call_options(options),
         limits=Limits(
             max_turns=options.max_turns,
             cpu_seconds=options.cpu_seconds,
@@ -195,6 +203,29 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         continue_=options.continue_conversation,
         resume=options.resume,
     )
+
+
+def call_options(options: Options) -> CallOptions | None:
+    """What the parent's model calls add to their requests (None: nothing); a
+    ``ValueError`` says what cannot be sent."""
+    budget = options.max_thinking_tokens or 0
+    max_tokens = _LIMITS.max_tokens
+    if budget >= max_tokens:
+        raise ValueError(
+            f"--max-thinking-tokens {budget} must be below the parent's max_tokens ({max_tokens})"
+        )
+    thinking = options.thinking if options.thinking != "disabled" else ""
+    if budget and not thinking:
+        thinking = "enabled"
+    made = CallOptions(
+        effort=options.effort or "",
+        thinking=thinking or "",
+        thinking_budget=budget if thinking == "enabled" else 0,
+        thinking_display=(thinking and options.thinking_display) or "",
+        task_budget=options.task_budget or 0,
+        betas=_words(options.betas),
+    )
+    return made if made != CallOptions() else None
 
 
 def _words(value: str | Sequence[str]) -> tuple[str, ...]:

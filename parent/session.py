@@ -355,6 +355,7 @@ class Session:
             output_cap=settings.limits.output_cap,
             max_parallel=settings.max_parallel,
             is_cancelled=ctx.cancelled.is_set,
+            call_options=settings.call_options,
         )
         try:
             result = await run_in_thread(agent.run, prompt, history)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from isoagent.parent.children.hosts import RemoteSettings
-from isoagent.protocol import AgentSpec, Limits
+from isoagent.protocol import AgentSpec, CallOptions, Limits
 
 DEFAULT_MODEL = "claude-sonnet-5"
 SandboxChoice = Literal["auto", "off", "workspace", "read-only"]
@@ -52,6 +52,7 @@ class Settings:
     session_id: str = ""  # the session the run belongs to (Claude Code's); "": its run id
     fork_session: bool = False  # resuming starts a new session, not the resumed one's
     permission_prompt_tool: str = ""  # stdio: the parent's calls are asked of the SDK
+    call_options: CallOptions | None = None  # what the parent's model calls add (--effort, ...)
     remote: RemoteSettings | None = None  # --hosts: children on these hosts, not only here
     tools: tuple[str, ...] | None = None  # --tools: the parent's base tools; None: all
     max_budget_usd: float = 0.0  # what the run's model calls may cost; 0: no limit

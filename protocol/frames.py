@@ -181,6 +181,19 @@ class Hello(msgspec.Struct, tag=True):
     pid: int
 
 
+class CallOptions(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What the parent's own model calls add to the request, as Claude Code's flags say
+    (``--effort``, ``--thinking``, ``--max-thinking-tokens``, ``--task-budget``,
+    ``--betas``). A child's calls carry none."""
+
+    effort: str = ""  # output_config.effort
+    thinking: str = ""  # "adaptive" or "enabled" (with thinking_budget); "": none
+    thinking_budget: int = 0
+    thinking_display: str = ""
+    task_budget: int = 0  # output_config.task_budget, in tokens
+    betas: tuple[str, ...] = ()  # anthropic-beta
+
+
 class ModelCall(msgspec.Struct, tag=True, omit_defaults=True):
     """One model turn, as the child would send it to the Messages API."""
 
@@ -191,6 +204,7 @@ class ModelCall(msgspec.Struct, tag=True, omit_defaults=True):
     messages: list[Message]
     tools: list[ToolSpec] = []
     agent: str = ""
+    options: CallOptions | None = None  # the parent's only
 
 
 ProgressEvent = Literal["tool_start", "tool_end", "turn"]

@@ -59,16 +59,10 @@ def run_sdk_args(
 
 # every SDK option that becomes a flag isoagent refuses, with a value that sends it
 REFUSED_OPTIONS: dict[str, dict[str, Any]] = {
-    "--task-budget": {"task_budget": {"total": 1000}},
-    "--betas": {"betas": ["context-1m-2025-08-07"]},
     "--resume-session-at": {"resume_session_at": "u1"},
     "--resume-drops-turn": {"resume_drops_turn": "u1"},
     "--session-mirror": {"session_store": object()},
     "--plugin-dir": {"plugins": [{"type": "local", "path": "/nowhere"}]},
-    "--thinking": {"thinking": {"type": "adaptive"}},
-    "--thinking-display": {"thinking": {"type": "adaptive", "display": "summarized"}},
-    "--max-thinking-tokens": {"max_thinking_tokens": 2000},
-    "--effort": {"effort": "high"},
 }
 
 
@@ -78,7 +72,6 @@ def test_an_sdk_option_isoagent_cannot_honour_is_refused_by_name(
 ) -> None:
     args = sdk_args(**REFUSED_OPTIONS[flag])
     assert flag in " ".join(args).replace("=", " ").split()
-    flag = "--thinking" if flag == "--thinking-display" else flag  # sent with it, named first
     env = cli_env(api_server, HOME=str(tmp_path))
     done = run_cli(["-p", "hi", *args], env, cwd=workspace, input="")
     assert done.returncode == 1
@@ -94,14 +87,14 @@ def test_the_sdk_hears_a_refused_option_as_the_answer_to_initialize(
         cli_path=str(ISOAGENT_SCRIPT),
         cwd=str(workspace),
         env=cli_env(api_server, HOME=str(tmp_path)),
-        betas=["context-1m-2025-08-07"],
+        plugins=[{"type": "local", "path": str(tmp_path)}],
     )
 
     async def ask() -> None:
         async for _ in claude_agent_sdk.query(prompt="hi", options=options):
             pass
 
-    with pytest.raises(Exception, match="--betas is not supported: isoagent sends no beta"):
+    with pytest.raises(Exception, match="--plugin-dir is not supported: isoagent loads no"):
         asyncio.run(asyncio.wait_for(ask(), 60))
     assert api_server.requests == []
 
@@ -525,3 +518,33 @@ def test_settings_apply_permissions_and_model_and_refuse_the_rest(
         done = run_cli(["-p", "x", *sdk_args(**options)], env, cwd=workspace, input="")
         assert done.returncode == 1, done.stderr
         assert done.stderr.startswith("isoagent: error: --settings is not supported: " + error)
+
+
+def test_effort_thinking_task_budget_and_betas_reach_the_parents_requests(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """As Claude Code sends them: output_config's effort and task_budget (with its beta),
+    the thinking config, the anthropic-beta header; a child's calls carry none of them."""
+    api_server.handler = delegating("true", lambda req: "done")
+    run_sdk_args(
+        api_server, tmp_path, workspace, "hi", effort="high", task_budget={"total": 50000},
+        thinking={"type": "adaptive", "display": "summarized"}, betas=["context-1m-2025-08-07"],
+    )  # fmt: skip
+    parent, child = api_server.requests[0], next(r for r in api_server.requests if not r.is_parent)
+    assert parent.body["output_config"] == {
+        "effort": "high", "task_budget": {"type": "tokens", "total": 50000},
+    }  # fmt: skip
+    assert parent.body["thinking"] == {"type": "adaptive", "display": "summarized"}
+    assert parent.headers["anthropic-beta"] == "context-1m-2025-08-07,task-budgets-2026-03-13"
+    assert "output_config" not in child.body and "anthropic-beta" not in child.headers
+
+    api_server.requests.clear()
+    run_sdk_args(api_server, tmp_path, workspace, "hi", max_thinking_tokens=2000)
+    assert api_server.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 2000}
+    api_server.requests.clear()
+    run_sdk_args(api_server, tmp_path, workspace, "hi", thinking={"type": "disabled"})
+    assert "thinking" not in api_server.requests[0].body
+
+    env = cli_env(api_server, HOME=str(tmp_path))
+    big = run_cli(["-p", "x", "--max-thinking-tokens", "99999"], env, cwd=workspace, input="")
+    assert big.returncode == 2 and "must be below the parent's max_tokens" in big.stderr

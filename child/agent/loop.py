@@ -16,6 +16,7 @@ from isoagent.child.agent.tools.base import Tool, ToolOutput
 from isoagent.child.agent.truncate import truncate
 from isoagent.protocol import (
     Block,
+    CallOptions,
     Message,
     ModelCall,
     ModelReply,
@@ -79,8 +80,10 @@ class Agent:
         max_parallel: int = 1,
         on_progress: Callable[[Progress], None] | None = None,
         is_cancelled: Callable[[], bool] = lambda: False,
+        call_options: CallOptions | None = None,
     ) -> None:
         self.model = model
+        self.call_options = call_options
         self.tools = {tool.name: tool for tool in tools}
         self.system = system
         self.model_name = model_name
@@ -140,6 +143,7 @@ class Agent:
                 messages=self.messages,
                 tools=specs,
                 agent=self.agent_name,
+                options=self.call_options,
             )
             reply = self.model.complete(call)
             if reply.error is not None:

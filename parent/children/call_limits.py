@@ -33,6 +33,8 @@ class CallLimits:
         self.calls += 1
         if call.model != task.model:
             return f"model {call.model!r} is not its Task's ({task.model!r})"
+        if call.options is not None:
+            return "request options (effort, thinking, betas) are the parent's alone"
         if call.max_tokens > task.limits.max_tokens:
             return f"max_tokens {call.max_tokens} is above its Task's {task.limits.max_tokens}"
         if task.limits.max_turns and self.calls > task.limits.max_turns:

@@ -29,6 +29,10 @@ def _source_list(_ctx: click.Context, _param: click.Parameter, value: str | None
     return None if value is None else [name for name in value.split(",") if name.strip()]
 
 
+def _betas(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    return () if value is None else tuple(name for name in value.split(",") if name.strip())
+
+
 def _schema(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
     if value is None:
         return None
@@ -71,6 +75,27 @@ SDK_SETTINGS_OPTIONS = [
         "with --fork-session.",
     ),
     click.option(
+        "--effort", metavar="LEVEL",
+        help="The parent's effort (low, medium, high, max): its requests' output_config.",
+    ),
+    click.option(
+        "--thinking", type=click.Choice(["adaptive", "disabled"]),
+        help="The parent's thinking (default: none).",
+    ),
+    click.option(
+        "--max-thinking-tokens", type=click.IntRange(0), metavar="N",
+        help="The parent thinks with this budget (0: not at all).",
+    ),
+    click.option("--thinking-display", metavar="MODE", help="Its thinking's display."),
+    click.option(
+        "--task-budget", type=click.IntRange(1), metavar="TOKENS",
+        help="Tokens the parent's model is told it has for the task (output_config).",
+    ),
+    click.option(
+        "--betas", callback=_betas, metavar="BETAS",
+        help="anthropic-beta headers for the parent's requests, comma separated.",
+    ),
+    click.option(
         "--fork-session", is_flag=True,
         help="--resume/--continue as a new session (default: the resumed run's session id).",
     ),
@@ -84,16 +109,10 @@ def sdk_settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 # flag -> why isoagent refuses it (the flag's value names the SDK option it comes from)
 REFUSED = {
-    "--task-budget": "isoagent does not send a task budget to the model",
-    "--betas": "isoagent sends no beta headers to the API",
     "--resume-session-at": "isoagent resumes a conversation where it ended",
     "--resume-drops-turn": "isoagent resumes a conversation where it ended",
     "--session-mirror": "isoagent keeps its sessions in its run folders",
     "--plugin-dir": "isoagent loads no plugins",
-    "--thinking": "isoagent does not set the model's thinking",
-    "--thinking-display": "isoagent does not set the model's thinking",
-    "--max-thinking-tokens": "isoagent does not set the model's thinking",
-    "--effort": "isoagent does not set the model's effort",
 }
 _FLAGS = {"--session-mirror"}  # the rest take a value
 _MULTIPLE = {"--plugin-dir"}

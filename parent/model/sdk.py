@@ -23,6 +23,7 @@ import msgspec
 
 from isoagent.protocol import (
     Block,
+    CallOptions,
     ModelCall,
     ModelError,
     ModelReply,
@@ -101,6 +102,7 @@ class AnthropicSource:
             raise MissingCredentials(f"invalid ANTHROPIC_BASE_URL {url!r}: {exc}") from None
 
     async def complete(self, call: ModelCall) -> ModelReply:
+        betas = call_betas(call)
         try:
             # The SDK's generic POST with the body encoded by msgspec, and the raw answer
             # decoded by msgspec into our own Structs: the SDK's retries, headers and errors,
@@ -109,6 +111,7 @@ class AnthropicSource:
                 "/v1/messages",
                 cast_to=self._response_type,
                 content=_encoder.encode(request_body(call)),
+                options={"headers": {"anthropic-beta": ",".join(betas)}} if betas else {},
             )
             if self.on_response is not None:
                 self.on_response(response.status_code, response.headers)
@@ -204,7 +207,37 @@ def request_body(call: ModelCall) -> dict[str, Any]:
     if call.system:
         body["system"] = [{"type": "text", "text": call.system, "cache_control": EPHEMERAL}]
     body["messages"] = messages
+    if call.options is not None:
+        body.update(_option_fields(call.options))
     return body
+
+
+def _option_fields(options: CallOptions) -> dict[str, Any]:
+    """The request fields of the parent's ``CallOptions``, as Claude Code sends them."""
+    fields: dict[str, Any] = {}
+    if options.thinking:
+        thinking: dict[str, Any] = {"type": options.thinking}
+        if options.thinking == "enabled":
+            thinking["budget_tokens"] = options.thinking_budget
+        if options.thinking_display:
+            thinking["display"] = options.thinking_display
+        fields["thinking"] = thinking
+    output: dict[str, Any] = {}
+    if options.effort:
+        output["effort"] = options.effort
+    if options.task_budget:
+        output["task_budget"] = {"type": "tokens", "total": options.task_budget}
+    if output:
+        fields["output_config"] = output
+    return fields
+
+
+def call_betas(call: ModelCall) -> tuple[str, ...]:
+    """The ``anthropic-beta`` values of ``call``: its own, and those its fields need."""
+    if call.options is None:
+        return ()
+    needed = ("task-budgets-2026-03-13",) if call.options.task_budget else ()
+    return (*call.options.betas, *needed)
 
 
 class _Usage(msgspec.Struct):

@@ -52,7 +52,7 @@ IDLE_VARIABLE = "ISOAGENT_WARM_GATEWAY_IDLE"  # seconds; tests make it short
 IDLE_SECONDS = 300.0
 START_SECONDS = 30.0  # how long a starting gateway may take to import the SDK and listen
 FRAME_SECONDS = 10.0  # how long a connection may take to send its call: probes send none
-WIRE_VERSION = 2  # of the frames below: a gateway of another version has another address
+WIRE_VERSION = 3  # of the frames below (3: ModelCall.options): another version, another address
 
 
 class WarmCall(msgspec.Struct, tag=True):

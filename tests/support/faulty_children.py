@@ -16,9 +16,10 @@ Behaviours:
 - ``noisy``: writes 256 KiB to stderr, then becomes the real child (``exec``).
 - ``stubborn``: Hello, takes its Task, writes ``DIR/ready.pid`` once SIGTERM only makes
   it write ``DIR/term.pid``, and sleeps (SIGKILL ends it).
-- ``forge-model``, ``forge-tokens``, ``forge-turns``, ``forge-tools``: Hello, takes its
-  Task, and sends model calls it was not given (another model, 100 times its
-  max_tokens, call after call past its turn limit, the API's web fetch tool), writing
+- ``forge-model``, ``forge-tokens``, ``forge-turns``, ``forge-tools``, ``forge-options``:
+  Hello, takes its Task, and sends model calls it was not given (another model, 100
+  times its max_tokens, call after call past its turn limit, the API's web fetch tool,
+  the parent's request options: a 10000-token thinking budget and a beta), writing
   each reply's error (or ``ok``) as a line of ``DIR/replies``, until one is refused.
 """
 
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from isoagent.protocol import (
     PROTOCOL_VERSION,
+    CallOptions,
     FrameReader,
     FrameWriter,
     Hello,
@@ -114,6 +116,8 @@ def forge(
         call.max_tokens = task.limits.max_tokens * 100
     if behaviour == "forge-tools":
         call.tools = [ToolSpec("web_fetch", type="web_fetch_20250910")]
+    if behaviour == "forge-options":
+        call.options = CallOptions(thinking="enabled", thinking_budget=10000, betas=("x",))
     with (folder / "replies").open("a") as replies:
         for _ in range(20):  # forge-turns: each call says it is the first
             writer.write(call)
