@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from tests.conftest import cli_env
 from tests.support.cli import run_cli, run_cli_listing_modules, start_cli
 from tests.support.messages_server import MessagesServer, Request, text_reply, tool_reply
 from tests.support.rate_limits import RateLimited
+from tests.support.warm import listener
 
 CEILING = 60.0  # seconds: generous, the machine is shared
 
@@ -93,6 +95,23 @@ def test_without_a_gateway_the_first_invocation_starts_one_that_leaves_when_idle
     assert "anthropic" not in modules  # the gateway it started made the calls
     assert [r.turn for r in api_server.requests] == [0, 1]
     wait_until(lambda: not warm._answers(where), "the idle gateway exits")
+
+
+def test_a_started_gateway_holds_only_the_variables_its_address_is_made_of(
+    warm_env: dict[str, str], tmp_path: Path
+) -> None:
+    # another invocation with the same address shares it: what else the first one had
+    # (a marker a test looks for, a token of that shell) must not live on in it
+    env = {**warm_env, "UNRELATED_TOKEN": "of-the-first-shell", "ISOAGENT_WARM_GATEWAY_IDLE": "60"}
+    done, _ = run_task(env, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    pid = listener(warm.address(env))
+    try:
+        names = {v.split(b"=")[0] for v in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")}
+        assert b"UNRELATED_TOKEN" not in names
+        assert {b"ANTHROPIC_API_KEY", b"ANTHROPIC_BASE_URL"} <= names
+    finally:
+        os.kill(pid, signal.SIGKILL)
 
 
 def test_turned_off_the_invocation_imports_the_sdk_and_starts_nothing(

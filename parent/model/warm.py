@@ -84,14 +84,23 @@ def address(environ: os._Environ[str] | dict[str, str] = os.environ) -> str:
     config = [
         f"wire {WIRE_VERSION}",
         sys.executable,
-        *sorted(
-            f"{k}={v}"
-            for k, v in environ.items()
-            if k.startswith("ANTHROPIC_") or k.upper() in _HTTP_VARIABLES
-        ),
+        *sorted(f"{k}={v}" for k, v in _configuration(environ).items()),
     ]
     digest = hashlib.sha256("\0".join(config).encode()).hexdigest()[:32]
     return f"\0isoagent-gateway-{os.getuid()}-{digest}"
+
+
+def _configuration(environ: os._Environ[str] | dict[str, str]) -> dict[str, str]:
+    return {
+        k: v
+        for k, v in environ.items()
+        if k.startswith("ANTHROPIC_") or k.upper() in _HTTP_VARIABLES
+    }
+
+
+def _own_settings(environ: os._Environ[str] | dict[str, str]) -> dict[str, str]:
+    """Its idle time, where its code is, and HOME (the SDK's ``~/.config/anthropic``)."""
+    return {k: environ[k] for k in (IDLE_VARIABLE, "PYTHONPATH", "HOME") if k in environ}
 
 
 def _same_user(sock: socket.socket) -> bool:
@@ -215,13 +224,16 @@ def _wait_listening(where: str, process: subprocess.Popen[bytes]) -> str:
 
 
 def _start() -> subprocess.Popen[bytes]:
-    """``python -m isoagent.parent.model.warm``, detached from this invocation."""
+    """``python -m isoagent.parent.model.warm``, detached from this invocation, with only
+    the variables its address is made of: whichever invocation starts it, a later one that
+    shares it sees the same gateway."""
     return subprocess.Popen(
         [sys.executable, "-m", "isoagent.parent.model.warm"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         cwd="/",  # holds no directory of the invocation's
+        env=_configuration(os.environ) | _own_settings(os.environ),
         start_new_session=True,  # not ended with the invocation's process group
     )
 
