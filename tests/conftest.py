@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.messages_server import MessagesServer, text_reply
+from tests.support.warm import WarmGateways
 
-# No test leaves a warm gateway running: the ones about it start and end their own.
+# Off unless a test asks: `cli_env(api_server)` asks, the tests about the gateway start their own.
 os.environ["ISOAGENT_WARM_GATEWAY"] = "0"
+_gateways = WarmGateways()
 
 
 def base_env(**extra: str) -> dict[str, str]:
@@ -23,17 +25,38 @@ def base_env(**extra: str) -> dict[str, str]:
 
 
 def cli_env(server: MessagesServer, **extra: str) -> dict[str, str]:
-    """`base_env` pointed at `server`, plus `extra`."""
-    return base_env(
-        **{"ANTHROPIC_BASE_URL": server.base_url, "ANTHROPIC_API_KEY": "test-key", **extra}
-    )
+    """`base_env` pointed at `server`, plus `extra`. With the `api_server`, the warm gateway
+    is on (as it is for a user): one per worker keeps the SDK imported, so a test's
+    ``isoagent`` process does not spend a second of CPU importing it."""
+    env = base_env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test-key")
+    if server is _gateways.server:
+        env |= _gateways.env
+    env |= extra
+    _gateways.used(env)
+    return env
+
+
+@pytest.fixture(scope="session")
+def _shared_api_server() -> Iterator[MessagesServer]:
+    with MessagesServer() as server:
+        _gateways.server = server
+        yield server
+        _gateways.end_all()
 
 
 @pytest.fixture
-def api_server() -> Iterator[MessagesServer]:
-    """A started MessagesServer answering text_reply("ok"); set `.handler` to script it."""
-    with MessagesServer(lambda _req: text_reply("ok")) as server:
-        yield server
+def api_server(_shared_api_server: MessagesServer) -> Iterator[MessagesServer]:
+    """A started MessagesServer answering text_reply("ok"); set `.handler` to script it.
+
+    One server per worker, forgotten between tests. A test that got an error reply (or
+    stopped the server) ends the warm gateways it used, so no backoff or learned limit
+    reaches the next test."""
+    server = _shared_api_server
+    server.reset(lambda _req: text_reply("ok"))
+    yield server
+    if server.failed_replies or server.handler_errors or not server.running:
+        _gateways.end_all()
+    server.start()  # again, on another port, after a test that stopped it
 
 
 @pytest.fixture

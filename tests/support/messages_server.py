@@ -420,6 +420,7 @@ class MessagesServer:
         self._thread: threading.Thread | None = None
         self.requests: list[Request] = []
         self.handler_errors: list[BaseException] = []
+        self.failed_replies = 0  # replies with a status of 400 or more
         self.base_url = ""
 
     @property
@@ -432,6 +433,17 @@ class MessagesServer:
         with self._lock:
             self._handler = fn
             self._counters.clear()
+
+    def reset(self, handler: Handler) -> None:
+        """Forget every request and counter and answer with ``handler``: one server serves
+        test after test (a test's requests still in flight are the previous test's)."""
+        with self._lock:
+            self._handler = handler
+            self._counters.clear()
+            self._events.clear()
+            self.requests = []
+            self.handler_errors = []
+            self.failed_replies = 0
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -451,6 +463,10 @@ class MessagesServer:
         )
         self._thread.start()
         return self
+
+    @property
+    def running(self) -> bool:
+        return self._httpd is not None
 
     def stop(self) -> None:
         """Stop serving and drop open connections (idempotent)."""
@@ -548,25 +564,31 @@ class MessagesServer:
         with self._lock:
             self.requests.append(request)
             self._events.append((1, request))
+        status = 500
         try:
-            try:
-                reply = self._pick(request)
-            except Exception as e:
-                with self._lock:
-                    self.handler_errors.append(e)
-                body = _error_body("api_error", f"test handler raised {type(e).__name__}: {e}")
-                return 500, body, "application/json", {"x-should-retry": "false"}
-            if reply.delay > 0:
-                time.sleep(reply.delay)
-            if reply.is_error:
-                body = _error_body(reply.error_type, reply.error_message)
-                return reply.status, body, "application/json", dict(reply.headers)
-            message = self._message(request, reply)
-            if request.stream:
-                headers = {"cache-control": "no-cache", **reply.headers}
-                return reply.status, _sse_body(message), "text/event-stream", headers
-            body = json.dumps(message, ensure_ascii=False).encode()
-            return reply.status, body, "application/json", dict(reply.headers)
+            status, body, content_type, headers = self._render(request)
+            return status, body, content_type, headers
         finally:
             with self._lock:
                 self._events.append((-1, request))
+                self.failed_replies += status >= 400
+
+    def _render(self, request: Request) -> tuple[int, bytes, str, dict[str, str]]:
+        try:
+            reply = self._pick(request)
+        except Exception as e:
+            with self._lock:
+                self.handler_errors.append(e)
+            body = _error_body("api_error", f"test handler raised {type(e).__name__}: {e}")
+            return 500, body, "application/json", {"x-should-retry": "false"}
+        if reply.delay > 0:
+            time.sleep(reply.delay)
+        if reply.is_error:
+            body = _error_body(reply.error_type, reply.error_message)
+            return reply.status, body, "application/json", dict(reply.headers)
+        message = self._message(request, reply)
+        if request.stream:
+            headers = {"cache-control": "no-cache", **reply.headers}
+            return reply.status, _sse_body(message), "text/event-stream", headers
+        body = json.dumps(message, ensure_ascii=False).encode()
+        return reply.status, body, "application/json", dict(reply.headers)
