@@ -62,7 +62,6 @@ REFUSED_OPTIONS: dict[str, dict[str, Any]] = {
     "--resume-session-at": {"resume_session_at": "u1"},
     "--resume-drops-turn": {"resume_drops_turn": "u1"},
     "--session-mirror": {"session_store": object()},
-    "--plugin-dir": {"plugins": [{"type": "local", "path": "/nowhere"}]},
 }
 
 
@@ -87,14 +86,14 @@ def test_the_sdk_hears_a_refused_option_as_the_answer_to_initialize(
         cli_path=str(ISOAGENT_SCRIPT),
         cwd=str(workspace),
         env=cli_env(api_server, HOME=str(tmp_path)),
-        plugins=[{"type": "local", "path": str(tmp_path)}],
+        resume_session_at="u1",
     )
 
     async def ask() -> None:
         async for _ in claude_agent_sdk.query(prompt="hi", options=options):
             pass
 
-    with pytest.raises(Exception, match="--plugin-dir is not supported: isoagent loads no"):
+    with pytest.raises(Exception, match="--resume-session-at is not supported: isoagent"):
         asyncio.run(asyncio.wait_for(ask(), 60))
     assert api_server.requests == []
 
@@ -548,3 +547,29 @@ def test_effort_thinking_task_budget_and_betas_reach_the_parents_requests(
     env = cli_env(api_server, HOME=str(tmp_path))
     big = run_cli(["-p", "x", "--max-thinking-tokens", "99999"], env, cwd=workspace, input="")
     assert big.returncode == 2 and "must be below the parent's max_tokens" in big.stderr
+
+
+def test_a_plugins_agents_are_offered_as_claude_code_names_them(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """``plugins=[{"type": "local"}]``: the plugin's agents as ``plugin:agent``; a plugin
+    with hooks (or MCP servers, commands, skills) is refused, not half loaded."""
+    plugin = tmp_path / "plug"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / ".claude-plugin" / "plugin.json").write_text('{"name": "myplug"}')
+    (plugin / "agents").mkdir()
+    (plugin / "agents" / "helper.md").write_text("---\nname: helper\ndescription: d\n---\np\n")
+    lines = run_sdk_args(
+        api_server, tmp_path, workspace, "hi", plugins=[{"type": "local", "path": str(plugin)}]
+    )
+    assert "myplug:helper" in lines[0]["agents"]
+
+    (plugin / "hooks").mkdir()
+    (plugin / "hooks" / "hooks.json").write_text("{}")
+    env = cli_env(api_server, HOME=str(tmp_path))
+    args = sdk_args(plugins=[{"type": "local", "path": str(plugin)}])
+    done = run_cli(["-p", "x", *args], env, cwd=workspace, input="")
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        "isoagent: error: --plugin-dir is not supported: plugin 'myplug' has hooks: isoagent runs"
+    )

@@ -21,6 +21,7 @@ import queue
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import click
@@ -32,6 +33,7 @@ from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
 from isoagent.parent.cli.sdk_options import sdk_flags, sdk_settings_options
 from isoagent.parent.cli.settings_flag import ClaudeSettings, Unsupported, read_settings
+from isoagent.parent.plugins import PluginRefused, plugin_agents
 from isoagent.parent.settings import Settings
 
 if TYPE_CHECKING:
@@ -87,6 +89,14 @@ PERMISSION_MODES = ["default", "acceptEdits", "plan", "bypassPermissions", "dont
     "sandbox, env) is refused.",
 )
 @click.option(
+    "--plugin-dir",
+    "plugin_dirs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="A Claude Code plugin's folder: its agents, as plugin:agent (repeatable); a plugin "
+    "with hooks, MCP servers, commands or skills is refused.",
+)
+@click.option(
     "--permission-prompt-tool",
     metavar="stdio",
     help="stdio (with --input-format stream-json): the parent's tool calls that need a yes "
@@ -116,6 +126,7 @@ def print_mode(
     continue_: bool,
     resume: str | None,
     settings_value: str | None,
+    plugin_dirs: tuple[Path, ...],
     permission_prompt_tool: str | None,
     input_format: str,
     output_format: str,
@@ -144,6 +155,14 @@ def print_mode(
             unsupported = unsupported or f"--settings is not supported: {exc}"
         except ValueError as exc:
             fail(f"error: invalid --settings: {exc}", ExitCode.USAGE)
+    plugged: dict[str, Any] = {}
+    for folder in plugin_dirs:
+        try:
+            plugged.update(plugin_agents(folder))
+        except PluginRefused as exc:
+            unsupported = unsupported or f"--plugin-dir is not supported: {exc}"
+        except ValueError as exc:
+            fail(f"error: {exc}", ExitCode.USAGE)
     if unsupported and input_format != "stream-json":  # the SDK hears it at initialize
         fail(f"error: {unsupported}")
     for given, file, flag in (
@@ -161,6 +180,7 @@ def print_mode(
                 f"error: invalid --settings: defaultMode {from_file.default_mode!r}", ExitCode.USAGE
             )
         permission_mode = from_file.default_mode
+    settings = dataclasses.replace(settings, agents={**settings.agents, **plugged})
     try:
         settings = _with_settings_file(settings, from_file)
         settings = claude_settings(

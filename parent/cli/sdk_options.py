@@ -112,10 +112,9 @@ REFUSED = {
     "--resume-session-at": "isoagent resumes a conversation where it ended",
     "--resume-drops-turn": "isoagent resumes a conversation where it ended",
     "--session-mirror": "isoagent keeps its sessions in its run folders",
-    "--plugin-dir": "isoagent loads no plugins",
 }
 _FLAGS = {"--session-mirror"}  # the rest take a value
-_MULTIPLE = {"--plugin-dir"}
+_MULTIPLE: set[str] = set()
 # flags that change nothing in isoagent, accepted as Claude Code accepts them
 ACCEPTED = {"--include-hook-events": "isoagent runs no hooks, so it has no hook events to show"}
 
