@@ -149,9 +149,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
     max_parallel = options.max_parallel
     if max_parallel is None:  # the pool's slots say how many at once
         max_parallel = remote.slots if remote is not None else Settings.max_parallel
-    model = options.model or next(
-        (os.environ[name] for name in MODEL_VARIABLES if os.environ.get(name)), DEFAULT_MODEL
-    )
+    model = options.model or default_model()
     fallback = resolve_model(options.fallback_model) if options.fallback_model else ""
     if fallback == resolve_model(model):
         raise ValueError(f"the fallback model {fallback} is the model itself")
@@ -226,6 +224,13 @@ def call_options(options: Options) -> CallOptions | None:
         betas=_words(options.betas),
     )
     return made if made != CallOptions() else None
+
+
+def default_model() -> str:
+    """The model when none is given: $ISOAGENT_MODEL, $ANTHROPIC_MODEL, else sonnet's."""
+    return next(
+        (os.environ[name] for name in MODEL_VARIABLES if os.environ.get(name)), DEFAULT_MODEL
+    )
 
 
 def _words(value: str | Sequence[str]) -> tuple[str, ...]:

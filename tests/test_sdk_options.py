@@ -573,3 +573,39 @@ def test_a_plugins_agents_are_offered_as_claude_code_names_them(
     assert done.stderr.startswith(
         "isoagent: error: --plugin-dir is not supported: plugin 'myplug' has hooks: isoagent runs"
     )
+
+
+def test_set_model_between_messages_and_skills_refused(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """``ClaudeSDKClient.set_model`` sets the next message's model; ``skills`` (which
+    isoagent has none of) are refused at initialize."""
+    api_server.handler = lambda req: text_reply(req.model)
+    env = cli_env(api_server, HOME=str(tmp_path))
+    options = ClaudeAgentOptions(cli_path=str(ISOAGENT_SCRIPT), cwd=str(workspace), env=env)
+
+    async def talk() -> list[str]:
+        answers = []
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            for model in ("haiku", "opus"):
+                await client.set_model(model)
+                await client.query("which")
+                async for message in client.receive_response():
+                    if isinstance(message, ResultMessage):
+                        answers.append(message.result or "")
+        return answers
+
+    assert asyncio.run(asyncio.wait_for(talk(), 60)) == [
+        CURRENT_MODELS["haiku"], CURRENT_MODELS["opus"],
+    ]  # fmt: skip
+
+    skilled = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT), cwd=str(workspace), env=env, skills=["pdf"]
+    )
+
+    async def ask() -> None:
+        async for _ in claude_agent_sdk.query(prompt="hi", options=skilled):
+            pass
+
+    with pytest.raises(Exception, match="skills is not supported: isoagent has no skills"):
+        asyncio.run(asyncio.wait_for(ask(), 60))

@@ -378,6 +378,9 @@ class _Inbox:
             if self.interrupt is not None:
                 self.interrupt()
             _respond(message, {}, "")
+        elif isinstance(request, dict) and request.get("subtype") == "set_model":
+            _respond(message, {}, "")  # the next run's model: set when this one ends
+            self._queue.put({**message, "answered": True})
         else:
             _respond(message, None, "isoagent cannot do this while a run is going")
 
@@ -413,9 +416,12 @@ def _can_continue(settings: Settings, run_id: str) -> bool:
 def _answer(message: dict[str, Any], settings: Settings) -> Settings:
     """Claude Code's reply to a control request: ``initialize`` succeeds (adding the agent
     types it carries) unless it registers hooks, which isoagent cannot run (a hook meant to
-    block a tool call must not be ignored); anything else is refused by name, so the SDK
-    does not wait for an answer that never comes. The settings the session runs with."""
+    block a tool call must not be ignored) or asks for skills; ``set_model`` sets the next
+    run's model; anything else is refused by name, so the SDK does not wait for an answer
+    that never comes. The settings the session runs with."""
     from isoagent.parent.agent_files import inline_agents
+    from isoagent.parent.model.aliases import resolve_model
+    from isoagent.parent.options import default_model
 
     request = message.get("request")
     request = request if isinstance(request, dict) else {}
@@ -423,6 +429,15 @@ def _answer(message: dict[str, Any], settings: Settings) -> Settings:
     error = f"isoagent does not support the control request {subtype!r}"
     if subtype == "initialize" and request.get("hooks"):
         subtype, error = None, "isoagent does not run SDK hooks; remove them to use isoagent"
+    if subtype == "initialize" and request.get("skills"):
+        subtype, error = None, "skills is not supported: isoagent has no skills"
+    if subtype == "set_model":  # for the next message's run, as in Claude Code
+        settings = dataclasses.replace(
+            settings, model=resolve_model(str(request.get("model") or default_model()))
+        )
+        if not message.get("answered"):
+            _respond(message, {}, "")
+        return settings
     if subtype == "initialize" and request.get("agents"):
         try:
             added = inline_agents(json.dumps(request["agents"]))
