@@ -21,20 +21,8 @@ from typing import Any
 
 import msgspec
 
-from isoagent.protocol import (
-    Block,
-    CallOptions,
-    ModelCall,
-    ModelError,
-    ModelReply,
-    RedactedThinkingBlock,
-    ServerToolUseBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolUseBlock,
-    Usage,
-    WebSearchResultBlock,
-)
+from isoagent.parent.model.stream import BLOCK_TYPES, Assembly, EventSplitter, SentUsage, decode
+from isoagent.protocol import CallOptions, ModelCall, ModelError, ModelReply
 
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 
@@ -82,6 +70,7 @@ class AnthropicSource:
         import httpx2  # the SDK's HTTP library, imported by it already: its raw responses
 
         self._response_type = httpx2.Response
+        self._cut = httpx2.TransportError  # a connection lost while the answer streams
         # called with the status and headers of every HTTP response, success or error,
         # before ``complete`` returns: the rate limiter learns the limits from them
         self.on_response: ResponseHook | None = None
@@ -104,26 +93,40 @@ class AnthropicSource:
     async def complete(self, call: ModelCall) -> ModelReply:
         betas = call_betas(call)
         try:
-            # The SDK's generic POST with the body encoded by msgspec, and the raw answer
-            # decoded by msgspec into our own Structs: the SDK's retries, headers and errors,
-            # without its deep copy of every request or pydantic models of every reply.
+            # The SDK's generic POST with the body encoded by msgspec, and the raw streamed
+            # answer decoded by msgspec into our own Structs (``stream.py``): the SDK's
+            # headers and errors, without its deep copy of every request or pydantic models
+            # of every event.
             response = await self.client.post(
                 "/v1/messages",
                 cast_to=self._response_type,
                 content=_encoder.encode(request_body(call)),
                 options={"headers": {"anthropic-beta": ",".join(betas)}} if betas else {},
+                stream=True,
+                stream_cls=None,
             )
-            if self.on_response is not None:
-                self.on_response(response.status_code, response.headers)
-            return _reply(call.turn, response.content)
         except self._anthropic.APIError as exc:
             response = getattr(exc, "response", None)
             if self.on_response is not None and response is not None:
                 self.on_response(response.status_code, response.headers)
             return ModelReply(turn=call.turn, error=self._describe(exc))
+        if self.on_response is not None:
+            self.on_response(response.status_code, response.headers)
+        assembly = Assembly(call.turn)
+        try:
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                return _reply(call.turn, await response.aread())  # a server that won't stream
+            return await _read(response, assembly)
+        except self._cut as exc:
+            url = str(self.client.base_url).rstrip("/")
+            said = f"the answer from {url} was cut after {assembly.events} events: "
+            cause = " ".join(_first_cause(exc).split())  # aiohttp's spans lines
+            return ModelReply(call.turn, error=ModelError("connection", said + cause))
         except msgspec.DecodeError as exc:  # a proxy that answers 200 with something else
             error = ModelError("api", f"the server's answer is not a Messages API message: {exc}")
             return ModelReply(turn=call.turn, error=error)
+        finally:
+            await response.aclose()
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -199,7 +202,7 @@ def request_body(call: ModelCall) -> dict[str, Any]:
         if block.get("type") not in _NOT_CACHEABLE and block.get("text") != "":
             block["cache_control"] = EPHEMERAL
             break
-    body: dict[str, Any] = {"model": call.model, "max_tokens": call.max_tokens}
+    body: dict[str, Any] = {"model": call.model, "max_tokens": call.max_tokens, "stream": True}
     if call.tools:
         tools = msgspec.to_builtins(call.tools)
         tools[-1]["cache_control"] = EPHEMERAL
@@ -240,46 +243,41 @@ def call_betas(call: ModelCall) -> tuple[str, ...]:
     return (*call.options.betas, *needed)
 
 
-class _Usage(msgspec.Struct):
-    """Usage as sent: some servers send the cache counts as null, or not at all."""
-
-    input_tokens: int | None = 0
-    output_tokens: int | None = 0
-    cache_creation_input_tokens: int | None = 0
-    cache_read_input_tokens: int | None = 0
-
-    def counts(self) -> Usage:
-        return Usage(*(value or 0 for value in msgspec.structs.astuple(self)))
-
-
 class _Message(msgspec.Struct):
     """What we read of a Messages API response; the other fields are ignored."""
 
     content: list[dict[str, Any]]
-    usage: _Usage
+    usage: SentUsage
     stop_reason: str | None = None
 
 
 _encoder = msgspec.json.Encoder()
 _message_decoder = msgspec.json.Decoder(_Message)
-_BLOCK_TYPES: dict[str, type[Block]] = {
-    "text": TextBlock,
-    "tool_use": ToolUseBlock,
-    "thinking": ThinkingBlock,  # kept: the API wants them back with the tool results
-    "redacted_thinking": RedactedThinkingBlock,
-    "server_tool_use": ServerToolUseBlock,  # web search: the API ran it; it goes back as is
-    "web_search_tool_result": WebSearchResultBlock,
-}
+
+
+async def _read(response: Any, assembly: Assembly) -> ModelReply:
+    """The streamed message, once whole; an error if it broke off or ended before that."""
+    splitter = EventSplitter()
+    async for chunk in response.aiter_bytes():
+        for data in splitter.feed(chunk):
+            assembly.add(decode(data))
+            if assembly.error is not None:
+                return ModelReply(assembly.turn, error=assembly.error)
+    if not assembly.whole:
+        said = f"the answer ended after {assembly.events} events, before its end"
+        return ModelReply(assembly.turn, error=ModelError("connection", said))
+    return assembly.reply()
 
 
 def _reply(turn: int, body: bytes) -> ModelReply:
-    """Text, tool-use, thinking and web-search blocks as our Structs; block types of
-    features we do not ask for are dropped."""
+    """A whole message, from a server that answers a streamed request without streaming:
+    text, tool-use, thinking and web-search blocks as our Structs; block types of features
+    we do not ask for are dropped."""
     message = _message_decoder.decode(body)
     content = [
-        msgspec.convert(block, _BLOCK_TYPES[block["type"]])
+        msgspec.convert(block, BLOCK_TYPES[block["type"]])
         for block in message.content
-        if block.get("type") in _BLOCK_TYPES
+        if block.get("type") in BLOCK_TYPES
     ]
     return ModelReply(turn, content, message.stop_reason or "", message.usage.counts())
 

@@ -14,6 +14,11 @@ the n-th request sharing the same ``(is_parent, first_user_text, turn)`` key get
 test scripts "529, then 200": ``lambda r: [error_reply(529, ...), text_reply("ok")]``.
 Replacing ``server.handler`` resets those per-key counters.
 
+A request with ``"stream": true`` is answered with the API's SSE events; a Reply's
+``cut_after=N`` closes the connection after N of them, ``fail_after=N`` sends an ``error``
+event (overloaded_error) after N and ends the stream, and ``streams=False`` answers one
+JSON message anyway, as some proxies do.
+
 429/408/409/5xx error replies carry ``retry-after-ms: 1`` (the anthropic SDK reads
 ``retry-after-ms`` first and ignores a zero ``retry-after``), so SDK retries are
 near-instant. A handler exception becomes a 500 with ``x-should-retry: false``
@@ -171,6 +176,11 @@ class Reply:
     error_message: str = ""
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    # a streamed answer's breaks: the connection closed after this many events, or an
+    # ``error`` event (overloaded_error) sent after this many and the stream ended
+    cut_after: int | None = None
+    fail_after: int | None = None
+    streams: bool = True  # False: a whole JSON message even when asked to stream
 
     @property
     def is_error(self) -> bool:
@@ -265,23 +275,34 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-def _sse_body(message: dict[str, Any]) -> bytes:
-    """The SSE event sequence the real API sends for `message`."""
+def _deltas(block: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A block as its ``content_block_start`` has it, and the deltas that complete it."""
+    kind = block["type"]
+    if kind in ("tool_use", "server_tool_use"):
+        text = json.dumps(block["input"], ensure_ascii=False)
+        parts = [{"type": "input_json_delta", "partial_json": ""}]
+        parts += [{"type": "input_json_delta", "partial_json": p} for p in _chunks(text, 16)]
+        return dict(block, input={}), parts
+    if kind == "text":
+        return dict(block, text=""), [
+            {"type": "text_delta", "text": p} for p in _chunks(block["text"], 16)
+        ]
+    if kind == "thinking":
+        parts = [{"type": "thinking_delta", "thinking": p} for p in _chunks(block["thinking"], 16)]
+        if "signature" in block:
+            parts.append({"type": "signature_delta", "signature": block["signature"]})
+        return {"type": "thinking", "thinking": "", "signature": ""}, parts
+    return block, []  # whole in its start: redacted thinking, search results, others
+
+
+def _sse_events(message: dict[str, Any]) -> list[bytes]:
+    """The SSE events the real API sends for `message`."""
     start = dict(message, content=[], stop_reason=None, stop_sequence=None)
-    start["usage"] = {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1}
+    start["usage"] = dict(message["usage"], output_tokens=1)
     out = [_sse("message_start", {"type": "message_start", "message": start})]
     out.append(_sse("ping", {"type": "ping"}))
     for index, block in enumerate(message["content"]):
-        if block["type"] == "tool_use":
-            first = dict(block, input={})
-            deltas = [{"type": "input_json_delta", "partial_json": ""}]
-            deltas += [
-                {"type": "input_json_delta", "partial_json": part}
-                for part in _chunks(json.dumps(block["input"], ensure_ascii=False), 16)
-            ]
-        else:
-            first = dict(block, text="")
-            deltas = [{"type": "text_delta", "text": part} for part in _chunks(block["text"], 16)]
+        first, deltas = _deltas(block)
         out.append(
             _sse(
                 "content_block_start",
@@ -304,7 +325,19 @@ def _sse_body(message: dict[str, Any]) -> bytes:
         )
     )
     out.append(_sse("message_stop", {"type": "message_stop"}))
-    return b"".join(out)
+    return out
+
+
+def _sse_body(message: dict[str, Any], reply: Reply) -> tuple[bytes, int | None]:
+    """The streamed answer for `message`, broken off as `reply` says: the body, and how
+    many of its bytes are sent before the connection is closed (None: all)."""
+    events = _sse_events(message)
+    if reply.fail_after is not None:
+        failed = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+        events = [*events[: reply.fail_after], _sse("error", failed)]
+    if reply.cut_after is None:
+        return b"".join(events), None
+    return b"".join(events), len(b"".join(events[: reply.cut_after]))
 
 
 Handler = Callable[[Request], Reply | list[Reply]]
@@ -366,6 +399,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         *,
         content_type: str = "application/json",
         headers: Mapping[str, str] | None = None,
+        sent: int | None = None,
     ) -> None:
         self.send_response(status)
         self.send_header("content-type", content_type)
@@ -374,7 +408,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(body)
+        if sent is None:
+            self.wfile.write(body)
+            return
+        self.wfile.write(body[:sent])  # the rest never comes: the answer is cut
+        self.wfile.flush()
+        self.close_connection = True
+        self.connection.shutdown(socket.SHUT_RDWR)
 
     def _not_found(self) -> None:
         self._send(
@@ -402,8 +442,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._send(400, _error_body("invalid_request_error", f"invalid JSON body: {e}"))
             return
         request = Request(body=body, headers={k.lower(): v for k, v in self.headers.items()})
-        status, payload, content_type, headers = self.server.owner._serve(request)
-        self._send(status, payload, content_type=content_type, headers=headers)
+        status, payload, content_type, headers, sent = self.server.owner._serve(request)
+        self._send(status, payload, content_type=content_type, headers=headers, sent=sent)
 
 
 class MessagesServer:
@@ -559,36 +599,38 @@ class MessagesServer:
             },
         }
 
-    def _serve(self, request: Request) -> tuple[int, bytes, str, dict[str, str]]:
-        """Record `request`, run the handler, render (status, body, content type, headers)."""
+    def _serve(self, request: Request) -> tuple[int, bytes, str, dict[str, str], int | None]:
+        """Record `request`, run the handler, render (status, body, content type, headers,
+        bytes of the body sent before the connection is cut: None for all)."""
         with self._lock:
             self.requests.append(request)
             self._events.append((1, request))
         status = 500
         try:
-            status, body, content_type, headers = self._render(request)
-            return status, body, content_type, headers
+            status, body, content_type, headers, sent = self._render(request)
+            return status, body, content_type, headers, sent
         finally:
             with self._lock:
                 self._events.append((-1, request))
                 self.failed_replies += status >= 400
 
-    def _render(self, request: Request) -> tuple[int, bytes, str, dict[str, str]]:
+    def _render(self, request: Request) -> tuple[int, bytes, str, dict[str, str], int | None]:
         try:
             reply = self._pick(request)
         except Exception as e:
             with self._lock:
                 self.handler_errors.append(e)
             body = _error_body("api_error", f"test handler raised {type(e).__name__}: {e}")
-            return 500, body, "application/json", {"x-should-retry": "false"}
+            return 500, body, "application/json", {"x-should-retry": "false"}, None
         if reply.delay > 0:
             time.sleep(reply.delay)
         if reply.is_error:
             body = _error_body(reply.error_type, reply.error_message)
-            return reply.status, body, "application/json", dict(reply.headers)
+            return reply.status, body, "application/json", dict(reply.headers), None
         message = self._message(request, reply)
-        if request.stream:
+        if request.stream and reply.streams:
             headers = {"cache-control": "no-cache", **reply.headers}
-            return reply.status, _sse_body(message), "text/event-stream", headers
+            body, sent = _sse_body(message, reply)
+            return reply.status, body, "text/event-stream", headers, sent
         body = json.dumps(message, ensure_ascii=False).encode()
-        return reply.status, body, "application/json", dict(reply.headers)
+        return reply.status, body, "application/json", dict(reply.headers), None
