@@ -5,10 +5,17 @@ the start, with nothing of the broken half kept and its usage counted once."""
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import claude_agent_sdk
 import pytest
+from claude_agent_sdk import AssistantMessage, ClaudeAgentOptions, ResultMessage, StreamEvent
+from claude_agent_sdk import ToolUseBlock as SdkToolUse
+from claude_agent_sdk._internal.message_parser import parse_message
 
 from isoagent.parent.model.retry import RetryingSource
 from isoagent.parent.model.sdk import AnthropicSource
@@ -16,7 +23,7 @@ from isoagent.parent.model.stream import Assembly, EventSplitter, decode
 from isoagent.protocol import Message, ModelCall, ModelReply, TextBlock, ToolUseBlock
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
-from tests.support.messages_server import MessagesServer, text_reply, tool_reply
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 
 CALL = ModelCall(0, "m", 100, "sys", [Message("user", [TextBlock("hi")])])
 ANSWER = "The whole answer, long enough to come in many events. " * 4
@@ -121,3 +128,93 @@ def test_events_of_kinds_added_since_are_skipped_and_line_ends_may_be_crlf() -> 
     reply = assembly.reply()
     assert (reply.turn, reply.content, reply.stop_reason) == (3, [TextBlock("hello")], "end_turn")
     assert (reply.usage.input_tokens, reply.usage.output_tokens) == (4, 2)
+
+
+# -- --include-partial-messages: the events, as Claude Code's stream_event lines -------------
+
+
+def delegating(req: Request) -> Reply:
+    """The parent hands one task to an Explore child, then answers."""
+    if req.is_parent and req.turn == 0:
+        task = {"description": "look", "prompt": "list files", "subagent_type": "Explore"}
+        return tool_reply("task", task, text="Delegating.")
+    return text_reply("child's answer" if not req.is_parent else ANSWER)
+
+
+def _messages(stdout: str) -> list[Any]:
+    return [parse_message(json.loads(line)) for line in stdout.splitlines()]
+
+
+def _text(events: list[StreamEvent]) -> str:
+    return "".join(
+        e.event["delta"]["text"]
+        for e in events
+        if e.event["type"] == "content_block_delta" and e.event["delta"]["type"] == "text_delta"
+    )
+
+
+def test_partial_messages_are_stream_events_with_each_child_s_task_call(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = delegating
+    args = ["run", "--output-format", "stream-json", "--include-partial-messages", "go"]
+    done = run_cli(args, cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    messages = _messages(done.stdout)
+    events = [m for m in messages if isinstance(m, StreamEvent)]
+    (task_call,) = [
+        b for m in messages if isinstance(m, AssistantMessage) for b in m.content
+        if isinstance(b, SdkToolUse)
+    ]  # fmt: skip
+    parents = [e for e in events if e.parent_tool_use_id is None]
+    childs = [e for e in events if e.parent_tool_use_id == task_call.id]
+    assert len(parents) + len(childs) == len(events)
+    assert _text(parents) == "Delegating." + ANSWER  # the parent's two calls
+    assert _text(childs) == "child's answer"
+    assert [e.event["type"] for e in childs][0 :: len(childs) - 1] == [
+        "message_start",
+        "message_stop",
+    ]
+    session = messages[0].data["session_id"]
+    assert {e.session_id for e in events} == {session}
+
+
+def test_without_the_flag_no_stream_event_is_printed(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = delegating
+    done = run_cli(
+        ["run", "--output-format", "stream-json", "go"], cli_env(api_server), cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert not [m for m in _messages(done.stdout) if isinstance(m, StreamEvent)]
+
+
+def test_partial_messages_need_stream_json(api_server: MessagesServer, tmp_path: Path) -> None:
+    done = run_cli(["task", "--include-partial-messages", "go"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "isoagent: error: --include-partial-messages needs --output-format stream-json"
+    ]
+    assert not api_server.requests
+
+
+def test_the_sdk_with_include_partial_messages_yields_stream_events(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = lambda req: text_reply(ANSWER)
+    options = ClaudeAgentOptions(
+        cli_path=str(Path(sys.executable).with_name("isoagent")),
+        cwd=str(tmp_path),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+        include_partial_messages=True,
+    )
+
+    async def collect() -> list[Any]:
+        return [m async for m in claude_agent_sdk.query(prompt="go", options=options)]
+
+    messages = asyncio.run(collect())
+    events = [m for m in messages if isinstance(m, StreamEvent)]
+    assert _text(events) == ANSWER
+    assert all(e.parent_tool_use_id is None for e in events)
+    assert isinstance(messages[-1], ResultMessage) and messages[-1].result == ANSWER.strip()

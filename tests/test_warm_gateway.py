@@ -4,6 +4,7 @@ keeps the SDK imported; it answers only its own user, and leaves when idle."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -15,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from claude_agent_sdk import StreamEvent
+from claude_agent_sdk._internal.message_parser import parse_message
 
 from isoagent.parent.model import warm
 from isoagent.protocol import Message, ModelCall, TextBlock, encode_frame
@@ -269,3 +272,18 @@ def test_concurrent_invocations_share_one_rate_limit_and_each_hears_its_waits(
     assert limited.refused <= 3
     said = [err for _out, err in outputs if "isoagent: rate limited (" in err]
     assert said, "the gateway's waiting reached no invocation's stderr"
+
+
+def test_partial_messages_cross_the_warm_socket_to_the_invocation_that_asked(
+    api_server: MessagesServer, warm_env: dict[str, str], gateway: object, tmp_path: Path
+) -> None:
+    args = ["task", "--output-format", "stream-json", "--include-partial-messages", "run true"]
+    done, modules = run_cli_listing_modules(args, warm_env, cwd=tmp_path, timeout=CEILING)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "anthropic" not in modules  # the gateway made the calls
+    messages = [parse_message(json.loads(line)) for line in done.stdout.splitlines()]
+    events = [m.event for m in messages if isinstance(m, StreamEvent)]
+    assert [e["type"] for e in events].count("message_start") == 2
+    deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
+    assert "".join(d.get("partial_json", "") for d in deltas) == '{"command": "true"}'
+    assert "".join(d.get("text", "") for d in deltas) == "done"

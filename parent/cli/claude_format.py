@@ -3,8 +3,9 @@
 Programs written for ``claude -p`` (and the claude-agent-sdk's ``parse_message``) read
 these lines unchanged: ``system``/``init``; ``assistant`` and ``user`` messages with
 ``parent_tool_use_id`` (None for the parent, the ``task`` tool_use id for a child's);
-``system`` ``task_started``/``task_progress``/``task_notification`` for children; and the
-final ``result``. isoagent's own facts ride along in fields Claude Code does not use
+``system`` ``task_started``/``task_progress``/``task_notification`` for children; with
+``--include-partial-messages``, each streamed event of every model call (``stream_event``);
+and the final ``result``. isoagent's own facts ride along in fields Claude Code does not use
 (``run_dir``, ``status``, ``children``, ``pid``, ``transcript`` ...).
 """
 
@@ -80,6 +81,20 @@ class ClaudeFormat:
         message = self.convert(event)
         if message is not None and self.write is not None:
             self.write(message)
+
+    def stream_event(self, child: str, data: bytes) -> None:
+        """One event of a streamed model call of ``child`` ("": the parent), its JSON as the
+        API sent it: Claude Code's ``stream_event`` (``--include-partial-messages``)."""
+        if self.write is not None:
+            self.write(
+                {
+                    "type": "stream_event",
+                    "uuid": str(uuid.uuid4()),
+                    "session_id": self.session_id,
+                    "event": msgspec.Raw(data),
+                    "parent_tool_use_id": self._parent_of(child),
+                }
+            )
 
     def convert(self, event: Event) -> Message | None:
         """The Claude Code message for ``event`` (None: Claude Code shows nothing for it)."""

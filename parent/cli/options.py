@@ -201,6 +201,13 @@ REMOTE_OPTIONS = [
 
 
 def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        if kwargs["include_partial_messages"] and kwargs["output_format"] != "stream-json":
+            needs = "error: --include-partial-messages needs --output-format stream-json"
+            fail(needs, ExitCode.USAGE)
+        return fn(*args, **kwargs)
+
     return _apply(
         [
             click.option(
@@ -210,9 +217,15 @@ def output_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                 show_default=True,
                 help="text: the answer; json: one object at the end; "
                 "stream-json: one JSON line per event.",
-            )
+            ),
+            click.option(
+                "--include-partial-messages",
+                is_flag=True,
+                help="stream-json: also every event of every model call as it streams in "
+                "(Claude Code's stream_event lines).",
+            ),
         ],
-        fn,
+        command,
     )
 
 

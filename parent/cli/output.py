@@ -30,6 +30,7 @@ from isoagent.parent.terminal_text import for_stdout, terminal_line
 
 if TYPE_CHECKING:
     from isoagent.parent.events import Sink
+    from isoagent.parent.model.gateway import Gateway
     from isoagent.parent.session import Session
 
 
@@ -106,10 +107,13 @@ class Output:
         main_child: bool = False,
         tools: Sequence[str] | None = None,
         permission_mode: str = "default",
+        partial: bool = False,
     ) -> None:
         """``main_child``: the run has no parent agent (``isoagent task``); ``tools`` and
-        ``permission_mode``: the main agent's, for ``init``."""
+        ``permission_mode``: the main agent's, for ``init``; ``partial``: stream-json prints
+        every event of every model call too (``--include-partial-messages``)."""
         self.format = output_format
+        self.partial = partial
         self.lines = JsonLines()
         streaming = output_format == "stream-json"
         self.claude = ClaudeFormat(
@@ -118,6 +122,11 @@ class Output:
             tools=tools,
             permission_mode=permission_mode,
         )
+
+    def hear(self, gateway: Gateway) -> None:
+        """With ``partial``, every streamed event of ``gateway``'s calls is printed."""
+        if self.partial:
+            gateway.on_event = self.claude.stream_event
 
     def sinks(self) -> list[Sink]:
         """json and stream-json follow every event (stream-json prints them)."""

@@ -130,6 +130,7 @@ def print_mode(
     permission_prompt_tool: str | None,
     input_format: str,
     output_format: str,
+    include_partial_messages: bool,
     settings: Settings,
     unsupported: str,
 ) -> None:
@@ -200,7 +201,7 @@ def print_mode(
         settings = dataclasses.replace(settings, permission_prompt_tool=permission_prompt_tool)
 
     if input_format == "stream-json":
-        sys.exit(_serve_stream(settings, output_format, unsupported))
+        sys.exit(_serve_stream(settings, output_format, unsupported, include_partial_messages))
     if prompt is None:
         prompt = read_prompt("-")
     else:
@@ -208,7 +209,7 @@ def print_mode(
         piped = read_piped_stdin()
         if piped.strip():
             prompt = f"{prompt}\n{piped}"
-    sys.exit(run_prompt(settings, prompt, output_format)[0])
+    sys.exit(run_prompt(settings, prompt, output_format, partial=include_partial_messages)[0])
 
 
 def _given(name: str) -> click.core.ParameterSource | None:
@@ -232,10 +233,16 @@ def _with_settings_file(settings: Settings, from_file: ClaudeSettings) -> Settin
 
 
 def run_prompt(
-    settings: Settings, prompt: str, output_format: str, inbox: _Inbox | None = None
+    settings: Settings,
+    prompt: str,
+    output_format: str,
+    inbox: _Inbox | None = None,
+    *,
+    partial: bool = False,
 ) -> tuple[int, str]:
-    """One parent run, printed in ``output_format``: its exit status and run id. An
-    ``inbox`` (stream-json input) may interrupt it."""
+    """One parent run, printed in ``output_format`` (with ``partial``, every streamed
+    event too): its exit status and run id. An ``inbox`` (stream-json input) may
+    interrupt it."""
     from isoagent.parent.parent_agent import parent_tools
     from isoagent.parent.session import Session
 
@@ -243,6 +250,7 @@ def run_prompt(
         output_format,
         tools=parent_tools(settings).tools,
         permission_mode=settings.permission_mode,
+        partial=partial,
     )
     run_id = ""
 
@@ -251,6 +259,7 @@ def run_prompt(
         async with Session.open(settings, sinks=output.sinks()) as session:
             run_id = session.run.run_id
             end_when_reader_goes(session, output.lines)
+            output.hear(session.gateway)
             if inbox is not None:
                 inbox.interrupt = session.interrupt
                 if settings.permission_prompt_tool:
@@ -261,7 +270,9 @@ def run_prompt(
     return run_session_body(main), run_id
 
 
-def _serve_stream(settings: Settings, output_format: str, unsupported: str = "") -> int:
+def _serve_stream(
+    settings: Settings, output_format: str, unsupported: str = "", partial: bool = False
+) -> int:
     """The SDK's side of the conversation: answer control requests, run each user message
     (the second and later continue the conversation); the last run's status.
     ``unsupported``: a flag isoagent refuses, the answer to ``initialize``."""
@@ -278,7 +289,7 @@ def _serve_stream(settings: Settings, output_format: str, unsupported: str = "")
             inbox.running.set()
             interrupts = inbox.interrupts
             try:
-                code, run_id = run_prompt(settings, text, output_format, inbox)
+                code, run_id = run_prompt(settings, text, output_format, inbox, partial=partial)
             finally:
                 inbox.running.clear()
                 inbox.interrupt = None

@@ -18,7 +18,9 @@ from isoagent.parent.settings import Settings
 @click.argument("prompt")
 @settings_options
 @output_options
-def run(prompt: str, output_format: str, settings: Settings) -> None:
+def run(
+    prompt: str, output_format: str, include_partial_messages: bool, settings: Settings
+) -> None:
     """Run the parent agent on PROMPT ('-' reads it from stdin); the answer goes to stdout.
 
     Text piped to stdin is attached to PROMPT between <stdin> and </stdin> lines.
@@ -29,7 +31,7 @@ def run(prompt: str, output_format: str, settings: Settings) -> None:
     from isoagent.parent.session import Session
 
     prompt = task_prompt(prompt)
-    output = Output(output_format)
+    output = Output(output_format, partial=include_partial_messages)
     progress = ProgressDisplay(verbose=settings.verbose)
     sinks: list[Sink] = [*output.sinks(), progress]
 
@@ -37,6 +39,7 @@ def run(prompt: str, output_format: str, settings: Settings) -> None:
         async with Session.open(settings, sinks=sinks) as session:
             session.waits.say = progress.note  # above the live lines
             end_when_reader_goes(session, output.lines)
+            output.hear(session.gateway)
             result = await session.run_parent(prompt)
             return output.finish(session.finish(result))
 

@@ -30,7 +30,13 @@ Examples:
 )  # fmt: skip
 @settings_options
 @output_options
-def task(prompt: str, agent_name: str, output_format: str, settings: Settings) -> None:
+def task(
+    prompt: str,
+    agent_name: str,
+    output_format: str,
+    include_partial_messages: bool,
+    settings: Settings,
+) -> None:
     """Run one subagent on PROMPT in its own process and print its summary.
 
     PROMPT '-' reads the prompt from stdin. Otherwise text piped to stdin is attached
@@ -41,7 +47,9 @@ def task(prompt: str, agent_name: str, output_format: str, settings: Settings) -
 
     text = task_prompt(prompt)
     agent = pick_agent(settings.agents, agent_name)
-    output = Output(output_format, main_child=True, tools=agent.tools)
+    output = Output(
+        output_format, main_child=True, tools=agent.tools, partial=include_partial_messages
+    )
     request = ChildRequest(describe(text), text, agent)
     progress = ProgressDisplay(verbose=settings.verbose)
     sinks: list[Sink] = [*output.sinks(), progress]
@@ -50,6 +58,7 @@ def task(prompt: str, agent_name: str, output_format: str, settings: Settings) -
         async with Session.open(settings, sinks=sinks) as session:
             session.waits.say = progress.note  # above the live lines
             end_when_reader_goes(session, output.lines)
+            output.hear(session.gateway)
             finished = await session.supervisor.run(request)
             return output.finish(session.finish(finished.result))
 

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 from isoagent.parent.events import MessageAdded, Sink
 from isoagent.protocol import ModelCall, ModelReply
+
+# the child whose conversation the task's model call belongs to ("": the parent's), for
+# the gateway to say whose a streamed event is
+calling_for: ContextVar[str] = ContextVar("calling_for", default="")
 
 
 class ConversationRecorder:
@@ -17,6 +23,7 @@ class ConversationRecorder:
         self._seen = seen
 
     def before(self, call: ModelCall) -> None:
+        calling_for.set(self.child)
         for message in call.messages[self._seen :]:
             self.sink(MessageAdded(message.role, message.content, call.turn, self.child))
         self._seen = len(call.messages)

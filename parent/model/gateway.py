@@ -9,9 +9,13 @@ for the reply.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
+from collections.abc import Callable
 from typing import Protocol
 
+from isoagent.parent.model.conversation import calling_for
+from isoagent.parent.model.stream import listener
 from isoagent.protocol import ModelCall, ModelError, ModelReply, Usage
 
 
@@ -33,6 +37,9 @@ class Gateway:
         self.retries = 0  # refused or failed attempts retried, over every call
         self.rejected: ModelError | None = None  # the key was refused (401): it stays refused
         self._slots = asyncio.Semaphore(max_concurrent)
+        # hears every event of every streamed call, with the child whose call it is ("":
+        # the parent's): ``--include-partial-messages``
+        self.on_event: Callable[[str, bytes], None] | None = None
 
     async def call(self, call: ModelCall) -> ModelReply:
         """One model turn. The budget is checked when the call gets its slot, so calls
@@ -45,6 +52,8 @@ class Gateway:
                 budget = f"the run's token budget ({self.max_tokens_total}) is used up"
                 return ModelReply(turn=call.turn, error=ModelError("budget", budget))
             started = time.monotonic()
+            if self.on_event is not None:
+                listener.set(functools.partial(self.on_event, calling_for.get()))
             reply = await self.source.complete(call)
             self.api_seconds += time.monotonic() - started
         error = reply.error

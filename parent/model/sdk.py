@@ -21,7 +21,14 @@ from typing import Any
 
 import msgspec
 
-from isoagent.parent.model.stream import BLOCK_TYPES, Assembly, EventSplitter, SentUsage, decode
+from isoagent.parent.model.stream import (
+    BLOCK_TYPES,
+    Assembly,
+    EventSplitter,
+    SentUsage,
+    decode,
+    listener,
+)
 from isoagent.protocol import CallOptions, ModelCall, ModelError, ModelReply
 
 KEY_VARIABLES = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
@@ -258,8 +265,11 @@ _message_decoder = msgspec.json.Decoder(_Message)
 async def _read(response: Any, assembly: Assembly) -> ModelReply:
     """The streamed message, once whole; an error if it broke off or ended before that."""
     splitter = EventSplitter()
+    hear = listener.get()
     async for chunk in response.aiter_bytes():
         for data in splitter.feed(chunk):
+            if hear is not None:
+                hear(data.strip())
             assembly.add(decode(data))
             if assembly.error is not None:
                 return ModelReply(assembly.turn, error=assembly.error)

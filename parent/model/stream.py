@@ -15,6 +15,8 @@ kind the gateway retries: nothing of the cut half is kept.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import msgspec
@@ -32,6 +34,11 @@ from isoagent.protocol import (
     WebSearchResultBlock,
 )
 from isoagent.protocol.frames import ModelErrorKind
+
+# Who hears each event of the model call under way (its JSON, as the API sent it), for
+# ``--include-partial-messages``: the gateway sets it for the call's task. None, the default,
+# costs the stream nothing.
+listener: ContextVar[Callable[[bytes], None] | None] = ContextVar("listener", default=None)
 
 
 class SentUsage(msgspec.Struct):

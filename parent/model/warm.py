@@ -35,6 +35,7 @@ import msgspec
 
 from isoagent.parent.model.gateway import ModelSource
 from isoagent.parent.model.limiter import Waiting
+from isoagent.parent.model.stream import listener as event_listener
 from isoagent.protocol import (
     FrameError,
     ModelCall,
@@ -52,20 +53,30 @@ IDLE_VARIABLE = "ISOAGENT_WARM_GATEWAY_IDLE"  # seconds; tests make it short
 IDLE_SECONDS = 300.0
 START_SECONDS = 30.0  # how long a starting gateway may take to import the SDK and listen
 FRAME_SECONDS = 10.0  # how long a connection may take to send its call: probes send none
-WIRE_VERSION = 3  # of the frames below (3: ModelCall.options): another version, another address
+# of the frames below (3: ModelCall.options; 4: streamed events): another version, another address
+WIRE_VERSION = 4
 
 
 class WarmCall(msgspec.Struct, tag=True):
-    """An invocation's model call, and how long the gateway may retry it."""
+    """An invocation's model call, and how long the gateway may retry it; ``partial``: send
+    each of its streamed events too (``--include-partial-messages``)."""
 
     call: ModelCall
     deadline: float
+    partial: bool = False
+
+
+class StreamedEvent(msgspec.Struct, tag=True):
+    """One event of the call's streamed answer, its JSON as the API sent it."""
+
+    data: bytes
 
 
 # the gateway answers a WarmCall with a Waiting for each change of what the call waits on
-# (the invocation says it on its stderr: the gateway has none), then the ModelReply
+# (the invocation says it on its stderr: the gateway has none), the streamed events if they
+# were asked for, then the ModelReply
 _calls = msgspec.msgpack.Decoder(WarmCall)
-_answers_decoder = msgspec.msgpack.Decoder(ModelReply | Waiting)
+_answers_decoder = msgspec.msgpack.Decoder(ModelReply | Waiting | StreamedEvent)
 
 
 def enabled(environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
@@ -150,19 +161,23 @@ class WarmSource:
 
     async def _ask(self, call: ModelCall) -> ModelReply:
         reader, writer = await self._connect()
+        hear = event_listener.get()
         try:
             if not _same_user(writer.get_extra_info("socket")):
                 raise OSError("its address is held by another user's process")
-            writer.write(encode_frame(WarmCall(call, self.deadline)))
+            writer.write(encode_frame(WarmCall(call, self.deadline, hear is not None)))
             await writer.drain()
-            while isinstance(reply := await _read_frame(reader, _answers_decoder), Waiting):
-                if self.on_wait is not None:
-                    self.on_wait(reply)
+            while True:
+                answer = await _read_frame(reader, _answers_decoder)
+                if isinstance(answer, ModelReply):
+                    return answer
+                if isinstance(answer, StreamedEvent):
+                    if hear is not None:
+                        hear(answer.data)
+                elif isinstance(answer, Waiting) and self.on_wait is not None:
+                    self.on_wait(answer)
         finally:
             writer.close()
-        if not isinstance(reply, ModelReply):
-            raise ValueError(f"it answered a {type(reply).__name__}")
-        return reply
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """Connect; a gateway that has gone idle since is started again and waited for."""
@@ -282,9 +297,11 @@ async def serve(where: str, idle: float = IDLE_SECONDS) -> None:
             calls += 1
             try:
 
-                def tell(waiting: Waiting) -> None:
-                    writer.write(encode_frame(waiting))
+                def tell(frame: Waiting | StreamedEvent) -> None:
+                    writer.write(encode_frame(frame))
 
+                if asked.partial:  # the call's task hears its events: they go back too
+                    event_listener.set(lambda data: tell(StreamedEvent(data)))
                 work = asyncio.ensure_future(
                     source.complete(asked.call, deadline=asked.deadline, on_wait=tell)
                 )
