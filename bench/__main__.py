@@ -48,6 +48,7 @@ class Sizes:
     cpu_repeats: int
     idle: int  # other processes running in the row's second line
     one_shot_runs: int
+    one_shot_warmup: bool  # a first round, not counted, that fills the page cache
     codec_repeats: int
     codec_seconds: float
     pipe_bytes: int
@@ -55,6 +56,7 @@ class Sizes:
     cli_runs: int
     import_runs: int
     remote_runs: int
+    remote_batch_tasks: int
     rate_limit_case: str
 
 
@@ -76,6 +78,7 @@ FULL = Sizes(
     cpu_repeats=5,
     idle=1000,
     one_shot_runs=5,
+    one_shot_warmup=True,
     codec_repeats=5,
     codec_seconds=0.3,
     pipe_bytes=50_000_000,
@@ -83,20 +86,22 @@ FULL = Sizes(
     cli_runs=10,
     import_runs=5,
     remote_runs=15,
+    remote_batch_tasks=64,
     rate_limit_case="batch-20rps",
 )
-QUICK = Sizes(
-    start_runs=2,
+QUICK = Sizes(  # each row once, as cheaply as it still runs every path
+    start_runs=1,
     naive_runs=1,
     memory_runs=1,
     delegation_rounds=1,
     latency=0.02,
-    batches=[BatchSize(4, 1, 1), BatchSize(4, 4, 1, target=1.15), BatchSize(4, 4, 1, plain=True)],
-    cpu_tasks=16,  # fewer: start-up's noise hides the difference
-    cpu_jobs=16,
+    batches=[BatchSize(4, 4, 1, target=1.15), BatchSize(4, 4, 1, plain=True)],
+    cpu_tasks=4,
+    cpu_jobs=4,
     cpu_repeats=1,
     idle=10,
     one_shot_runs=1,
+    one_shot_warmup=False,
     codec_repeats=1,
     codec_seconds=0.02,
     pipe_bytes=1_000_000,
@@ -104,6 +109,7 @@ QUICK = Sizes(
     cli_runs=1,
     import_runs=1,
     remote_runs=1,
+    remote_batch_tasks=4,
     rate_limit_case="batch-20rps-quick",
 )
 
@@ -118,14 +124,18 @@ def measure(sizes: Sizes, rows: list[str]) -> tuple[list[Line], list[str]]:
         "task-cpu": lambda: references.task_cpu(
             sizes.cpu_tasks, sizes.cpu_jobs, sizes.cpu_repeats, sizes.idle
         ),
-        "one-shot": lambda: references.one_shot(sizes.one_shot_runs, skipped),
+        "one-shot": lambda: references.one_shot(
+            sizes.one_shot_runs, sizes.one_shot_warmup, skipped
+        ),
         "memory": lambda: spawn.memory(sizes.memory_runs),
         "protocol": lambda: (
             wire.codec(30, sizes.codec_repeats, sizes.codec_seconds)
             + wire.pipe(sizes.pipe_bytes, sizes.pipe_repeats)
         ),
         "cli-start": lambda: cli_start.cli_start(sizes.cli_runs, skipped),
-        "remote-start": lambda: remote_start.remote_start(sizes.remote_runs, skipped),
+        "remote-start": lambda: remote_start.remote_start(
+            sizes.remote_runs, sizes.remote_batch_tasks, skipped
+        ),
     }
     lines: list[Line] = []
     for row in rows:

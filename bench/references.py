@@ -211,7 +211,7 @@ def warm_gateway(env: dict[str, str]) -> Iterator[None]:
         gateway.wait()
 
 
-def one_shot(runs: int, skipped: list[str]) -> list[Line]:
+def one_shot(runs: int, warmup: bool, skipped: list[str]) -> list[Line]:
     """``isoagent task`` end to end, with a warm gateway and without, against ``claude -p``
     and v0: wall and CPU, interleaved, against one server."""
     claude, why = claude_cli()
@@ -233,7 +233,7 @@ def one_shot(runs: int, skipped: list[str]) -> list[Line]:
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         }
         with warm_gateway(warm_env):
-            for i in range(runs + 1):  # the first round warms the page cache: not counted
+            for i in range(1 - warmup, runs + 1):  # round 0 warms the page cache: not counted
                 round = {
                     "warm": timed(task, warm_env, work, "done"),
                     "cold": timed(task, cold_env, work, "done"),

@@ -134,7 +134,7 @@ def _batches(server: sshd.Sshd, latency: float, tasks: int, repeats: int) -> lis
     ]
 
 
-def remote_start(runs: int, skipped: list[str]) -> list[Line]:
+def remote_start(runs: int, batch_tasks: int, skipped: list[str]) -> list[Line]:
     why = sshd.unavailable()
     if why:
         skipped.append(f"remote start: {why}")
@@ -145,7 +145,7 @@ def remote_start(runs: int, skipped: list[str]) -> list[Line]:
         server.start()
         started = time.perf_counter()
         samples = asyncio.run(_samples(server, runs))
-        batches = _batches(server, 0.25, 64, max(1, runs // 5))
+        batches = _batches(server, 0.25, batch_tasks, max(1, runs // 5))
         print(f"bench: remote start took {time.perf_counter() - started:.0f} s", file=sys.stderr)
     finally:
         server.stop()
