@@ -120,11 +120,11 @@ CASES = {
         lambda: RateLimited(_answer(0.0), requests_per_second=1),
     ),
     "overload": Case(
-        "100 tasks, -j 32, every request 529 for 30 s, then every 4th",
+        "100 tasks, -j 32, every request 529 for 30 s, then every 4th, and 5 streams cut",
         100,
         32,
         30.0,
-        lambda: Overloaded(_answer(0.0), for_seconds=30, then_every=4),
+        lambda: Overloaded(_answer(0.0), for_seconds=30, then_every=4, cut=5),
     ),
     "tasks-4rps": Case(
         "48 `isoagent task` commands, 16 at a time, 4 requests/s (warm gateway)",

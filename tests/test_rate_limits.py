@@ -85,12 +85,15 @@ def test_input_tokens_are_paced_from_each_request_s_size(
 def test_an_overload_that_passes_loses_no_call(
     api_server: MessagesServer, source: RetryingSource
 ) -> None:
-    """4 s of 529s, then every third: longer than the SDK's own three retries waited."""
-    overloaded = Overloaded(lambda req: text_reply("ok"), for_seconds=4.0, then_every=3)
+    """4 s of 529s, then every third and 3 answers cut mid-stream: longer than the SDK's own
+    three retries waited."""
+    overloaded = Overloaded(lambda req: text_reply("ok"), for_seconds=4.0, then_every=3, cut=3)
     api_server.handler = overloaded
     replies = _all(source, [_call(n) for n in range(12)])
     assert [r.error for r in replies] == [None] * 12
-    assert sum(r.retries for r in replies) == overloaded.overloaded >= 1
+    assert [r.content for r in replies] == [[TextBlock("ok")]] * 12
+    assert sum(r.retries for r in replies) == overloaded.overloaded + 3
+    assert overloaded.overloaded >= 1 and overloaded.cut == 0
 
 
 def test_a_batch_says_an_overload_once_and_each_line_counts_its_task_s_retries(

@@ -39,7 +39,7 @@ _WHAT = {
     "rate_limit": "rate limited",
     "overloaded": "API overloaded",
     "server": "API server error",
-    "connection": "API unreachable",
+    "connection": "API connection lost",  # not made, or cut while the answer streamed
 }
 
 

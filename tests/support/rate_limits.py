@@ -10,7 +10,8 @@ seconds, as the API sends it. ``refused`` counts the 429s.
 
 ``Overloaded(handler, for_seconds=30, then_every=4)`` answers every request ``529
 overloaded_error`` for the first ``for_seconds`` after its first request, then every
-``then_every``-th one.
+``then_every``-th one; of the answers it lets through after that, the first ``cut`` are
+streams cut mid-way (the connection closed after 3 events).
 """
 
 from __future__ import annotations
@@ -106,10 +107,13 @@ class RateLimited:
 
 
 class Overloaded:
-    def __init__(self, handler: Handler, *, for_seconds: float, then_every: int = 0) -> None:
+    def __init__(
+        self, handler: Handler, *, for_seconds: float, then_every: int = 0, cut: int = 0
+    ) -> None:
         self.handler = handler
         self.for_seconds = for_seconds
         self.then_every = then_every
+        self.cut = cut  # answers still to be cut
         self.overloaded = 0  # 529s answered
         self._lock = threading.Lock()
         self._started = 0.0
@@ -124,8 +128,15 @@ class Overloaded:
                 self._after += 1
                 refuse = self._after % self.then_every == 0
             self.overloaded += refuse
+            cut = not refuse and self.cut > 0
+            self.cut -= cut
         if refuse:  # with no retry-after, as the API's 529s come
             overloaded = error_reply(529, "overloaded_error", "Overloaded")
             overloaded.headers.clear()
             return overloaded
-        return self.handler(request)
+        replies = self.handler(request)
+        if not cut:
+            return replies
+        if isinstance(replies, Reply):
+            return replace(replies, cut_after=3)
+        return [replace(r, cut_after=3) for r in replies]
