@@ -48,13 +48,13 @@ def _shared_api_server() -> Iterator[MessagesServer]:
 def api_server(_shared_api_server: MessagesServer) -> Iterator[MessagesServer]:
     """A started MessagesServer answering text_reply("ok"); set `.handler` to script it.
 
-    One server per worker, forgotten between tests. A test that got an error reply (or
-    stopped the server) ends the warm gateways it used, so no backoff or learned limit
-    reaches the next test."""
+    One server per worker, forgotten between tests. A test that got a reply clients retry
+    (429, 5xx) or stopped the server ends the warm gateways it used, so no backoff or
+    learned limit reaches the next test."""
     server = _shared_api_server
     server.reset(lambda _req: text_reply("ok"))
     yield server
-    if server.failed_replies or server.handler_errors or not server.running:
+    if server.retried_replies or not server.running:
         _gateways.end_all()
     server.start()  # again, on another port, after a test that stopped it
 

@@ -460,7 +460,7 @@ class MessagesServer:
         self._thread: threading.Thread | None = None
         self.requests: list[Request] = []
         self.handler_errors: list[BaseException] = []
-        self.failed_replies = 0  # replies with a status of 400 or more
+        self.retried_replies = 0  # replies a client retries (429, 5xx, ...): they leave backoff
         self.base_url = ""
 
     @property
@@ -483,7 +483,7 @@ class MessagesServer:
             self._events.clear()
             self.requests = []
             self.handler_errors = []
-            self.failed_replies = 0
+            self.retried_replies = 0
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -612,7 +612,7 @@ class MessagesServer:
         finally:
             with self._lock:
                 self._events.append((-1, request))
-                self.failed_replies += status >= 400
+                self.retried_replies += status in _RETRIED_STATUSES or status >= 500
 
     def _render(self, request: Request) -> tuple[int, bytes, str, dict[str, str], int | None]:
         try:
