@@ -7,7 +7,9 @@ It is ``isoagent run`` with Claude Code's names for things: ``--system-prompt``,
 ``--input-format stream-json``, the control protocol the claude-agent-sdk speaks over
 stdin (an ``initialize`` request answered first, then the prompt as a user message;
 each further user message continues the conversation). Nothing goes to stderr but
-warnings and errors, as with ``claude -p``.
+warnings and errors, as with ``claude -p``. The SDK's other flags: ``sdk_options.py``
+(those that are ``Options`` fields, and those refused by name), ``settings_flag.py``
+(``--settings``), ``parent/plugins.py`` (``--plugin-dir``).
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ PERMISSION_MODES = ["default", "acceptEdits", "plan", "bypassPermissions", "dont
     help="plan: nothing writes (read-only children, no bash in the parent).",
 )
 @click.option("--continue", "-c", "continue_", is_flag=True, help="Continue the latest run.")
-@click.option("--resume", "-r", "resume", help="Continue the run with this session id (run id).")
+@click.option("--resume", "-r", "resume", help="Continue this session (a session id or a run id).")
 @click.option(
     "--settings",
     "settings_value",
