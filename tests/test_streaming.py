@@ -19,7 +19,7 @@ from claude_agent_sdk._internal.message_parser import parse_message
 
 from isoagent.parent.model.retry import RetryingSource
 from isoagent.parent.model.sdk import AnthropicSource
-from isoagent.parent.model.stream import Assembly, EventSplitter, decode
+from isoagent.parent.model.stream import Assembly, EventSplitter, decode, listener
 from isoagent.protocol import Message, ModelCall, ModelReply, TextBlock, ToolUseBlock
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
@@ -102,6 +102,32 @@ def test_a_task_whose_first_two_streams_are_cut_prints_its_whole_answer_once(
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ANSWER.strip()
     assert len(api_server.requests) == 3
+
+
+def test_only_events_that_are_json_are_heard_and_each_on_one_line(
+    api_server: MessagesServer, source: RetryingSource
+) -> None:
+    """A stream_event line embeds the event's JSON as sent: garbage would break the reader's
+    stream, and an event sent over two ``data:`` lines would break its lines."""
+    start = b'data: {"type":"message_start","message":{"usage":{"input_tokens":1}}}\n\n'
+    split = b'data: {"type":"ping",\ndata: "extra":1}\n\n'
+    api_server.handler = lambda req: Reply(sse=start + split + b'data: {"type":"ping"}}x\n\n')
+    heard: list[bytes] = []
+
+    async def go() -> ModelReply:
+        listener.set(heard.append)
+        try:
+            return await source.source.complete(CALL)
+        finally:
+            await source.aclose()
+
+    reply = asyncio.run(go())
+    assert reply.error is not None and reply.error.kind == "api"
+    assert [json.loads(line) for line in heard] == [
+        {"type": "message_start", "message": {"usage": {"input_tokens": 1}}},
+        {"type": "ping", "extra": 1},
+    ]
+    assert not [line for line in heard if b"\n" in line]
 
 
 def test_events_of_kinds_added_since_are_skipped_and_line_ends_may_be_crlf() -> None:

@@ -28,6 +28,7 @@ from isoagent.parent.model.stream import (
     SentUsage,
     decode,
     listener,
+    one_line,
 )
 from isoagent.protocol import CallOptions, ModelCall, ModelError, ModelReply
 
@@ -268,9 +269,10 @@ async def _read(response: Any, assembly: Assembly) -> ModelReply:
     hear = listener.get()
     async for chunk in response.aiter_bytes():
         for data in splitter.feed(chunk):
+            event = decode(data)  # what is not JSON raises here: none of it is heard
             if hear is not None:
-                hear(data.strip())
-            assembly.add(decode(data))
+                hear(one_line(data))
+            assembly.add(event)
             if assembly.error is not None:
                 return ModelReply(assembly.turn, error=assembly.error)
     if not assembly.whole:

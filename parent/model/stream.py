@@ -223,6 +223,12 @@ class EventSplitter:
         return found
 
 
+def one_line(data: bytes) -> bytes:
+    """An event's JSON, decoded already, on one line: data sent over several ``data:`` lines is
+    joined by newlines, which JSON allows between its tokens but a JSON-lines reader does not."""
+    return data.replace(b"\n", b" ").strip()
+
+
 def _data(event: bytes) -> bytes:
     """An event's ``data:`` lines joined, as the SSE specification says ("": none)."""
     lines = [line for line in event.split(b"\n") if line.startswith(b"data:")]

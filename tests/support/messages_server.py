@@ -17,7 +17,7 @@ Replacing ``server.handler`` resets those per-key counters.
 A request with ``"stream": true`` is answered with the API's SSE events; a Reply's
 ``cut_after=N`` closes the connection after N of them, ``fail_after=N`` sends an ``error``
 event (overloaded_error) after N and ends the stream, and ``streams=False`` answers one
-JSON message anyway, as some proxies do.
+JSON message anyway, as some proxies do; ``sse=b"..."`` sends that event stream as it is.
 
 429/408/409/5xx error replies carry ``retry-after-ms: 1`` (the anthropic SDK reads
 ``retry-after-ms`` first and ignores a zero ``retry-after``), so SDK retries are
@@ -181,6 +181,7 @@ class Reply:
     cut_after: int | None = None
     fail_after: int | None = None
     streams: bool = True  # False: a whole JSON message even when asked to stream
+    sse: bytes = b""  # an event stream sent as it is, in place of the message's events
 
     @property
     def is_error(self) -> bool:
@@ -628,6 +629,8 @@ class MessagesServer:
             body = _error_body(reply.error_type, reply.error_message)
             return reply.status, body, "application/json", dict(reply.headers), None
         message = self._message(request, reply)
+        if request.stream and reply.sse:
+            return reply.status, reply.sse, "text/event-stream", dict(reply.headers), None
         if request.stream and reply.streams:
             headers = {"cache-control": "no-cache", **reply.headers}
             body, sent = _sse_body(message, reply)
