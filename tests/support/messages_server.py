@@ -461,7 +461,7 @@ class MessagesServer:
         self._thread: threading.Thread | None = None
         self.requests: list[Request] = []
         self.handler_errors: list[BaseException] = []
-        self.retried_replies = 0  # replies a client retries (429, 5xx, ...): they leave backoff
+        self.retried_replies = 0  # replies a client retries (429, 5xx, cut streams): backoff
         self.base_url = ""
 
     @property
@@ -634,6 +634,9 @@ class MessagesServer:
         if request.stream and reply.streams:
             headers = {"cache-control": "no-cache", **reply.headers}
             body, sent = _sse_body(message, reply)
+            if reply.cut_after is not None or reply.fail_after is not None:
+                with self._lock:  # a broken stream is retried like a 5xx
+                    self.retried_replies += 1
             return reply.status, body, "text/event-stream", headers, sent
         body = json.dumps(message, ensure_ascii=False).encode()
         return reply.status, body, "application/json", dict(reply.headers), None
