@@ -127,13 +127,14 @@ def run_session(runs_dir: Path, run_id: str) -> str:
 def parent_tools(settings: Settings) -> AgentSpec:
     """The parent's tools (names, and its bash rules). With ``allowed_tools`` (Claude
     Code's ``--allowedTools``: what may run without asking, where nobody can be asked) the
-    parent keeps the read-only tools and gets what the rules name; ``disallowed_tools`` and
+    parent keeps the read-only tools and gets what the rules name (and the edits under
+    ``acceptEdits``; ``bypassPermissions`` asks for nothing); ``disallowed_tools`` and
     plan mode take away. Plan mode also takes bash: the parent's commands are unsandboxed.
     ``tools`` (``--tools``) is the set all this chooses from (``task`` only if it names it)."""
-    allowed = [rule for rule in settings.allowed_tools if rule not in _TASK_NAMES]
     asks = bool(settings.permission_prompt_tool)  # then the rules say what needs no asking
+    unasked = _unasked(settings.allowed_tools, settings.permission_mode)
     fields: dict[str, object] = {
-        "tools": [*_NEVER_ASKS, *allowed] if settings.allowed_tools and not asks else None,
+        "tools": None if asks else unasked,
         "disallowedTools": [r for r in settings.disallowed_tools if r not in _TASK_NAMES],
         "permissionMode": settings.permission_mode,
     }
@@ -160,9 +161,12 @@ def restrict_agents(
     ``--allowedTools`` (as in Claude Code, whose subagents have the session's permissions:
     with nobody to ask, a child keeps the read-only tools and what the rules name); raises
     agent_files.InvalidAgent for a tool name isoagent does not know."""
-    if not disallowed and permission_mode != PLAN_MODE and not allowed:
+    unasked = _unasked(allowed, permission_mode)
+    if not disallowed and permission_mode != PLAN_MODE and unasked is None:
         return agents
-    session = allowed_spec(allowed) if allowed else None
+    session = None
+    if unasked is not None:
+        session, _ = build_spec("", "", "", {"tools": unasked}, source="")
     restricted = {}
     for name, spec in agents.items():
         fields = {
@@ -187,6 +191,16 @@ def restrict_agents(
             bash_deny=[*spec.bash_deny, *narrowed.bash_deny],
         )
     return restricted
+
+
+def _unasked(allowed: Sequence[str], permission_mode: str) -> list[str] | None:
+    """The tool rules that run without asking, where nobody can be asked: the read-only
+    tools, what ``--allowedTools`` names, the edits under ``acceptEdits``; None: every tool
+    (no ``--allowedTools``, or ``bypassPermissions``)."""
+    if not allowed or permission_mode == "bypassPermissions":
+        return None
+    edits = ["Write", "Edit"] if permission_mode == "acceptEdits" else []
+    return [*_NEVER_ASKS, *(rule for rule in allowed if rule not in _TASK_NAMES), *edits]
 
 
 def allowed_spec(allowed: Sequence[str]) -> AgentSpec:

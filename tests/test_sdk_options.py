@@ -102,7 +102,7 @@ def test_tools_sets_the_parents_base_tools(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
     """The SDK's ``tools``: the set the parent has (``task`` only if named), ``[]`` none;
-    ``allowed_tools`` chooses among them."""
+    ``allowed_tools`` chooses among them, as the permission mode says."""
     api_server.handler = lambda req: text_reply(",".join(req.tool_names) or "none")
     cases = [
         ({"tools": ["Bash", "Read"]}, "bash,read_file"),
@@ -111,6 +111,11 @@ def test_tools_sets_the_parents_base_tools(
         ({"tools": {"type": "preset", "preset": "claude_code"}}, "bash,read_file,write_file,"
          "edit_file,glob,grep,task"),
         ({"tools": ["Read", "Write", "Bash"], "allowed_tools": ["Write"]}, "read_file,write_file"),
+        # nobody to ask: acceptEdits adds the edits, bypassPermissions asks for nothing
+        ({"allowed_tools": ["Bash(git:*)"], "permission_mode": "acceptEdits"},
+         "read_file,glob,grep,bash,write_file,edit_file,task"),
+        ({"allowed_tools": ["Read"], "permission_mode": "bypassPermissions"},
+         "bash,read_file,write_file,edit_file,glob,grep,task"),
     ]  # fmt: skip
     for options, tools in cases:
         lines = run_sdk_args(api_server, tmp_path, workspace, "hi", **options)
