@@ -34,6 +34,7 @@ CLAUDE_NAMES = {
     "web_search": "WebSearch",
 }
 _EDITS = frozenset({"write_file", "edit_file"})
+DENIED = "Permission to use "  # how a refused call's result begins
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ class AskingTool(Tool[Any]):
         decision = self.ask(CLAUDE_NAMES[self.name], args, self.ctx.cancelled)
         if not decision.allow:
             why = decision.message or "the permission prompt refused it"
-            return ToolOutput(f"Permission to use {CLAUDE_NAMES[self.name]} denied: {why}", True)
+            return ToolOutput(f"{DENIED}{CLAUDE_NAMES[self.name]} denied: {why}", True)
         return self.tool.run(decision.input)
 
 

@@ -479,6 +479,8 @@ def test_can_use_tool_is_asked_about_the_parents_calls(
     assert write == "Permission to use Write denied: no writing today"
     assert not (workspace / "made.txt").exists()
     assert "write_file" in messages[0].data["tools"]  # someone can be asked: every tool
+    [denial] = messages[-1].permission_denials  # as Claude Code reports it
+    assert (denial["tool_name"], denial["tool_input"]) == ("Write", calls[2][1])
 
     env = cli_env(api_server, HOME=str(tmp_path))
     for args, error in (

@@ -30,6 +30,7 @@ from isoagent.parent.events import (
     RunStarted,
 )
 from isoagent.parent.model.prices import cost_usd
+from isoagent.parent.permission_prompt import CLAUDE_NAMES, DENIED
 from isoagent.protocol import Result, ThinkingBlock, ToolUseBlock, Usage
 
 Message = dict[str, Any]
@@ -72,7 +73,7 @@ class ClaudeFormat:
         self.session_id = ""
         self.model = ""
         self._pending_tasks: list[ToolUseBlock] = []  # the parent's task calls not yet started
-        self._bash_calls: dict[str, ToolUseBlock] = {}
+        self._calls: dict[str, ToolUseBlock] = {}  # tool calls by id, for permission_denials
         self._denials: list[dict[str, Any]] = []  # commands their Bash(...) rules refused
         self._children: dict[str, _Child] = {}
         self._usage_by_model: dict[str, Usage] = {}
@@ -179,9 +180,7 @@ class ClaudeFormat:
         model = model or self.model
         usage = event.usage or Usage()
         self._count(event.child, model, usage)
-        self._bash_calls.update(
-            (b.id, b) for b in event.content if isinstance(b, ToolUseBlock) and b.name == "bash"
-        )
+        self._calls.update((b.id, b) for b in event.content if isinstance(b, ToolUseBlock))
         if not event.child:
             self._pending_tasks += [
                 b for b in event.content if isinstance(b, ToolUseBlock) and b.name == TASK_TOOL
@@ -309,12 +308,18 @@ class ClaudeFormat:
         return self._children[child].tool_use_id if child in self._children else None
 
     def _note_denials(self, content: list[Any]) -> None:
-        """Claude Code's ``permission_denials``: the bash calls whose rules refused them."""
+        """Claude Code's ``permission_denials``: the bash calls whose rules refused them,
+        and the calls the SDK's ``can_use_tool`` refused."""
         for block in content:
-            call = self._bash_calls.get(getattr(block, "tool_use_id", ""))
-            if call is not None and block.is_error and block.content.startswith(REFUSED):
+            call = self._calls.get(getattr(block, "tool_use_id", ""))
+            if call is None or not block.is_error or not isinstance(block.content, str):
+                continue
+            if block.content.startswith(DENIED) or (
+                call.name == "bash" and block.content.startswith(REFUSED)
+            ):
+                name = CLAUDE_NAMES.get(call.name, call.name)
                 self._denials.append(
-                    {"tool_name": "Bash", "tool_use_id": call.id, "tool_input": call.input}
+                    {"tool_name": name, "tool_use_id": call.id, "tool_input": call.input}
                 )
 
     def _count(self, child: str, model: str, usage: Usage) -> None:
