@@ -205,6 +205,14 @@ def test_partial_messages_are_stream_events_with_each_child_s_task_call(
     assert {e.session_id for e in events} == {session}
 
 
+def test_print_mode_prints_partial_messages_too(api_server: MessagesServer, tmp_path: Path) -> None:
+    api_server.handler = lambda req: text_reply(ANSWER)
+    args = ["-p", "--output-format", "stream-json", "--include-partial-messages", "go"]
+    done = run_cli(args, cli_env(api_server), cwd=tmp_path, input="")
+    assert done.returncode == 0, done.stderr
+    assert _text([m for m in _messages(done.stdout) if isinstance(m, StreamEvent)]) == ANSWER
+
+
 def test_without_the_flag_no_stream_event_is_printed(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
