@@ -33,6 +33,7 @@ from tests.support.messages_server import (
     tool_reply,
     tools_reply,
 )
+from tests.test_print_mode import needs_claude, run_both
 
 ISOAGENT_SCRIPT = Path(sys.executable).with_name("isoagent")
 
@@ -616,3 +617,35 @@ def test_set_model_between_messages_and_skills_refused(
 
     with pytest.raises(Exception, match="skills is not supported: isoagent has no skills"):
         asyncio.run(asyncio.wait_for(ask(), 60))
+
+
+@needs_claude
+def test_json_schema_and_budget_end_as_claude_codes_on_the_same_server(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """Side by side with Claude Code's own CLI: the same structured_output and result for
+    --json-schema, the same subtype, terminal_reason and turns when --max-budget-usd runs out."""
+
+    def answer(req: Request) -> Reply:
+        if "StructuredOutput" in req.tool_names and req.turn == 0:
+            return tool_reply("StructuredOutput", {"answer": 42})
+        if "StructuredOutput" not in req.tool_names:
+            bash = "Bash" if "Bash" in req.tool_names else "bash"
+            return tool_reply(bash, {"command": "echo step", "description": "step"})
+        return text_reply("done")
+
+    api_server.handler = answer
+    args = ["-p", "q", "--output-format", "json", "--model", "sonnet"]
+    claude, isoagent = (
+        json.loads(out)
+        for out in run_both([*args, "--json-schema", json.dumps(SCHEMA)], api_server, tmp_path)
+    )
+    for key in ("subtype", "is_error", "result", "structured_output", "num_turns"):
+        assert isoagent[key] == claude[key], key
+
+    budget = [*args, "--max-budget-usd", "0.0002", "--allowedTools", "Bash"]
+    claude, isoagent = (
+        json.loads(out) for out in run_both(budget, api_server, tmp_path / "budget", ok=False)
+    )
+    for key in ("subtype", "is_error", "terminal_reason", "num_turns"):
+        assert isoagent[key] == claude[key], key
