@@ -20,6 +20,7 @@ import pytest
 from claude_agent_sdk import ClaudeAgentOptions, ResultMessage
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
+import isoagent
 from isoagent.parent.cli.sdk_options import REFUSED
 from isoagent.parent.model.aliases import CURRENT_MODELS
 from tests.conftest import cli_env
@@ -649,3 +650,27 @@ def test_json_schema_and_budget_end_as_claude_codes_on_the_same_server(
     )
     for key in ("subtype", "is_error", "terminal_reason", "num_turns"):
         assert isoagent[key] == claude[key], key
+
+
+def test_the_python_api_takes_the_same_options(
+    api_server: MessagesServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, workspace: Path
+) -> None:
+    """``isoagent.run`` with the Options these flags become: the structured answer and the
+    session id come back; a resume goes on in the same session."""
+    for name, value in cli_env(api_server, HOME=str(tmp_path)).items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ISOAGENT_WARM_GATEWAY", "0")
+
+    def answer(req: Request) -> Reply:
+        if not req.tool_results:  # a prompt: answer it through the tool
+            return tool_reply("StructuredOutput", {"answer": len(req.messages)})
+        return text_reply("done")
+
+    api_server.handler = answer
+    options = isoagent.Options(workdir=workspace, json_schema=SCHEMA, session_id=SESSION)
+    first = isoagent.run("one", options=options)
+    assert (first.structured_output, first.result, first.session_id) == (
+        {"answer": 1}, '{"answer":1}', SESSION,
+    )  # fmt: skip
+    again = isoagent.run("two", options=options.replace(session_id=None, resume=SESSION))
+    assert again.session_id == SESSION and again.structured_output == {"answer": 5}

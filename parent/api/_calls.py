@@ -27,7 +27,7 @@ class Result:
     result: str
     status: Status
     usage: Usage
-    session_id: str  # the run id: ``resume=`` it to continue the conversation
+    session_id: str  # the run's session (its run id, or Options.session_id): ``resume=`` it
     transcript: Path  # the agent's conversation, one JSON event per line
     run_dir: Path
     error: str = ""
@@ -35,6 +35,7 @@ class Result:
     tool_calls: int = 0
     duration: float = 0.0
     children: list[ChildFinished] = field(default_factory=list)
+    structured_output: Any = None  # with Options.json_schema: the answer, as that JSON
 
     @property
     def is_error(self) -> bool:
@@ -96,7 +97,7 @@ async def run_one(prompt: str, agent_name: str | None, options: Options) -> Resu
         result=result.summary,
         status=result.status,
         usage=result.usage,
-        session_id=run_id,
+        session_id=settings.session_id or run_id,
         transcript=transcript,
         run_dir=run_dir,
         error=result.error,
@@ -104,4 +105,5 @@ async def run_one(prompt: str, agent_name: str | None, options: Options) -> Resu
         tool_calls=result.tool_calls,
         duration=result.duration,
         children=list(final.children),
+        structured_output=final.structured_output,
     )
