@@ -14,10 +14,11 @@ from isoagent.protocol import ModelCall, ModelError, ModelReply
 
 
 class CostBudget:
-    def __init__(self, source: ModelSource, max_usd: float) -> None:
+    def __init__(self, source: ModelSource, max_usd: float, spent: float = 0.0) -> None:
+        """``spent``: what earlier runs of the same session spent (the SDK's later messages)."""
         self.source = source
         self.max_usd = max_usd
-        self.spent = 0.0
+        self.spent = spent
 
     async def complete(self, call: ModelCall) -> ModelReply:
         if self.spent >= self.max_usd:

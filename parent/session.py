@@ -124,8 +124,10 @@ class Session:
         log = self.run.path / "run.jsonl"
         self.log = TranscriptWriter(log, self.run.opener(log))
         self.events.sinks.append(self._log_run_event)
+        self.cost_budget: CostBudget | None = None
         if settings.max_budget_usd:
-            source = CostBudget(source, settings.max_budget_usd)
+            self.cost_budget = CostBudget(source, settings.max_budget_usd, settings.budget_spent)
+            source = self.cost_budget
         self.gateway = Gateway(
             source,
             max_concurrent=max(settings.max_parallel, 1) + 1,

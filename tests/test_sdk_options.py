@@ -210,6 +210,33 @@ def test_max_budget_usd_ends_the_run_children_included(
     assert result["total_cost_usd"] == pytest.approx(0.00021)
 
 
+def test_the_budget_holds_for_a_clients_whole_session(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """As in Claude Code, ``max_budget_usd`` is the session's, not each message's: a
+    ClaudeSDKClient's later messages spend what the earlier ones left ($0.00007 a call)."""
+    api_server.handler = lambda req: text_reply("ok")
+    env = cli_env(api_server, HOME=str(tmp_path))
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT), cwd=str(workspace), env=env, model="sonnet",
+        max_budget_usd=0.0002,
+    )  # fmt: skip
+
+    async def talk() -> list[str]:
+        subtypes = []
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            for n in range(4):
+                await client.query(f"message {n}")
+                async for message in client.receive_response():
+                    if isinstance(message, ResultMessage):
+                        subtypes.append(message.subtype)
+        return subtypes
+
+    subtypes = asyncio.run(asyncio.wait_for(talk(), 90))
+    assert subtypes == ["success", "success", "success", "error_max_budget_usd"]
+    assert len(api_server.requests) == 3
+
+
 def test_fallback_model_answers_once_the_model_is_overloaded(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:

@@ -267,6 +267,8 @@ def run_prompt(
                 if settings.permission_prompt_tool:
                     session.ask = inbox.ask
             result = await session.run_parent(prompt)
+            if inbox is not None and session.cost_budget is not None:
+                inbox.spent = session.cost_budget.spent  # the session's next run goes on
             return output.finish(session.finish(result))
 
     return run_session_body(main), run_id
@@ -297,6 +299,7 @@ def _serve_stream(
                 inbox.interrupt = None
             if code > 128 and inbox.interrupts == interrupts:
                 return code  # a signal ended it (the SDK's disconnect): start nothing queued
+            settings = dataclasses.replace(settings, budget_spent=inbox.spent)
             if run_id and _can_continue(settings, run_id):
                 session = settings.session_id or run_id  # the next message goes on with it
                 settings = dataclasses.replace(settings, resume=run_id, session_id=session)
@@ -314,6 +317,7 @@ class _Inbox:
         self.running = threading.Event()
         self.interrupt: Callable[[], None] | None = None  # the running session's
         self.interrupts = 0  # interrupt requests so far
+        self.spent = 0.0  # US dollars the session's runs spent, under --max-budget-usd
         self._queue: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
         self._asked: dict[str, queue.Queue[dict[str, Any] | None]] = {}  # by request id
         self._ids = itertools.count(1)
