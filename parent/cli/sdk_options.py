@@ -114,7 +114,6 @@ REFUSED = {
     "--session-mirror": "isoagent keeps its sessions in its run folders",
 }
 _FLAGS = {"--session-mirror"}  # the rest take a value
-_MULTIPLE: set[str] = set()
 # flags that change nothing in isoagent, accepted as Claude Code accepts them
 ACCEPTED = {"--include-hook-events": "isoagent runs no hooks, so it has no hook events to show"}
 
@@ -124,8 +123,7 @@ def sdk_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
     ``unsupported``: the first refused flag given, as one line ("" when none)."""
     options = [
         click.option(
-            flag, f"refused_{flag[2:].replace('-', '_')}", hidden=True,
-            is_flag=flag in _FLAGS, multiple=flag in _MULTIPLE,
+            flag, f"refused_{flag[2:].replace('-', '_')}", hidden=True, is_flag=flag in _FLAGS
         )
         for flag in REFUSED
     ] + [
@@ -138,7 +136,7 @@ def sdk_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
         unsupported = ""
         for flag, why in REFUSED.items():
             value = kwargs.pop(f"refused_{flag[2:].replace('-', '_')}")
-            if value not in (None, False, ()) and not unsupported:
+            if value not in (None, False) and not unsupported:
                 unsupported = f"{flag} is not supported: {why}"
         for flag in ACCEPTED:
             kwargs.pop(f"accepted_{flag[2:].replace('-', '_')}")
