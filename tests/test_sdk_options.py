@@ -214,7 +214,8 @@ def test_the_budget_holds_for_a_clients_whole_session(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
     """As in Claude Code, ``max_budget_usd`` is the session's, not each message's: a
-    ClaudeSDKClient's later messages spend what the earlier ones left ($0.00007 a call)."""
+    ClaudeSDKClient's later messages spend what the earlier ones left ($0.00007 a call),
+    and each result's total_cost_usd is the session's so far."""
     api_server.handler = lambda req: text_reply("ok")
     env = cli_env(api_server, HOME=str(tmp_path))
     options = ClaudeAgentOptions(
@@ -222,19 +223,21 @@ def test_the_budget_holds_for_a_clients_whole_session(
         max_budget_usd=0.0002,
     )  # fmt: skip
 
-    async def talk() -> list[str]:
-        subtypes = []
+    async def talk() -> list[ResultMessage]:
+        results = []
         async with claude_agent_sdk.ClaudeSDKClient(options) as client:
             for n in range(4):
                 await client.query(f"message {n}")
                 async for message in client.receive_response():
                     if isinstance(message, ResultMessage):
-                        subtypes.append(message.subtype)
-        return subtypes
+                        results.append(message)
+        return results
 
-    subtypes = asyncio.run(asyncio.wait_for(talk(), 90))
-    assert subtypes == ["success", "success", "success", "error_max_budget_usd"]
+    results = asyncio.run(asyncio.wait_for(talk(), 90))
+    assert [r.subtype for r in results] == ["success"] * 3 + ["error_max_budget_usd"]
     assert len(api_server.requests) == 3
+    costs = [r.total_cost_usd for r in results]  # the session's so far, as Claude Code's
+    assert costs == pytest.approx([0.00007, 0.00014, 0.00021, 0.00021])
 
 
 def test_fallback_model_answers_once_the_model_is_overloaded(

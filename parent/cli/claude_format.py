@@ -77,6 +77,8 @@ class ClaudeFormat:
         self._denials: list[dict[str, Any]] = []  # commands their Bash(...) rules refused
         self._children: dict[str, _Child] = {}
         self._usage_by_model: dict[str, Usage] = {}
+        # what earlier runs of the session cost: Claude Code's total_cost_usd is the session's
+        self.cost_before = 0.0
 
     def __call__(self, event: Event) -> None:
         message = self.convert(event)
@@ -234,9 +236,7 @@ class ClaudeFormat:
             "result": result.summary,
             "stop_reason": None,
             "session_id": self.session_id,
-            "total_cost_usd": sum(
-                cost_usd(model, usage) for model, usage in self._usage_by_model.items()
-            ),
+            "total_cost_usd": self.cost_before + self.run_cost,
             "usage": _usage(result.usage),
             "modelUsage": {
                 model: {
@@ -268,6 +268,11 @@ class ClaudeFormat:
         message["run_dir"] = final.run_dir
         message["children"] = msgspec.to_builtins(final.children)
         return message
+
+    @property
+    def run_cost(self) -> float:
+        """What this run's model calls cost, in US dollars."""
+        return sum(cost_usd(model, usage) for model, usage in self._usage_by_model.items())
 
     # -- helpers --------------------------------------------------------------
 

@@ -255,6 +255,8 @@ def run_prompt(
         partial=partial,
     )
     run_id = ""
+    if inbox is not None:
+        output.claude.cost_before = inbox.cost
 
     async def main() -> int:
         nonlocal run_id
@@ -269,7 +271,10 @@ def run_prompt(
             result = await session.run_parent(prompt)
             if inbox is not None and session.cost_budget is not None:
                 inbox.spent = session.cost_budget.spent  # the session's next run goes on
-            return output.finish(session.finish(result))
+            final = session.finish(result)
+            if inbox is not None:
+                inbox.cost = output.claude.cost_before + output.claude.run_cost
+            return output.finish(final)
 
     return run_session_body(main), run_id
 
@@ -318,6 +323,7 @@ class _Inbox:
         self.interrupt: Callable[[], None] | None = None  # the running session's
         self.interrupts = 0  # interrupt requests so far
         self.spent = 0.0  # US dollars the session's runs spent, under --max-budget-usd
+        self.cost = 0.0  # what the session's runs cost, as their results say
         self._queue: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
         self._asked: dict[str, queue.Queue[dict[str, Any] | None]] = {}  # by request id
         self._ids = itertools.count(1)
