@@ -292,13 +292,16 @@ class Session:
         )
 
     def finish(self, result: Result) -> RunFinished:
+        answer = None  # --json-schema's, once the run ends well
+        if self.structured is not None and result.status == "ok":
+            answer = self.structured.value
         final = RunFinished(
             result=result,
             run_dir=self.run.display(self.run.path),
             children=list(self.supervisor.finished),
             api_seconds=self.gateway.api_seconds,
             retries=self.gateway.retries,
-            structured_output=self.structured and self.structured.value,
+            structured_output=answer,
             structured_output_failed=self.structured is not None and self.structured.exhausted,
         )
         self.final = final

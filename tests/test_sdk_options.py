@@ -310,6 +310,11 @@ def test_json_schema_gives_structured_output_as_claude_code_does(
     assert "structured_output" not in result
     assert "You MUST call the StructuredOutput tool" in api_server.requests[1].text()
 
+    result = run_sdk_args(
+        api_server, tmp_path, workspace, "fits", output_format=output_format, max_turns=2
+    )[-1]  # a valid answer, then the turn limit: the run did not end well
+    assert result["subtype"] == "error_max_turns" and "structured_output" not in result
+
     env = cli_env(api_server, HOME=str(tmp_path))
     bad = run_cli(["-p", "x", "--json-schema", '{"type": 5}'], env, cwd=workspace, input="")
     assert bad.returncode == 2 and "not a valid JSON schema" in bad.stderr
