@@ -25,7 +25,7 @@ class CostBudget:
             message = f"Reached maximum budget (${self.max_usd:g})"
             return ModelReply(turn=call.turn, error=ModelError("budget", message))
         reply = await self.source.complete(call)
-        self.spent += cost_usd(call.model, reply.usage)
+        self.spent += cost_usd(reply.model or call.model, reply.usage)
         return reply
 
     async def aclose(self) -> None:

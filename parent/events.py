@@ -47,6 +47,7 @@ class MessageAdded(Event, tag="message"):
     turn: int
     child: str = ""
     usage: Usage | None = None
+    model: str = ""  # the model that answered, when not the one asked (--fallback-model)
 
 
 class ChildProgress(Event, tag="child_progress"):

@@ -302,6 +302,7 @@ class ModelReply(msgspec.Struct, tag=True, omit_defaults=True):
     usage: Usage = msgspec.field(default_factory=Usage)
     error: ModelError | None = None
     retries: int = 0  # refused or failed attempts the gateway retried before this answer
+    model: str = ""  # the model that answered, when not the call's (--fallback-model)
 
 
 class Cancel(msgspec.Struct, tag=True):

@@ -258,6 +258,10 @@ def test_fallback_model_answers_once_the_model_is_overloaded(
     )
     assert lines[-1]["result"] == f"answered by {haiku}"
     assert [r.model for r in api_server.requests] == [sonnet] * 3 + [haiku]
+    fallback, answer = lines[1:3]  # as Claude Code says it, and whose answer it is
+    assert (fallback["subtype"], fallback["original_model"]) == ("model_fallback", sonnet)
+    assert fallback["fallback_model"] == answer["message"]["model"] == haiku
+    assert lines[-1]["total_cost_usd"] == pytest.approx(7.5e-6)  # haiku's price, not sonnet's
 
     env = cli_env(api_server, HOME=str(tmp_path))
     same = ["-p", "x", *sdk_args(model="haiku", fallback_model="haiku")]

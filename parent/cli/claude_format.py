@@ -180,6 +180,15 @@ class ClaudeFormat:
             )
         model = self._children[event.child].model if event.child in self._children else ""
         model = model or self.model
+        if event.model and event.model != model:  # --fallback-model answered
+            if self.write is not None:
+                self.write(
+                    self._system(
+                        "model_fallback", trigger="overloaded", original_model=model,
+                        fallback_model=event.model,
+                    )
+                )  # fmt: skip
+            model = event.model
         usage = event.usage or Usage()
         self._count(event.child, model, usage)
         self._calls.update((b.id, b) for b in event.content if isinstance(b, ToolUseBlock))

@@ -30,5 +30,9 @@ class ConversationRecorder:
 
     def after(self, call: ModelCall, reply: ModelReply) -> None:
         if reply.error is None:
-            self.sink(MessageAdded("assistant", reply.content, call.turn, self.child, reply.usage))
+            self.sink(
+                MessageAdded(
+                    "assistant", reply.content, call.turn, self.child, reply.usage, reply.model
+                )
+            )
             self._seen += 1

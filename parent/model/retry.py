@@ -81,6 +81,7 @@ class RetryingSource:
         attempt = 0  # answers that were retried: the attempts made, once one was
         error = ModelError("rate_limit", "held by the rate limit")  # until an answer says
         overloaded = 0  # in a row
+        asked = call.model
         while True:
             permit = await self.limiter.admit(size, ends, say)
             if permit is None:  # the limiter would hold it past its deadline
@@ -91,7 +92,8 @@ class RetryingSource:
             finally:  # a cancelled call frees its place too
                 self.limiter.answered(permit, reply)
             if reply.error is None or reply.error.kind not in RETRIED:
-                return msgspec.structs.replace(reply, retries=attempt)
+                answered = call.model if call.model != asked else ""
+                return msgspec.structs.replace(reply, retries=attempt, model=answered)
             error = reply.error
             attempt += 1
             overloaded = overloaded + 1 if error.kind == "overloaded" else 0
