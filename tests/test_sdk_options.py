@@ -713,3 +713,30 @@ def test_the_python_api_takes_the_same_options(
     )  # fmt: skip
     again = isoagent.run("two", options=options.replace(session_id=None, resume=SESSION))
     assert again.session_id == SESSION and again.structured_output == {"answer": 5}
+
+
+def test_the_sdks_agents_are_under_the_sessions_permissions(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """An agent type sent in ``initialize`` gets no more than the session allows: in plan
+    mode its child has no writing tool (and a read-only sandbox), whatever its own tools say."""
+    api_server.handler = lambda req: (
+        tool_reply("task", {"description": "d", "prompt": "p", "subagent_type": "w"})
+        if req.is_parent and req.turn == 0
+        else text_reply(",".join(req.tool_names))
+    )
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(workspace),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+        permission_mode="plan",
+        agents={"w": claude_agent_sdk.AgentDefinition(description="d", prompt="p", tools=[
+            "Read", "Write", "Bash"])},
+    )  # fmt: skip
+
+    async def ask() -> list[Any]:
+        return [m async for m in claude_agent_sdk.query(prompt="go", options=options)]
+
+    asyncio.run(asyncio.wait_for(ask(), 60))
+    child = next(r for r in api_server.requests if not r.is_parent)
+    assert child.tool_names == ["read_file", "bash"]  # no write_file; bash in a read-only sandbox

@@ -445,6 +445,7 @@ def _answer(message: dict[str, Any], settings: Settings) -> Settings:
     from isoagent.parent.agent_files import inline_agents
     from isoagent.parent.model.aliases import resolve_model
     from isoagent.parent.options import default_model
+    from isoagent.parent.parent_agent import restrict_agents
 
     request = message.get("request")
     request = request if isinstance(request, dict) else {}
@@ -466,7 +467,10 @@ def _answer(message: dict[str, Any], settings: Settings) -> Settings:
             added = inline_agents(json.dumps(request["agents"]))
         except ValueError as exc:
             subtype, error = None, f"invalid agents: {exc}"
-        else:
+        else:  # under the session's --disallowedTools, --allowedTools and plan mode too
+            added = restrict_agents(
+                added, settings.disallowed_tools, settings.permission_mode, settings.allowed_tools
+            )
             settings = dataclasses.replace(settings, agents={**settings.agents, **added})
     if subtype == "initialize":
         answer = {"commands": [], "output_style": "default", "models": [], "account": {}}
