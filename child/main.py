@@ -86,6 +86,15 @@ def main() -> int:
         return 1
     channel.start(task.heartbeat)
     tools = make_tools([name for name in task.agent.tools if name != TASK_TOOL], ctx)
+    if task.mcp_servers:
+        from isoagent.child.agent.tools.mcp import McpUnavailable, mcp_tools
+
+        try:
+            tools += mcp_tools(task.mcp_servers, task.agent.mcp_tools, ctx)
+        except McpUnavailable as exc:
+            ctx.end_commands()  # the servers that did start
+            channel.send(Result("", "error", 0, 0, Usage(), 0.0, error=str(exc)))
+            return 1
     agent = Agent(
         channel,
         tools,

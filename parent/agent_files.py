@@ -47,6 +47,8 @@ import yaml
 from yaml.reader import ReaderError
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS, WRITE_TOOLS
+from isoagent.parent.mcp_servers import PREFIX as MCP_PREFIX
+from isoagent.parent.mcp_servers import server_of
 from isoagent.parent.model.aliases import agent_model
 from isoagent.protocol import AgentSpec
 
@@ -341,12 +343,13 @@ def build_spec(
     """An AgentSpec from an agent's fields (a file's front matter or an ``--agents``
     entry), and the Claude Code tools it names that isoagent lacks."""
     missing: list[str] = []
+    mcp: list[str] = []
     tools = fields.get("tools")
     if isinstance(tools, str | list):
-        granted, allow = _grant(tool_entries(tools), missing)
+        granted, allow = _grant(tool_entries(tools), missing, mcp)
     else:  # absent, or of a type Claude Code ignores too
         granted, allow = list(BASE_TOOLS), []
-    deny = _take_away(tool_entries(fields.get("disallowedTools")), granted)
+    deny = _take_away(tool_entries(fields.get("disallowedTools")), granted, mcp)
     if fields.get("permissionMode") == PLAN_MODE:
         granted = [tool for tool in granted if tool not in WRITE_TOOLS]
     model = fields.get("model")
@@ -361,6 +364,7 @@ def build_spec(
         source=source,
         bash_allow=allow if "bash" in granted else [],
         bash_deny=deny if "bash" in granted else [],
+        mcp_tools=mcp,
     )
     return spec, missing
 
@@ -380,18 +384,22 @@ def _split_rule(entry: str) -> tuple[str, str | None]:
     return (match.group(1).strip(), match.group(2).strip()) if match else (entry, None)
 
 
-def _grant(entries: list[str], missing: list[str]) -> tuple[list[str], list[str]]:
+def _grant(entries: list[str], missing: list[str], mcp: list[str]) -> tuple[list[str], list[str]]:
     """Our tools for a ``tools`` list, in order, and the bash allow rules (none: any
-    command). A rule isoagent cannot enforce (``Read(src/**)``) grants nothing."""
+    command); the MCP tools it names go to ``mcp``. A rule isoagent cannot enforce
+    (``Read(src/**)``) grants nothing."""
     granted: list[str] = []
     rules: list[str] = []
     unrestricted_bash = False
     for entry in entries:
         tool, rule = _split_rule(entry)
         ours = CLAUDE_TOOLS.get(tool)
+        if tool.startswith(MCP_PREFIX) and rule is None:
+            mcp.append(tool)
+            continue
         if ours is None:
             if tool not in ("Task", "Agent", "task"):  # children never start children
-                missing.append("mcp__*" if tool.startswith("mcp__") else tool)
+                missing.append(tool)
             continue
         if rule is not None and rule not in ("", "*") and ours != "bash":
             missing.append(f"{tool}(...)")
@@ -406,15 +414,26 @@ def _grant(entries: list[str], missing: list[str]) -> tuple[list[str], list[str]
     return granted, [] if unrestricted_bash else rules
 
 
-def _take_away(entries: list[str], granted: list[str]) -> list[str]:
-    """Remove what ``disallowedTools`` names from ``granted``; return the bash deny rules.
-    A name isoagent does not know is refused: it cannot keep away what it cannot name."""
+def _take_away(entries: list[str], granted: list[str], mcp: list[str]) -> list[str]:
+    """Remove what ``disallowedTools`` names from ``granted`` and ``mcp``; return the bash
+    deny rules. A name isoagent does not know is refused: it cannot keep away what it
+    cannot name."""
     deny: list[str] = []
     for entry in entries:
         tool, rule = _split_rule(entry)
         ours = CLAUDE_TOOLS.get(tool)
+        if tool.startswith(MCP_PREFIX):  # itself, or a whole server's: every tool of it
+            mcp[:] = [t for t in mcp if t != tool and not t.startswith(f"{tool}__")]
+            whole = MCP_PREFIX + server_of(tool)
+            if whole != tool and whole in mcp:
+                raise InvalidAgent(
+                    "disallowedTools",
+                    f"disallowedTools names {tool!r} of a server whose tools are all given "
+                    f"({whole}); name in tools those to give instead",
+                )
+            continue
         if ours is None:
-            if tool in KNOWN_ELSEWHERE or tool.startswith("mcp__"):
+            if tool in KNOWN_ELSEWHERE:
                 continue  # never given anyway
             raise InvalidAgent(
                 "disallowedTools",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from isoagent.parent import mcp_servers
 from isoagent.parent.children.hosts import HostSpecError, RemoteSettings, parse_hosts
 from isoagent.parent.model.aliases import resolve_model
 from isoagent.parent.settings import DEFAULT_MODEL, ReplayMatch, SandboxChoice, Settings
@@ -113,6 +114,10 @@ class Options:
     thinking_display: str | None = None
     task_budget: int | None = None  # tokens the model is told it has for the task
     betas: Sequence[str] = ()  # anthropic-beta headers
+    # MCP servers for subagents: JSON objects or files ({"mcpServers": {...}}), besides the
+    # workspace's .mcp.json unless strict (see mcp_servers)
+    mcp_config: Sequence[str] = ()
+    strict_mcp_config: bool = False
 
     def replace(self, **changes: Any) -> Options:
         """A copy with ``changes``; a name that is no option is a ``TypeError`` naming it."""
@@ -190,7 +195,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         json_schema=None if options.json_schema is None else check_schema(options.json_schema),
     )
     agents = options.agents
-    return claude_settings(
+    settings = claude_settings(
         settings,
         system_prompt=options.system_prompt,
         append_system_prompt=options.append_system_prompt,
@@ -201,6 +206,11 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         continue_=options.continue_conversation,
         resume=options.resume,
     )
+    servers = mcp_servers.load(workdir, options.mcp_config, strict=options.strict_mcp_config)
+    if on_warning is not None:
+        for problem in servers.problems(settings.agents.values()):
+            on_warning(f"warning: {problem}")
+    return dataclasses.replace(settings, mcp_servers=servers)
 
 
 def call_options(options: Options) -> CallOptions | None:

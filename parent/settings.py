@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from isoagent.parent.children.hosts import RemoteSettings
+from isoagent.parent.mcp_servers import McpServers
 from isoagent.protocol import AgentSpec, CallOptions, Limits
 
 DEFAULT_MODEL = "claude-sonnet-5"
@@ -59,6 +60,7 @@ class Settings:
     budget_spent: float = 0.0  # of it, what earlier runs of the session spent (stream-json)
     json_schema: dict[str, Any] | None = None  # the parent answers in this shape (--json-schema)
     fallback_model: str = ""  # calls to `model` go on with this one when it is overloaded
+    mcp_servers: McpServers = field(default_factory=McpServers)  # .mcp.json, --mcp-config
 
     @property
     def runs_dir(self) -> Path:

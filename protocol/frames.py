@@ -13,8 +13,9 @@ import msgspec
 
 # 2: thinking blocks; 3: bash rules; 4: Heartbeat, Task.identity, .heartbeat; 5: server tools;
 # 6: Task.add_dirs (an older child would ignore the folders it may write in); 8: ModelError's
-# rate_limit, overloaded and server kinds (an older child could not decode them)
-PROTOCOL_VERSION = 8
+# rate_limit, overloaded and server kinds (an older child could not decode them); 9:
+# AgentSpec.mcp_tools, Task.mcp_servers (an older child would drop the MCP tools)
+PROTOCOL_VERSION = 9
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -141,6 +142,18 @@ class AgentSpec(msgspec.Struct, omit_defaults=True):
     # Claude Code's Bash(git:*) rules: commands bash may run (none: any) and may not
     bash_allow: list[str] = []
     bash_deny: list[str] = []
+    # MCP tools its ``tools`` names: ``mcp__server__tool``, or ``mcp__server`` for them all
+    mcp_tools: list[str] = []
+
+
+class McpServer(msgspec.Struct, omit_defaults=True):
+    """A stdio MCP server (an ``.mcp.json`` entry): the child starts it, inside its sandbox,
+    for the tools its agent names."""
+
+    name: str
+    command: str
+    args: list[str] = []
+    env: dict[str, str] = {}
 
 
 # room for a thinking model's thinking and its answer (claude-sonnet-5 thinks by default)
@@ -268,6 +281,7 @@ class Task(msgspec.Struct, tag=True, omit_defaults=True):
     # folders the agent may use besides the workspace (--add-dir), absolute; the sandbox
     # gives them the workspace's access
     add_dirs: list[str] = []
+    mcp_servers: list[McpServer] = []  # those whose tools agent.mcp_tools names
 
 
 ModelErrorKind = Literal[

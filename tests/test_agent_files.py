@@ -109,13 +109,25 @@ def test_absent_tools_means_all_base_tools_and_inherit_model(tmp_path: Path) -> 
 def test_tools_isoagent_lacks_are_named_once_in_one_summary_line(workdir: Path, home: Path) -> None:
     for n in range(3):
         write(ws_agents(workdir), f"web{n}.md", agent_md(f"web{n}", "tools: Read, NotebookEdit"))
-    write(ws_agents(workdir), "mcp.md", agent_md("mcp", "tools: Read, mcp__x__y, mcp__z__w"))
     catalog = load(workdir, home)
     assert catalog.agents["web0"].tools == ["read_file"]
-    assert catalog.agents["mcp"].tools == ["read_file"]
     assert len(catalog.warnings) == 1
     assert "NotebookEdit (3 agents)" in catalog.warnings[0]
-    assert "mcp__* (1 agent)" in catalog.warnings[0]
+
+
+def test_mcp_tools_an_agent_names_are_kept_for_its_servers_less_those_it_disallows(
+    tmp_path: Path,
+) -> None:
+    front = ("tools: Read, mcp__x__y, mcp__z, mcp__w__v", "disallowedTools: mcp__w__v")
+    spec, missing = parse_agent_file(write(tmp_path, "a.md", agent_md("a", *front)))
+    assert spec.tools == ["read_file"] and missing == []
+    assert spec.mcp_tools == ["mcp__x__y", "mcp__z"]
+
+
+def test_disallowing_one_tool_of_a_server_given_whole_refuses_the_agent(tmp_path: Path) -> None:
+    front = ("tools: mcp__z", "disallowedTools: mcp__z__drop")
+    with pytest.raises(AgentFileErrorException, match="mcp__z__drop"):
+        parse_agent_file(write(tmp_path, "a.md", agent_md("a", *front)))
 
 
 @pytest.mark.parametrize("task", ["Task", "Agent", "task"])

@@ -192,7 +192,7 @@ def test_a_collection_warns_one_line_per_rejected_file_and_one_summary(
     [summary] = [line for line in lines if "agent file skipped" not in line]
     assert summary == (
         "isoagent: warning: agent files: tools isoagent does not have were left out: "
-        "NotebookEdit (12 agents), mcp__* (12 agents); "
+        "NotebookEdit (12 agents); "
         "3 Markdown file(s) without front matter ignored"
     )
 

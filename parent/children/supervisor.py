@@ -247,6 +247,7 @@ class _ChildRun:
             ),
             heartbeat=launcher.heartbeat,
             add_dirs=[str(path) for path in settings.add_dirs],
+            mcp_servers=settings.mcp_servers.for_agent(self.agent),
         )
 
     async def _outcome(self, process: ChildProcess, task: Task) -> Result:

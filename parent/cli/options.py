@@ -93,6 +93,16 @@ def settings_options(
             show_default=True,
             help="loose: ignore tool outputs when matching a replayed call.",
         ),
+        click.option(
+            "--mcp-config", "mcp_config", multiple=True, metavar="JSON|FILE",
+            help='MCP servers for subagents ({"mcpServers": {...}}, as in Claude Code), '
+            "besides the workspace's .mcp.json; an agent gets a server's tools when its "
+            "tools list names them (mcp__server__tool, mcp__server); repeatable.",
+        ),
+        click.option(
+            "--strict-mcp-config", is_flag=True,
+            help="Use only the --mcp-config servers, not the workspace's .mcp.json.",
+        ),
         *extra,
     ]  # fmt: skip
     names = _names(options)

@@ -1,0 +1,127 @@
+"""MCP tools: the stdio servers a Task names, started by this child (so inside its sandbox,
+and ended with it, as every process below a child is), their tools offered to its model as
+``mcp__<server>__<tool>``.
+
+The ``mcp`` package is imported here only, and only by a child whose agent names an MCP
+tool: it costs about a second of CPU. Its client is asynchronous; tools run in the agent's
+threads, so the sessions live on an event loop of their own, in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import msgspec
+
+from isoagent.child.agent.tools.base import Tool, ToolContext, ToolOutput
+from isoagent.protocol import McpServer, ToolSpec
+
+if TYPE_CHECKING:
+    from mcp.client.session import ClientSession
+
+PREFIX = "mcp__"
+START_SECONDS = 60.0  # a server's start, initialize and tool list
+T = TypeVar("T")
+
+
+class McpUnavailable(Exception):
+    """A server that could not be started or listed, in one line."""
+
+
+class McpTool(Tool[msgspec.Struct]):
+    """One tool of one server (a subclass per tool: ``name`` is a class's); ``spec`` is
+    the server's own schema."""
+
+    Input: ClassVar[type[msgspec.Struct]] = msgspec.Struct
+    parallel_safe = True
+
+    def __init__(self, ctx: ToolContext, servers: McpSessions, server: str, tool: Any) -> None:
+        super().__init__(ctx)
+        self.servers, self.server, self.tool = servers, server, tool.name
+        self._spec = ToolSpec(self.name, tool.description or "", dict(tool.input_schema))
+
+    @classmethod
+    def of(cls, ctx: ToolContext, servers: McpSessions, server: str, tool: Any) -> McpTool:
+        name = f"{PREFIX}{server}__{tool.name}"
+        named = type(name, (cls,), {"name": name, "description": tool.description or ""})
+        return named(ctx, servers, server, tool)
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self._spec
+
+    def run(self, args: dict[str, Any]) -> ToolOutput:
+        try:
+            result = self.servers.call(self.server, self.tool, args)
+        except Exception as exc:  # the server died, or timed out: the model reads it
+            return ToolOutput(f"{self.name} failed: {type(exc).__name__}: {exc}", True)
+        texts = [getattr(block, "text", None) for block in result.content]
+        text = "\n".join(t for t in texts if t is not None)
+        if len(texts) != sum(t is not None for t in texts):
+            text += "\n[content that is not text left out]"
+        return ToolOutput(text, is_error=bool(result.is_error))
+
+
+class McpSessions:
+    """The servers' client sessions, on an event loop in a thread of their own."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.sessions: dict[str, ClientSession] = {}
+        self._stack = contextlib.AsyncExitStack()
+        threading.Thread(target=self.loop.run_forever, name="mcp", daemon=True).start()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return future.result(timeout)
+
+    async def start(self, server: McpServer, workdir: str) -> list[Any]:
+        """Start ``server`` in ``workdir``, with this child's environment (its tag
+        included) and the server's own variables; its tools."""
+        from mcp.client.session import ClientSession
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(
+            command=server.command,
+            args=server.args,
+            env={**os.environ, **server.env},
+            cwd=workdir,
+        )
+        read, write = await self._stack.enter_async_context(stdio_client(params))
+        session = await self._stack.enter_async_context(ClientSession(read, write))
+        await session.initialize()
+        self.sessions[server.name] = session
+        return list((await session.list_tools()).tools)
+
+    def call(self, server: str, tool: str, args: dict[str, Any]) -> Any:
+        return self.run(self.sessions[server].call_tool(tool, args), None)
+
+
+def mcp_tools(servers: list[McpServer], names: list[str], ctx: ToolContext) -> list[Tool]:
+    """The tools ``names`` grants (``mcp__s__t``, or ``mcp__s`` for all of s's) of
+    ``servers``, each server started; a server that fails is ``McpUnavailable``."""
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise McpUnavailable(
+            "MCP servers need the mcp package: pip install 'isoagent[mcp]'"
+        ) from None
+    sessions = McpSessions()
+    tools: list[Tool] = []
+    for server in servers:
+        try:
+            listed = sessions.run(sessions.start(server, str(ctx.workdir)), START_SECONDS)
+        except Exception as exc:
+            why = str(exc) or type(exc).__name__
+            raise McpUnavailable(f"MCP server {server.name!r} did not start: {why}") from None
+        whole = f"{PREFIX}{server.name}" in names
+        for tool in listed:
+            if whole or f"{PREFIX}{server.name}__{tool.name}" in names:
+                tools.append(McpTool.of(ctx, sessions, server.name, tool))
+    return tools

@@ -1,0 +1,114 @@
+"""MCP servers for subagents, as Claude Code configures them.
+
+The servers come from the workspace's ``.mcp.json`` (unless ``--strict-mcp-config``) and
+from each ``--mcp-config`` (a JSON object or a file holding one), later ones winning:
+``{"mcpServers": {"ctx": {"command": "...", "args": [...], "env": {...}}}}``.
+
+A child gets a server's tools when its agent's ``tools`` names them (``mcp__ctx__lookup``,
+or ``mcp__ctx`` for all of them); it starts the server itself, inside its sandbox, and
+the server ends with it. Only stdio servers run: an http, sse or SDK server is named, with
+the reason, when an agent asks for it. The parent agent has no MCP tools.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from isoagent.protocol import AgentSpec, McpServer
+
+PROJECT_FILE = ".mcp.json"
+PREFIX = "mcp__"
+
+
+class McpServers:
+    """The servers a run may start, by name, and those it cannot (name -> why)."""
+
+    def __init__(
+        self,
+        servers: Mapping[str, McpServer] | None = None,
+        unusable: Mapping[str, str] | None = None,
+    ) -> None:
+        self.servers = dict(servers or {})
+        self.unusable = dict(unusable or {})
+
+    def for_agent(self, agent: AgentSpec) -> list[McpServer]:
+        """The servers whose tools ``agent`` names, in the order it names them."""
+        names = dict.fromkeys(server_of(tool) for tool in agent.mcp_tools)
+        return [self.servers[name] for name in names if name in self.servers]
+
+    def problems(self, agents: Iterable[AgentSpec]) -> list[str]:
+        """One line for every server agents name that cannot be started, by reason."""
+        wanted: dict[str, list[str]] = {}
+        for agent in agents:
+            for name in dict.fromkeys(server_of(tool) for tool in agent.mcp_tools):
+                if name not in self.servers:
+                    wanted.setdefault(name, []).append(agent.name)
+        by_reason: dict[str, list[str]] = {}
+        for name, names in sorted(wanted.items()):
+            why = self.unusable.get(name, f"no {PROJECT_FILE} or --mcp-config defines it")
+            count = f"{len(names)} agents" if len(names) > 1 else f"agent {names[0]}"
+            by_reason.setdefault(why, []).append(f"{name} ({count})")
+        return [
+            f"MCP servers left out ({why}): {', '.join(servers)}"
+            for why, servers in by_reason.items()
+        ]
+
+
+def server_of(tool: str) -> str:
+    """``mcp__ctx__lookup`` and ``mcp__ctx`` -> ``ctx``."""
+    return tool.removeprefix(PREFIX).split("__", 1)[0]
+
+
+def load(workdir: Path, configs: Sequence[str], *, strict: bool) -> McpServers:
+    """The servers of ``.mcp.json`` in ``workdir`` (unless ``strict``) and of ``configs``; a
+    file or value that is not such JSON is a ``ValueError`` naming it."""
+    sources: list[tuple[str, str]] = []
+    project = workdir / PROJECT_FILE
+    if not strict and project.is_file():
+        sources.append((str(project), project.read_text(encoding="utf-8")))
+    for config in configs:
+        text = config.strip()
+        if text.startswith("{"):
+            sources.append(("--mcp-config", text))
+        else:
+            try:
+                sources.append((config, Path(config).read_text(encoding="utf-8")))
+            except OSError as exc:
+                raise ValueError(f"--mcp-config {config}: {exc.strerror}") from None
+    servers: dict[str, McpServer] = {}
+    unusable: dict[str, str] = {}
+    for where, text in sources:
+        for name, entry in _entries(where, text).items():
+            servers.pop(name, None)
+            unusable.pop(name, None)
+            kind = entry.get("type", "stdio")
+            if kind != "stdio":
+                unusable[name] = f"its type is {kind}; isoagent's children start only stdio servers"
+                continue
+            servers[name] = _stdio(where, name, entry)
+    return McpServers(servers, unusable)
+
+
+def _entries(where: str, text: str) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where} is not JSON: {exc}") from None
+    entries = data.get("mcpServers") if isinstance(data, dict) else None
+    if not isinstance(entries, dict) or not all(isinstance(e, dict) for e in entries.values()):
+        raise ValueError(f'{where} holds no {{"mcpServers": {{name: {{...}}}}}} object')
+    return entries
+
+
+def _stdio(where: str, name: str, entry: Mapping[str, Any]) -> McpServer:
+    command, args, env = entry.get("command"), entry.get("args", []), entry.get("env", {})
+    if not isinstance(command, str) or not command:
+        raise ValueError(f"{where}: MCP server {name!r} has no command")
+    if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
+        raise ValueError(f"{where}: MCP server {name!r}: args is not a list of strings")
+    if not (isinstance(env, dict) and all(isinstance(v, str) for v in env.values())):
+        raise ValueError(f"{where}: MCP server {name!r}: env is not an object of strings")
+    return McpServer(name, command, args, env)

@@ -1,0 +1,121 @@
+"""MCP servers for subagents: an agent whose tools name a server's tool gets it; the child
+starts the server inside its own sandbox and nothing of it outlives the child."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cli_env
+from tests.support.cli import run_cli
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.support.processes import alive
+
+REPO = Path(__file__).resolve().parent.parent
+AGENT = "---\nname: ctx-user\ndescription: Looks keys up.\ntools: {tools}\n---\nLook keys up.\n"
+
+
+def add_agent(workspace: Path, tools: str) -> None:
+    """The agent ``ctx-user`` with ``tools``, in ``workspace``'s agent files."""
+    agents = workspace / ".claude" / "agents"
+    agents.mkdir(parents=True, exist_ok=True)
+    (agents / "ctx-user.md").write_text(AGENT.format(tools=tools))
+
+
+def delegate(agent: str) -> object:
+    """A parent that hands ``look k1`` to ``agent``, whose child calls mcp__ctx__lookup
+    when it has it and answers with what it got."""
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent:
+            if req.turn == 0:
+                task = {"description": "look", "prompt": "look k1", "subagent_type": agent}
+                return tool_reply("task", task)
+            return text_reply("done")
+        if req.turn == 0 and "mcp__ctx__lookup" in req.tool_names:
+            return tool_reply("mcp__ctx__lookup", {"key": "k1"})
+        results = req.tool_results
+        return text_reply(results[0]["content"] if results else "no tool")
+
+    return handler
+
+
+@pytest.fixture
+def workspace_with_server(tmp_path: Path) -> Path:
+    """A workspace whose .mcp.json names the lookup server, and a folder outside it."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    server = {"command": sys.executable, "args": ["-m", "tests.support.mcp_lookup_server"]}
+    server["args"].append(str(outside))
+    server["env"] = {"PYTHONPATH": str(REPO)}
+    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"ctx": server}}))
+    return ws
+
+
+def child_requests(server: MessagesServer) -> list[Request]:
+    return [r for r in server.requests if not r.is_parent]
+
+
+def test_an_agent_naming_an_mcp_tool_gets_it_from_a_server_in_its_sandbox_that_ends_with_it(
+    api_server: MessagesServer, workspace_with_server: Path
+) -> None:
+    ws = workspace_with_server
+    add_agent(ws, "Read, mcp__ctx__lookup")
+    api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
+    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    assert done.returncode == 0, done.stderr
+
+    first, second = child_requests(api_server)
+    assert "mcp__ctx__lookup" in first.tool_names and "read_file" in first.tool_names
+    answer = second.tool_results[0]["content"]
+    assert "value of k1" in answer
+    assert "outside refused" in answer  # the server runs inside the read-only child's sandbox
+    assert not list((ws.parent / "outside").iterdir())
+    match = re.search(r"pid (\d+)", answer)
+    assert match is not None
+    assert not alive(int(match.group(1)))  # it ended with the child
+
+
+def test_an_agent_that_names_no_mcp_tool_gets_none_and_starts_no_server(
+    api_server: MessagesServer, workspace_with_server: Path
+) -> None:
+    ws = workspace_with_server
+    api_server.handler = delegate("general-purpose")  # type: ignore[assignment]
+    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    assert done.returncode == 0, done.stderr
+    [request] = child_requests(api_server)
+    assert not [name for name in request.tool_names if name.startswith("mcp__")]
+    assert not list(ws.glob("started-*"))  # a writing child: the server would have noted it
+
+
+def test_an_agent_naming_a_server_nobody_configured_is_warned_about_and_runs_without_it(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    add_agent(tmp_path, "Read, mcp__ctx__lookup")
+    api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
+    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(tmp_path)), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    left_out = (
+        "MCP servers left out (no .mcp.json or --mcp-config defines it): ctx (agent ctx-user)"
+    )
+    assert left_out in done.stderr
+    [request] = child_requests(api_server)
+    assert "mcp__ctx__lookup" not in request.tool_names
+
+
+def test_a_server_that_cannot_start_ends_its_child_with_an_error_saying_which(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    add_agent(tmp_path, "mcp__ctx")
+    broken = {"mcpServers": {"ctx": {"command": str(tmp_path / "no-such-server")}}}
+    api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
+    args = ["run", "go", "--mcp-config", json.dumps(broken)]
+    done = run_cli(args, cli_env(api_server, HOME=str(tmp_path)), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr  # the parent goes on: its task failed
+    assert "MCP server 'ctx' did not start" in done.stderr
+    assert child_requests(api_server) == []
