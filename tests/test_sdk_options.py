@@ -623,29 +623,39 @@ def test_a_plugins_agents_are_offered_as_claude_code_names_them(
     )
 
 
-def test_set_model_between_messages_and_skills_refused(
+def test_set_model_and_permission_mode_between_messages_and_skills_refused(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
-    """``ClaudeSDKClient.set_model`` sets the next message's model; ``skills`` (which
-    isoagent has none of) are refused at initialize."""
-    api_server.handler = lambda req: text_reply(req.model)
+    """``ClaudeSDKClient.set_model`` and ``set_permission_mode`` set the next message's run
+    (also when sent as the last run ends); a mode that would widen the session back out of
+    plan is refused; ``skills`` (isoagent has none) are refused at initialize."""
+    api_server.handler = lambda req: text_reply(f"{req.model} {','.join(req.tool_names)}")
     env = cli_env(api_server, HOME=str(tmp_path))
     options = ClaudeAgentOptions(cli_path=str(ISOAGENT_SCRIPT), cwd=str(workspace), env=env)
 
-    async def talk() -> list[str]:
+    async def talk() -> tuple[list[str], str]:
         answers = []
         async with claude_agent_sdk.ClaudeSDKClient(options) as client:
-            for model in ("haiku", "opus"):
+            for model, mode in (("haiku", "default"), ("opus", "plan")):
                 await client.set_model(model)
+                await client.set_permission_mode(mode)
                 await client.query("which")
                 async for message in client.receive_response():
                     if isinstance(message, ResultMessage):
                         answers.append(message.result or "")
-        return answers
+            try:
+                await client.set_permission_mode("default")
+                refusal = ""
+            except Exception as exc:
+                refusal = str(exc)
+        return answers, refusal
 
-    assert asyncio.run(asyncio.wait_for(talk(), 60)) == [
-        CURRENT_MODELS["haiku"], CURRENT_MODELS["opus"],
-    ]  # fmt: skip
+    answers, refusal = asyncio.run(asyncio.wait_for(talk(), 60))
+    assert answers == [
+        f"{CURRENT_MODELS['haiku']} bash,read_file,write_file,edit_file,glob,grep,task",
+        f"{CURRENT_MODELS['opus']} read_file,glob,grep,task",
+    ]
+    assert "cannot widen a session from plan to default" in refusal
 
     skilled = ClaudeAgentOptions(
         cli_path=str(ISOAGENT_SCRIPT), cwd=str(workspace), env=env, skills=["pdf"]

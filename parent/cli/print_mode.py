@@ -41,7 +41,10 @@ from isoagent.parent.settings import Settings
 if TYPE_CHECKING:
     from isoagent.parent.permission_prompt import Decision
 
-PERMISSION_MODES = ["default", "acceptEdits", "plan", "bypassPermissions", "dontAsk", "auto"]
+# the permission modes, and how much each lets run unasked where --allowedTools names what does
+_WIDTH = {"default": 1, "acceptEdits": 2, "plan": 0, "bypassPermissions": 3, "dontAsk": 1,
+          "auto": 1}  # fmt: skip
+PERMISSION_MODES = list(_WIDTH)
 
 
 @click.command(name="isoagent -p", epilog=EXIT_CODES_HELP)
@@ -271,6 +274,8 @@ def run_prompt(
             result = await session.run_parent(prompt)
             if inbox is not None and session.cost_budget is not None:
                 inbox.spent = session.cost_budget.spent  # the session's next run goes on
+            if inbox is not None:  # the run is over: what comes from now on is for the next
+                inbox.running.clear()
             final = session.finish(result)
             if inbox is not None:
                 inbox.cost = output.claude.cost_before + output.claude.run_cost
@@ -462,6 +467,18 @@ def _answer(message: dict[str, Any], settings: Settings) -> Settings:
         if not message.get("answered"):
             _respond(message, {}, "")
         return settings
+    if subtype == "interrupt":  # between runs: nothing to interrupt
+        _respond(message, {}, "")
+        return settings
+    if subtype == "set_permission_mode":
+        mode = str(request.get("mode", ""))
+        try:
+            settings = _with_permission_mode(settings, mode)
+        except ValueError as exc:
+            subtype, error = None, str(exc)
+        else:
+            _respond(message, {}, "")
+            return settings
     if subtype == "initialize" and request.get("agents"):
         try:
             added = inline_agents(json.dumps(request["agents"]))
@@ -478,6 +495,27 @@ def _answer(message: dict[str, Any], settings: Settings) -> Settings:
     else:
         _respond(message, None, error)
     return settings
+
+
+def _with_permission_mode(settings: Settings, mode: str) -> Settings:
+    """``settings`` in permission ``mode`` from the next run on (``set_permission_mode``).
+    Agent types are narrowed to it; one that would widen them (out of plan mode, or to
+    more than ``--allowedTools`` gave) is a ``ValueError``: what they lost is not kept."""
+    from isoagent.parent.parent_agent import restrict_agents
+
+    if mode not in _WIDTH:
+        raise ValueError(f"unknown permission mode {mode!r}")
+    now = _WIDTH.get(settings.permission_mode, 1)
+    wider = _WIDTH[mode] > now if settings.allowed_tools else now == 0 and mode != "plan"
+    if wider:
+        raise ValueError(
+            f"isoagent cannot widen a session from {settings.permission_mode} to {mode}: "
+            "start a new session in that mode"
+        )
+    agents = restrict_agents(
+        settings.agents, settings.disallowed_tools, mode, settings.allowed_tools
+    )
+    return dataclasses.replace(settings, permission_mode=mode, agents=agents)
 
 
 def _respond(request: dict[str, Any], answer: dict[str, Any] | None, error: str) -> None:
