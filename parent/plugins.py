@@ -33,9 +33,9 @@ class PluginRefused(Exception):
     """A plugin with a part isoagent cannot run; the message names the plugin and the part."""
 
 
-def plugin_agents(folder: Path) -> dict[str, AgentSpec]:
-    """The agent types of the plugin in ``folder``, named ``plugin:agent``. A ValueError
-    says why it cannot be read, ``PluginRefused`` what of it isoagent cannot run."""
+def plugin_agents(folder: Path) -> tuple[str, dict[str, AgentSpec]]:
+    """The name of the plugin in ``folder`` and its agent types, named ``plugin:agent``. A
+    ValueError says why it cannot be read, ``PluginRefused`` what of it isoagent cannot run."""
     if not folder.is_dir():
         raise ValueError(f"--plugin-dir {folder}: not a folder")
     manifest_path = folder / ".claude-plugin" / "plugin.json"
@@ -58,7 +58,7 @@ def plugin_agents(folder: Path) -> dict[str, AgentSpec]:
     catalog = load_agents(folder, extra_dirs=dirs, user=False, project=False)
     if catalog.errors:
         raise ValueError(f"--plugin-dir {folder}: {catalog.errors[0].describe()}")
-    return {
+    return name, {
         f"{name}:{spec.name}": msgspec.structs.replace(spec, name=f"{name}:{spec.name}")
         for spec in catalog.agents.values()
         if spec.source  # a file's, not one of the built-in types

@@ -54,6 +54,7 @@ class Settings:
     fork_session: bool = False  # resuming starts a new session, not the resumed one's
     permission_prompt_tool: str = ""  # stdio: the parent's calls are asked of the SDK
     call_options: CallOptions | None = None  # what the parent's model calls add (--effort, ...)
+    plugins: tuple[tuple[str, str], ...] = ()  # --plugin-dir: (name, folder) of each loaded
     remote: RemoteSettings | None = None  # --hosts: children on these hosts, not only here
     tools: tuple[str, ...] | None = None  # --tools: the parent's base tools; None: all
     max_budget_usd: float = 0.0  # what the run's model calls may cost; 0: no limit

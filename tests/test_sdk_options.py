@@ -611,6 +611,9 @@ def test_a_plugins_agents_are_offered_as_claude_code_names_them(
         api_server, tmp_path, workspace, "hi", plugins=[{"type": "local", "path": str(plugin)}]
     )
     assert "myplug:helper" in lines[0]["agents"]
+    assert lines[0]["plugins"] == [
+        {"name": "myplug", "path": str(plugin), "source": "myplug@inline"}
+    ]  # as Claude Code's init lists it
 
     (plugin / "hooks").mkdir()
     (plugin / "hooks" / "hooks.json").write_text("{}")

@@ -79,6 +79,7 @@ class ClaudeFormat:
         self._usage_by_model: dict[str, Usage] = {}
         # what earlier runs of the session cost: Claude Code's total_cost_usd is the session's
         self.cost_before = 0.0
+        self.plugins: list[dict[str, str]] = []  # for init: the plugins loaded
 
     def __call__(self, event: Event) -> None:
         message = self.convert(event)
@@ -156,7 +157,7 @@ class ClaudeFormat:
             output_style="default",
             agents=event.agents,
             skills=[],
-            plugins=[],
+            plugins=self.plugins,
             claude_code_version=CLAUDE_CODE_PROTOCOL,
             isoagent_version=_version(),
             run_id=event.run_id,

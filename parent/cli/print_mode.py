@@ -162,9 +162,12 @@ def print_mode(
         except ValueError as exc:
             fail(f"error: invalid --settings: {exc}", ExitCode.USAGE)
     plugged: dict[str, Any] = {}
+    plugins: list[tuple[str, str]] = []  # (name, folder)
     for folder in plugin_dirs:
         try:
-            plugged.update(plugin_agents(folder))
+            name, agents = plugin_agents(folder)
+            plugged.update(agents)
+            plugins.append((name, os.path.realpath(folder)))
         except PluginRefused as exc:
             unsupported = unsupported or f"--plugin-dir is not supported: {exc}"
         except ValueError as exc:
@@ -186,7 +189,9 @@ def print_mode(
                 f"error: invalid --settings: defaultMode {from_file.default_mode!r}", ExitCode.USAGE
             )
         permission_mode = from_file.default_mode
-    settings = dataclasses.replace(settings, agents={**settings.agents, **plugged})
+    settings = dataclasses.replace(
+        settings, agents={**settings.agents, **plugged}, plugins=tuple(plugins)
+    )
     try:
         settings = _with_settings_file(settings, from_file)
         settings = claude_settings(
@@ -258,6 +263,9 @@ def run_prompt(
         partial=partial,
     )
     run_id = ""
+    output.claude.plugins = [
+        {"name": name, "path": path, "source": f"{name}@inline"} for name, path in settings.plugins
+    ]  # as Claude Code's init lists a --plugin-dir
     if inbox is not None:
         output.claude.cost_before = inbox.cost
 
