@@ -100,7 +100,7 @@ class Options:
     permission_mode: Literal["default", "acceptEdits", "bypassPermissions", "plan"] = "default"
     continue_conversation: bool = False  # continue the latest run's conversation
     resume: str | None = None  # a session id (run id) whose conversation to continue
-    tools: Sequence[str] | None = None  # the parent's base tools (Claude Code names); None: all
+    tools: Sequence[str] | None = None  # the base tools (Claude Code names), children's too
     setting_sources: Sequence[str] | None = None  # user, project, local: whose agent files
     max_budget_usd: float = 0.0  # US dollars the run's model calls may cost; 0: no limit
     json_schema: Mapping[str, Any] | None = None  # the parent's answer as JSON of this schema

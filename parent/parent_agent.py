@@ -60,7 +60,7 @@ def claude_settings(
     disallowed = tuple(e for value in disallowed_tools for e in tool_entries(value))
     allowed = tuple(e for value in allowed_tools for e in tool_entries(value))
     try:
-        catalog = restrict_agents(catalog, disallowed, permission_mode, allowed)
+        catalog = restrict_agents(catalog, disallowed, permission_mode, allowed, settings.tools)
     except InvalidAgent as exc:
         raise ValueError(f"--disallowedTools: {exc.message}") from None
     settings = dataclasses.replace(
@@ -156,17 +156,20 @@ def restrict_agents(
     disallowed: tuple[str, ...],
     permission_mode: str,
     allowed: tuple[str, ...] = (),
+    base: Sequence[str] | None = None,
 ) -> dict[str, AgentSpec]:
-    """Agent types under a session's ``--disallowedTools``, ``--permission-mode plan`` and
+    """Agent types under a session's ``--disallowedTools``, ``--permission-mode plan``,
     ``--allowedTools`` (as in Claude Code, whose subagents have the session's permissions:
-    with nobody to ask, a child keeps the read-only tools and what the rules name); raises
+    with nobody to ask, a child keeps the read-only tools and what the rules name) and
+    ``--tools`` (``base``: the session's tools, a child's too); raises
     agent_files.InvalidAgent for a tool name isoagent does not know."""
     unasked = _unasked(allowed, permission_mode)
-    if not disallowed and permission_mode != PLAN_MODE and unasked is None:
+    if not disallowed and permission_mode != PLAN_MODE and unasked is None and base is None:
         return agents
     session = None
     if unasked is not None:
         session, _ = build_spec("", "", "", {"tools": unasked}, source="")
+    pool = None if base is None else build_spec("", "", "", {"tools": list(base)}, source="")[0]
     restricted = {}
     for name, spec in agents.items():
         fields = {
@@ -178,6 +181,8 @@ def restrict_agents(
         tools = [t for t in narrowed.tools if t in spec.tools]
         if permission_mode == PLAN_MODE:
             tools = [t for t in tools if t not in WRITE_TOOLS]
+        if pool is not None:
+            tools = [t for t in tools if t in pool.tools]
         bash_allow: list[str] | None = spec.bash_allow
         if session is not None:
             tools = [t for t in tools if t in session.tools]

@@ -56,7 +56,7 @@ class Settings:
     call_options: CallOptions | None = None  # what the parent's model calls add (--effort, ...)
     plugins: tuple[tuple[str, str], ...] = ()  # --plugin-dir: (name, folder) of each loaded
     remote: RemoteSettings | None = None  # --hosts: children on these hosts, not only here
-    tools: tuple[str, ...] | None = None  # --tools: the parent's base tools; None: all
+    tools: tuple[str, ...] | None = None  # --tools: the base tools, children's too; None: all
     max_budget_usd: float = 0.0  # what the run's model calls may cost; 0: no limit
     budget_spent: float = 0.0  # of it, what earlier runs of the session spent (stream-json)
     json_schema: dict[str, Any] | None = None  # the parent answers in this shape (--json-schema)

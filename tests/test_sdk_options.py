@@ -426,7 +426,7 @@ def test_a_disconnect_never_starts_a_queued_message(
     assert len(api_server.requests) == 1
 
 
-def test_allowed_tools_apply_to_children_as_to_the_parent(
+def test_allowed_tools_and_tools_apply_to_children_as_to_the_parent(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
     """Claude Code's subagents have the session's permissions: with ``allowed_tools`` and
@@ -442,6 +442,11 @@ def test_allowed_tools_apply_to_children_as_to_the_parent(
     refused = child[1].tool_results[0]
     assert refused["is_error"] and "`touch made.txt` is not allowed" in refused["content"]
     assert not (workspace / "made.txt").exists()
+
+    api_server.requests.clear()  # the session's tools are a child's too, as in Claude Code
+    run_sdk_args(api_server, tmp_path, workspace, "go", tools=["Read", "Bash", "Task"])
+    child = [r for r in api_server.requests if not r.is_parent]
+    assert child[0].tool_names == ["bash", "read_file"]
 
 
 def test_interrupt_ends_a_running_child(

@@ -494,7 +494,11 @@ def _answer(message: dict[str, Any], settings: Settings) -> Settings:
             subtype, error = None, f"invalid agents: {exc}"
         else:  # under the session's --disallowedTools, --allowedTools and plan mode too
             added = restrict_agents(
-                added, settings.disallowed_tools, settings.permission_mode, settings.allowed_tools
+                added,
+                settings.disallowed_tools,
+                settings.permission_mode,
+                settings.allowed_tools,
+                settings.tools,
             )
             settings = dataclasses.replace(settings, agents={**settings.agents, **added})
     if subtype == "initialize":
@@ -521,7 +525,7 @@ def _with_permission_mode(settings: Settings, mode: str) -> Settings:
             "start a new session in that mode"
         )
     agents = restrict_agents(
-        settings.agents, settings.disallowed_tools, mode, settings.allowed_tools
+        settings.agents, settings.disallowed_tools, mode, settings.allowed_tools, settings.tools
     )
     return dataclasses.replace(settings, permission_mode=mode, agents=agents)
 

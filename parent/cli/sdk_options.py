@@ -46,8 +46,8 @@ def _schema(_ctx: click.Context, _param: click.Parameter, value: str | None) -> 
 SDK_SETTINGS_OPTIONS = [
     click.option(
         "--tools", callback=_tool_list, metavar="TOOLS",
-        help="The parent's base tools, e.g. 'Bash,Read,Task' (\"\": none, default: all); "
-        "--allowedTools and --disallowedTools choose among them.",
+        help="The base tools of the parent and its children, e.g. 'Bash,Read,Task' (\"\": "
+        "none, default: all); --allowedTools and --disallowedTools choose among them.",
     ),
     click.option(
         "--setting-sources", callback=_source_list, metavar="SOURCES",
