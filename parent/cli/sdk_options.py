@@ -1,9 +1,9 @@
 """Claude Code's flags that the claude-agent-sdk sends, beyond print mode's own.
 
 Each works as in Claude Code (most become ``Options`` fields through ``settings_options``),
-or is refused by name: ``isoagent: error: --betas is not supported: <why>`` (the answer to
-the SDK's ``initialize`` with ``--input-format stream-json``), never click's "no such
-option".
+or is refused by name: ``isoagent: error: --session-mirror is not supported: <why>`` (the
+answer to the SDK's ``initialize`` with ``--input-format stream-json``), never click's "no
+such option".
 """
 
 from __future__ import annotations
