@@ -46,7 +46,7 @@ class Sizes:
     cpu_tasks: int  # the task CPU row: batches of this many tasks and twice as many
     cpu_jobs: int
     cpu_repeats: int
-    idle: int  # other processes running in the row's second line
+    idle: int  # other processes running in the task-cpu row's last line (0: no such line)
     one_shot_runs: int
     one_shot_warmup: bool  # a first round, not counted, that fills the page cache
     codec_repeats: int
@@ -99,7 +99,7 @@ QUICK = Sizes(  # each row once, as cheaply as it still runs every path
     cpu_tasks=4,
     cpu_jobs=4,
     cpu_repeats=1,
-    idle=10,
+    idle=0,
     one_shot_runs=1,
     one_shot_warmup=False,
     codec_repeats=1,

@@ -145,16 +145,16 @@ def task_cpu(tasks: int, jobs: int, repeats: int, idle: int) -> list[Line]:
             runs["iso"].append(isoagent_batch(server, tasks, jobs))
             runs["ref"].append(in_process(server, 2 * tasks, jobs))
             runs["iso2"].append(isoagent_batch(server, 2 * tasks, jobs))
-        with idle_processes(idle):
-            for _ in range(repeats):
-                runs["idle"].append(isoagent_batch(server, tasks, jobs))
-                runs["idle2"].append(isoagent_batch(server, 2 * tasks, jobs))
+        if idle:
+            with idle_processes(idle):
+                for _ in range(repeats):
+                    runs["idle"].append(isoagent_batch(server, tasks, jobs))
+                    runs["idle2"].append(isoagent_batch(server, 2 * tasks, jobs))
     iso = _marginal(runs["iso"], runs["iso2"], tasks)
     ref = Stat(
         [(r.cpu - json.loads(r.stdout)["setup_cpu"]) / (2 * tasks) * 1000 for r in runs["ref"]],
         "ms",
     )
-    crowded = _marginal(runs["idle"], runs["idle2"], tasks)
     how = (
         f"zero-latency server; a task is one `bash` call running `true`, then the answer. "
         f"isoagent: (CPU of a {2 * tasks}-task run - CPU of a {tasks}-task run) / {tasks}, "
@@ -163,7 +163,7 @@ def task_cpu(tasks: int, jobs: int, repeats: int, idle: int) -> list[Line]:
         "first task started (the SDK import, the client), per task: one process has no "
         "start-up noise to cancel, and a difference of two runs was dominated by it."
     )
-    return [
+    lines = [
         Line(
             "task CPU",
             f"marginal CPU per task, `isoagent batch -j {jobs}`, all processes",
@@ -178,6 +178,12 @@ def task_cpu(tasks: int, jobs: int, repeats: int, idle: int) -> list[Line]:
             f"in-process: one `AsyncAnthropic`, coroutines, `-j {jobs}` (`bench.inprocess`)",
             ref,
         ),
+    ]
+    if not idle:
+        return lines
+    crowded = _marginal(runs["idle"], runs["idle2"], tasks)
+    return [
+        *lines,
         Line(
             "task CPU",
             f"the same with {idle:,} other idle processes running",
