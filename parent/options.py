@@ -72,7 +72,7 @@ class Options:
     sandbox: SandboxChoice = "auto"
     allow_unsandboxed: bool = False  # run read-only agents unconfined without Landlock
     writable_git: bool = False  # writing agents may change .git
-    child_network: bool = True
+    child_network: bool = False  # the host's network for children (default: none)
     max_tokens_total: int = 0  # the run's token budget
     api_retry_deadline: float = 600.0  # seconds a refused or failed model call is retried
     cpu_seconds: int = _LIMITS.cpu_seconds

@@ -34,7 +34,7 @@ class Settings:
     api_retry_deadline: float = 600.0
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     sandbox: SandboxChoice = "auto"
-    child_network: bool = True  # children get a network of their own (off: none at all)
+    child_network: bool = False  # children get the host's network (off: none at all)
     allow_unsandboxed: bool = False
     writable_git: bool = False  # writing agents may change .git (hooks, config)
     child_command: list[str] | None = None  # how to start a child; None: python -m isoagent.child

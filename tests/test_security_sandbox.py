@@ -66,11 +66,12 @@ class UnixListener:
 @pytest.mark.parametrize(
     ("agent", "options"),
     [
-        pytest.param("Explore", [], id="read-only"),
+        pytest.param("Explore", ["--child-network", "off"], id="read-only"),
         pytest.param("general-purpose", ["--sandbox", "off"], id="sandbox-off"),
+        pytest.param("general-purpose", ["--child-network", "on"], id="network-on"),
     ],
 )
-def test_child_without_network_cannot_connect_to_a_hosts_unix_socket(
+def test_a_child_cannot_connect_to_a_hosts_unix_socket_such_as_an_ssh_agent(
     api_server: MessagesServer, tmp_path: Path, agent: str, options: list[str]
 ) -> None:
     path = tmp_path / "s"
@@ -81,9 +82,7 @@ def test_child_without_network_cannot_connect_to_a_hosts_unix_socket(
     )
     api_server.handler = child_runs(agent, probe)
     try:
-        done = run_cli(
-            ["run", "go", "--child-network", "off", *options], cli_env(api_server), cwd=tmp_path
-        )
+        done = run_cli(["run", "go", *options], cli_env(api_server), cwd=tmp_path)
     finally:
         listener.close()
     assert done.returncode == 0, done.stderr

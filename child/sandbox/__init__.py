@@ -7,7 +7,7 @@ tool included); ``confine`` applies it in the order the kernel needs:
 - ``mounts``: a private ``/dev/shm``, protected folders read-only;
 - ``limits``: rlimits on CPU time, address space, processes, file size;
 - ``privileges``: not dumpable, a subreaper, no capability, ``no_new_privs``;
-- ``seccomp``: no Unix-domain socket without network;
+- ``seccomp``: no Unix-domain socket of its own (sandboxed, or without network);
 - ``landlock``: read everywhere, write only under the tmpdir (and the workspace and
   the added folders).
 
@@ -89,7 +89,7 @@ def confine(
     make_undumpable()
     become_subreaper()
     drop_capabilities()
-    if not policy.network and seccomp.available():
-        seccomp.forbid_unix_sockets()
+    if (sandboxed or not policy.network) and seccomp.available():
+        seccomp.forbid_unix_sockets()  # an ssh-agent, a Docker daemon: with network or not
     if sandboxed:
         apply_sandbox(policy.mode, workspace, tmpdir, shm=shm, add_dirs=add_dirs)

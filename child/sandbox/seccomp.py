@@ -1,7 +1,9 @@
-"""A seccomp filter for children without network: no Unix-domain socket of their own.
+"""A seccomp filter for sandboxed children and those without network: no Unix-domain
+socket of their own.
 
 A network namespace already cuts TCP, UDP and abstract Unix sockets off from the
-host, but path-named Unix sockets live in the filesystem (a Docker daemon, an SSH
+host (and with the network on, Landlock scopes abstract ones), but path-named Unix
+sockets live in the filesystem (a Docker daemon, an SSH
 agent, D-Bus): connecting to one needs only the path. Landlock (up to ABI 7) does not
 cover ``connect``, and seccomp cannot read the path a ``connect`` names, so the filter
 refuses to create a Unix-domain socket at all (``socket(AF_UNIX, ...)`` fails with

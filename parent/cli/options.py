@@ -136,8 +136,10 @@ LIMIT_OPTIONS = [
         ".claude and .isoagent are read-only to children.",
     ),
     click.option(
-        "--child-network", type=click.Choice(["on", "off"]), default="on", show_default=True,
-        help="off: children run in an empty network namespace (they never need one for the model).",
+        "--child-network", type=click.Choice(["on", "off"]), default="off", show_default=True,
+        help="off: children run in an empty network namespace (their model calls go through "
+        "the parent); on: they reach the host's network, so a prompt-injected child can send "
+        "what it reads anywhere.",
     ),
     click.option(
         "--max-tokens-total", type=click.IntRange(0), default=DEFAULTS.max_tokens_total,
