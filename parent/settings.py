@@ -62,6 +62,7 @@ class Settings:
     json_schema: dict[str, Any] | None = None  # the parent answers in this shape (--json-schema)
     fallback_model: str = ""  # calls to `model` go on with this one when it is overloaded
     mcp_servers: McpServers = field(default_factory=McpServers)  # .mcp.json, --mcp-config
+    deny_read: tuple[Path, ...] = ()  # besides the defaults (sandbox_policy.DENY_READ)
 
     @property
     def runs_dir(self) -> Path:

@@ -14,8 +14,9 @@ import msgspec
 # 2: thinking blocks; 3: bash rules; 4: Heartbeat, Task.identity, .heartbeat; 5: server tools;
 # 6: Task.add_dirs (an older child would ignore the folders it may write in); 8: ModelError's
 # rate_limit, overloaded and server kinds (an older child could not decode them); 9:
-# AgentSpec.mcp_tools, Task.mcp_servers (an older child would drop the MCP tools)
-PROTOCOL_VERSION = 9
+# AgentSpec.mcp_tools, Task.mcp_servers (an older child would drop the MCP tools); 10:
+# SandboxPolicy.hidden (an older child would read what it hides)
+PROTOCOL_VERSION = 10
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -184,6 +185,9 @@ class SandboxPolicy(msgspec.Struct, frozen=True, omit_defaults=True):
     network: bool = True
     # folders inside a writable workspace kept read-only (.git, .claude, .isoagent)
     protected: tuple[str, ...] = ()
+    # what it may not read at all (~/.ssh, ~/.aws, the run folders, ...): each existing
+    # one is covered by an empty, read-only mount
+    hidden: tuple[str, ...] = ()
 
 
 # --- child -> parent ---------------------------------------------------------

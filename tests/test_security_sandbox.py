@@ -166,3 +166,36 @@ def test_a_weaker_kernel_is_said_once(choice, network, abi, filters, said) -> No
     if mount_namespaces_available():
         assert len(warnings) == len(said)
     assert all(any(s in w for w in warnings) for s in said)
+
+
+needs_mounts = pytest.mark.skipif(
+    not mount_namespaces_available(), reason="no mount namespace for children here"
+)
+
+
+@needs_landlock
+@needs_mounts
+@pytest.mark.parametrize("agent", ["Explore", "general-purpose"])
+def test_a_child_cannot_read_the_users_keys_histories_or_other_runs(
+    api_server: MessagesServer, tmp_path: Path, agent: str
+) -> None:
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("SECRET-KEY")
+    (home / ".netrc").write_text("machine x login u password SECRET-NETRC")
+    (home / ".bash_history").write_text("export TOKEN=SECRET-HISTORY")
+    (home / "notes.txt").write_text("PLAIN-NOTES")  # not on the list: readable
+    earlier = ws / ".isoagent" / "runs" / "earlier"
+    earlier.mkdir(parents=True)
+    (earlier / "run.jsonl").write_text("SECRET-EARLIER-RUN")
+    extra = tmp_path / "vault.txt"
+    extra.write_text("SECRET-VAULT")
+    files = f".ssh/id_ed25519 .netrc .bash_history notes.txt {extra} {earlier}/run.jsonl"
+    read = f"cd {home}; cat {files}; ls -a .ssh"
+    api_server.handler = child_runs(agent, f"{read} 2>&1")
+    args = ["run", "go", "--deny-read", str(extra)]
+    done = run_cli(args, cli_env(api_server, HOME=str(home)), cwd=ws)
+    assert done.returncode == 0, done.stderr
+    assert "PLAIN-NOTES" in done.stdout  # the child ran its command
+    assert "SECRET" not in done.stdout
+    assert (home / ".ssh" / "id_ed25519").read_text() == "SECRET-KEY"  # hidden, not touched

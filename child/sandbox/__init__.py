@@ -72,7 +72,7 @@ def confine(
     try:
         enter_namespaces(network | (CLONE_NEWNS if sandboxed else 0))
     except SandboxError:
-        if not sandboxed or policy.protected:
+        if not sandboxed or policy.protected or policy.hidden:
             raise
         enter_namespaces(network)
         mounted = False
@@ -83,6 +83,9 @@ def confine(
         for path in policy.protected:
             if os.path.exists(path):
                 mounts.read_only(path)
+        for path in policy.hidden:
+            if os.path.exists(path):
+                mounts.hide(path)
     apply_limits(
         limits.cpu_seconds, limits.address_space_mb, limits.max_processes, limits.file_size_mb
     )

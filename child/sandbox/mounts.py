@@ -14,6 +14,7 @@ from isoagent.child.sandbox.syscalls import fail, libc
 _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
+_MS_NOEXEC = 8
 _MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
@@ -52,6 +53,17 @@ def private_shm() -> bool:
         return False
     _mount("tmpfs", SHM, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={SHM_SIZE},mode=1777")
     return True
+
+
+def hide(path: str) -> None:
+    """Cover ``path`` with nothing: an empty read-only tmpfs over a folder, ``/dev/null``
+    bound read-only over a file."""
+    if os.path.isdir(path):
+        flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+        _mount("tmpfs", path, "tmpfs", flags, "size=4k,mode=000")
+    else:
+        _mount("/dev/null", path, None, _MS_BIND)
+        _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NOEXEC)
 
 
 def read_only(path: str) -> None:

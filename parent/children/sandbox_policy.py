@@ -36,6 +36,32 @@ def policy_for(agent: AgentSpec, settings: Settings) -> SandboxPolicy:
         protected=protected_paths(
             mode, settings.workdir, settings.runs_dir, settings.writable_git, settings.add_dirs
         ),
+        hidden=hidden_paths(mode, settings),
+    )
+
+
+# what no sandboxed child reads, under the user's home: keys, tokens, cloud credentials,
+# shell histories (commands with secrets in them)
+DENY_READ = (
+    ".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".config/gh", ".config/anthropic",
+    ".claude/.credentials.json", ".docker", ".kube", ".netrc", ".git-credentials", ".npmrc",
+    ".pypirc", ".bash_history", ".zsh_history", ".python_history",
+)  # fmt: skip
+
+
+def hidden_paths(mode: SandboxMode, settings: Settings) -> tuple[str, ...]:
+    """What a sandboxed child may not read: ``DENY_READ`` in the home, the run folders
+    (other runs' transcripts), ``--deny-read``; those that exist, less any that holds the
+    workspace or an added folder (hiding it would hide the work)."""
+    if mode == "off" or not mount_namespaces_available():
+        return ()
+    home = Path.home()
+    paths = [home / name for name in DENY_READ] + [settings.runs_dir, *settings.deny_read]
+    work = (settings.workdir, *settings.add_dirs)
+    return tuple(
+        str(path)
+        for path in paths
+        if path.exists() and not any(place.is_relative_to(path) for place in work)
     )
 
 
@@ -111,7 +137,7 @@ def protected_paths(
     """The existing folders of the workspace and of each added folder a ``workspace``-mode
     child gets read-only (``PROTECTED``, less ``.git`` with ``writable_git``; the run
     folders' parent when it is in the workspace); none where there is no mount namespace
-    (said once, by ``protection_warning``)."""
+    (said once, by ``protection_warning``, as for ``hidden_paths``)."""
     if mode != "workspace" or not mount_namespaces_available():
         return ()
     names = [name for name in PROTECTED if not (writable_git and name == ".git")]
@@ -123,13 +149,13 @@ def protected_paths(
 
 
 def protection_warning(choice: SandboxChoice) -> str | None:
-    """The once-per-run warning when writing children cannot get protected folders."""
-    if choice in ("off", "read-only") or mount_namespaces_available():
+    """The once-per-run warning when children cannot get protected or hidden paths."""
+    if choice == "off" or mount_namespaces_available():
         return None
-    return (
-        "warning: no mount namespace for children here: writing agents can change "
-        ".git, .claude and .isoagent in the workspace"
-    )
+    gaps = ["every agent can read ~/.ssh, ~/.aws, ~/.netrc, the run folders, --deny-read's"]
+    if choice != "read-only":
+        gaps.insert(0, "writing agents can change .git, .claude and .isoagent in the workspace")
+    return f"warning: no mount namespace for children here: {'; '.join(gaps)}"
 
 
 def mechanism_warnings(

@@ -142,6 +142,11 @@ LIMIT_OPTIONS = [
         "what it reads anywhere.",
     ),
     click.option(
+        "--deny-read", "deny_read", multiple=True, metavar="PATH",
+        help="Another file or folder sandboxed children may not read (besides ~/.ssh, ~/.aws, "
+        "~/.netrc, shell histories, the run folders, ...); repeatable.",
+    ),
+    click.option(
         "--max-tokens-total", type=click.IntRange(0), default=DEFAULTS.max_tokens_total,
         help="Token budget for the whole run (0: none); past it agents end with status budget.",
     ),
