@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import secrets
 import socket
 import sys
@@ -199,3 +201,24 @@ def test_a_child_cannot_read_the_users_keys_histories_or_other_runs(
     assert "PLAIN-NOTES" in done.stdout  # the child ran its command
     assert "SECRET" not in done.stdout
     assert (home / ".ssh" / "id_ed25519").read_text() == "SECRET-KEY"  # hidden, not touched
+
+
+@needs_landlock
+@needs_mounts
+def test_a_read_only_child_cannot_write_escape_sequences_to_the_users_terminal(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    controller, terminal = os.openpty()  # the user's terminal, as the CLI's would be
+    os.set_blocking(controller, False)
+    try:
+        name = os.ttyname(terminal)
+        write = f"printf '\\033]52;c;cHduZWQ=\\007PWNED' > {name} 2>&1; echo tried"
+        api_server.handler = child_runs("Explore", write)
+        done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "tried" in done.stdout  # the child ran its command
+        with contextlib.suppress(BlockingIOError):
+            assert b"PWNED" not in os.read(controller, 4096)
+    finally:
+        os.close(controller)
+        os.close(terminal)

@@ -49,14 +49,20 @@ DENY_READ = (
 )  # fmt: skip
 
 
+# the user's terminals: a child writing escape sequences to the CLI's /dev/pts/N would act
+# on the user's screen and clipboard (it has no controlling terminal: /dev/tty is refused)
+TERMINALS = Path("/dev/pts")
+
+
 def hidden_paths(mode: SandboxMode, settings: Settings) -> tuple[str, ...]:
     """What a sandboxed child may not read: ``DENY_READ`` in the home, the run folders
-    (other runs' transcripts), ``--deny-read``; those that exist, less any that holds the
-    workspace or an added folder (hiding it would hide the work)."""
+    (other runs' transcripts), ``--deny-read``, the terminals; those that exist, less any
+    that holds the workspace or an added folder (hiding it would hide the work)."""
     if mode == "off" or not mount_namespaces_available():
         return ()
     home = Path.home()
-    paths = [home / name for name in DENY_READ] + [settings.runs_dir, *settings.deny_read]
+    paths = [home / name for name in DENY_READ]
+    paths += [settings.runs_dir, *settings.deny_read, TERMINALS]
     work = (settings.workdir, *settings.add_dirs)
     return tuple(
         str(path)
