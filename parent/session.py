@@ -9,23 +9,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 
-from isoagent.child.agent.builtin_agents import TASK_TOOL
+from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS, TASK_TOOL
 from isoagent.child.agent.loop import Agent
 from isoagent.child.agent.process_tree import TAG_VARIABLE
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.child.agent.tools.workspace import add_dirs_note
+from isoagent.child.confine_command import Confinement, command_prefix
 from isoagent.child.sandbox.privileges import make_undumpable
 from isoagent.parent.bridge import GatewayBridge, run_in_thread
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
 from isoagent.parent.children.launch import fork_server_for, nesting_depth
-from isoagent.parent.children.sandbox_policy import mechanism_warnings, unsandboxed_warning
+from isoagent.parent.children.sandbox_policy import (
+    SandboxRefused,
+    mechanism_warnings,
+    policy_for,
+    unsandboxed_warning,
+)
 from isoagent.parent.children.supervisor import Supervisor
 from isoagent.parent.cost_budget import CostBudget
 from isoagent.parent.events import (
@@ -322,11 +330,21 @@ class Session:
         loop = asyncio.get_running_loop()
         settings = self.settings
         spec = parent_tools(settings)
+        env = self.command_environment()
+        try:
+            policy = policy_for(BUILTIN_AGENTS["general-purpose"], settings)  # a writing child's
+        except SandboxRefused:  # no Landlock: said once, as for the children
+            policy = SandboxPolicy(network=settings.child_network)
+        temp = tempfile.mkdtemp(prefix="isoagent-parent-")  # its commands' TMPDIR
+        env["TMPDIR"] = temp
+        prefix: tuple[str, ...] = ()
+        if policy.mode != "off":
+            where = (str(settings.workdir), temp, [str(p) for p in settings.add_dirs])
+            prefix = command_prefix(Confinement(policy, settings.limits, *where))
         ctx = ToolContext(
-            settings.workdir, settings.limits, env=self.command_environment(),
-            sandbox=SandboxPolicy(network=settings.child_network),
+            settings.workdir, settings.limits, env=env, sandbox=policy,
             bash_allow=spec.bash_allow, bash_deny=spec.bash_deny, cancelled=self.stop_parent,
-            add_dirs=settings.add_dirs,
+            add_dirs=settings.add_dirs, command_prefix=prefix,
         )  # fmt: skip
         tools = make_tools([name for name in spec.tools if name != TASK_TOOL], ctx)
         if self.ask is not None:
@@ -374,3 +392,4 @@ class Session:
             raise
         finally:
             ctx.end_commands()  # and whatever the parent's own commands left running
+            shutil.rmtree(temp, ignore_errors=True)

@@ -52,6 +52,8 @@ class ToolContext:
     bash_deny: list[str] = field(default_factory=list)
     # folders the tools may use besides the workspace (--add-dir), absolute
     add_dirs: tuple[Path, ...] = ()
+    # what runs each bash command (the parent's: confine_command, a writing child's sandbox)
+    command_prefix: tuple[str, ...] = ()
 
     def end_commands(self) -> None:
         """SIGKILL every running command's process group, and what a command started and

@@ -67,7 +67,7 @@ class Bash(Tool[BashInput]):
             temp = env.get("TMPDIR") or "/tmp"
             writable = [str(ctx.workdir), *map(str, ctx.add_dirs), temp]
             env["PATH"] = rule_path(env.get("PATH", os.defpath), writable)
-        proc = _start(inp.command, ctx.workdir, env)
+        proc = _start([*ctx.command_prefix, "/bin/bash", "-c", inp.command], ctx.workdir, env)
         timed_out = self._supervise(proc, output, timeout)
         if ctx.cancelled.is_set():
             raise ToolError("cancelled")
@@ -101,10 +101,10 @@ class Bash(Tool[BashInput]):
             self.ctx.reap_orphans()
 
 
-def _start(command: str, cwd: Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
+def _start(argv: list[str], cwd: Path, env: dict[str, str] | None) -> subprocess.Popen[bytes]:
     try:
         return subprocess.Popen(
-            ["/bin/bash", "-c", command],
+            argv,
             cwd=cwd,
             env=env,
             stdin=subprocess.DEVNULL,
