@@ -74,6 +74,7 @@ class Options:
     writable_git: bool = False  # writing agents may change .git
     child_network: bool = False  # the host's network for children (default: none)
     deny_read: Sequence[str | Path] = ()  # more paths children may not read (~/.ssh, ...: always)
+    local_fetch_hosts: Sequence[str] = ()  # web_fetch may reach these on private addresses
     max_tokens_total: int = 0  # the run's token budget
     api_retry_deadline: float = 600.0  # seconds a refused or failed model call is retried
     cpu_seconds: int = _LIMITS.cpu_seconds
@@ -181,6 +182,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         sandbox=options.sandbox,
         child_network=options.child_network,
         deny_read=tuple(Path(os.path.expanduser(p)).absolute() for p in options.deny_read),
+        local_fetch_hosts=tuple(options.local_fetch_hosts),
         allow_unsandboxed=options.allow_unsandboxed,
         writable_git=options.writable_git,
         agents=load_catalog(

@@ -63,6 +63,7 @@ class Settings:
     fallback_model: str = ""  # calls to `model` go on with this one when it is overloaded
     mcp_servers: McpServers = field(default_factory=McpServers)  # .mcp.json, --mcp-config
     deny_read: tuple[Path, ...] = ()  # besides the defaults (sandbox_policy.DENY_READ)
+    local_fetch_hosts: tuple[str, ...] = ()  # web_fetch may reach them on private addresses
 
     @property
     def runs_dir(self) -> Path:

@@ -15,7 +15,7 @@ import msgspec
 # 6: Task.add_dirs (an older child would ignore the folders it may write in); 8: ModelError's
 # rate_limit, overloaded and server kinds (an older child could not decode them); 9:
 # AgentSpec.mcp_tools, Task.mcp_servers (an older child would drop the MCP tools); 10:
-# SandboxPolicy.hidden (an older child would read what it hides)
+# SandboxPolicy.hidden (an older child would read what it hides), .local_fetch_hosts
 PROTOCOL_VERSION = 10
 
 # --- conversation content (the Messages API's shapes) -----------------------
@@ -188,6 +188,8 @@ class SandboxPolicy(msgspec.Struct, frozen=True, omit_defaults=True):
     # what it may not read at all (~/.ssh, ~/.aws, the run folders, ...): each existing
     # one is covered by an empty, read-only mount
     hidden: tuple[str, ...] = ()
+    # hosts web_fetch may fetch though they are on a private, loopback or link-local address
+    local_fetch_hosts: tuple[str, ...] = ()
 
 
 # --- child -> parent ---------------------------------------------------------

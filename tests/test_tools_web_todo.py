@@ -25,6 +25,12 @@ PAGE = b"""<html><head><title>t</title><style>p {color: red}</style></head>
 
 class _Pages(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
+        if self.path.startswith("/redirect?to="):  # an open redirect, as many sites have
+            self.send_response(302)
+            self.send_header("location", self.path.removeprefix("/redirect?to="))
+            self.send_header("content-length", "0")
+            self.end_headers()
+            return
         status, body = (200, PAGE) if self.path == "/notes" else (404, b"missing")
         self.send_response(status)
         self.send_header("content-type", "text/html; charset=utf-8")
@@ -46,8 +52,12 @@ def site() -> Iterator[str]:
     server.server_close()
 
 
-def tool(name: str, tmp_path: Path, *, network: bool = True):  # type: ignore[no-untyped-def]
-    [made] = make_tools([name], ToolContext(tmp_path, sandbox=SandboxPolicy(network=network)))
+def tool(  # type: ignore[no-untyped-def]
+    name: str, tmp_path: Path, *, network: bool = True, local: tuple[str, ...] = ("127.0.0.1",)
+):
+    """``name`` with a network, the test site's host allowed though it is local."""
+    policy = SandboxPolicy(network=network, local_fetch_hosts=local)
+    [made] = make_tools([name], ToolContext(tmp_path, sandbox=policy))
     return made
 
 
@@ -65,6 +75,20 @@ def test_web_fetch_errors_are_tool_errors(site: str, tmp_path: Path) -> None:
     assert missing.is_error and "HTTP 404" in missing.text
     local = tool("web_fetch", tmp_path).run({"url": "file:///etc/passwd"})
     assert local.is_error and "only http:// and https://" in local.text
+
+
+def test_web_fetch_refuses_a_local_address_unless_allowed(site: str, tmp_path: Path) -> None:
+    out = tool("web_fetch", tmp_path, local=()).run({"url": f"{site}/notes"})
+    assert out.is_error and "127.0.0.1 is at 127.0.0.1, not a public address" in out.text
+    assert "Release notes" not in out.text
+
+
+def test_web_fetch_checks_each_redirect_as_the_first_url(site: str, tmp_path: Path) -> None:
+    """An allowed host's open redirect to another local name is refused, not followed."""
+    target = f"http://localhost:{site.rsplit(':', 1)[1]}/notes"
+    out = tool("web_fetch", tmp_path).run({"url": f"{site}/redirect?to={target}"})
+    assert out.is_error and "localhost is at 127.0.0.1, not a public address" in out.text
+    assert "Release notes" not in out.text
 
 
 def test_web_fetch_in_a_child_without_network_is_refused_clearly(site: str, tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ def policy_for(agent: AgentSpec, settings: Settings) -> SandboxPolicy:
             mode, settings.workdir, settings.runs_dir, settings.writable_git, settings.add_dirs
         ),
         hidden=hidden_paths(mode, settings),
+        local_fetch_hosts=settings.local_fetch_hosts,
     )
 
 

@@ -142,6 +142,11 @@ LIMIT_OPTIONS = [
         "what it reads anywhere.",
     ),
     click.option(
+        "--allow-local-fetch", "local_fetch_hosts", multiple=True, metavar="HOST",
+        help="A host web_fetch may fetch although it is on a private, loopback or link-local "
+        "address (an intranet's docs); repeatable. Others are refused, redirects included.",
+    ),
+    click.option(
         "--deny-read", "deny_read", multiple=True, metavar="PATH",
         help="Another file or folder sandboxed children may not read (besides ~/.ssh, ~/.aws, "
         "~/.netrc, shell histories, the run folders, ...); repeatable.",

@@ -8,7 +8,7 @@ socket error. ``web_search`` is the Messages API's own web search tool: the API 
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
@@ -39,14 +39,22 @@ class WebFetch(Tool[WebFetchInput]):
             raise ToolError(
                 "web_fetch is not available: this agent runs without network (--child-network off)"
             )
-        if not inp.url.startswith(("http://", "https://")):
-            raise ToolError("only http:// and https:// URLs can be fetched")
         import urllib.error
         import urllib.request
 
+        allowed = self.ctx.sandbox.local_fetch_hosts
+        check_destination(inp.url, allowed)
+
+        class Redirects(urllib.request.HTTPRedirectHandler):
+            def redirect_request(
+                self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
+            ) -> Any:
+                check_destination(newurl, allowed)  # each hop, as the first
+                return super().redirect_request(req, fp, code, msg, headers, newurl)
+
         request = urllib.request.Request(inp.url, headers={"User-Agent": "isoagent-web-fetch"})
         try:
-            with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+            with urllib.request.build_opener(Redirects).open(request, timeout=TIMEOUT) as response:
                 body = response.read(MAX_BYTES + 1)
                 kind = response.headers.get_content_type()
                 charset = response.headers.get_content_charset() or "utf-8"
@@ -61,6 +69,33 @@ class WebFetch(Tool[WebFetchInput]):
             text = html_text(text)
         cut = " (first 5 MB)" if len(body) > MAX_BYTES else ""
         return f"{inp.url} ({kind}){cut}:\n\n{text.strip()}"
+
+
+def check_destination(url: str, local_hosts: tuple[str, ...]) -> None:
+    """Refuse (``ToolError``) a URL that is not http(s), or whose host resolves to a
+    private, loopback, link-local or otherwise non-public address (a metadata service, the
+    user's router, a service on their machine) unless ``local_hosts`` names the host."""
+    import ipaddress
+    import socket
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ToolError(f"only http:// and https:// URLs can be fetched: {url}")
+    host = parts.hostname
+    if host in local_hosts:
+        return
+    try:
+        infos = socket.getaddrinfo(host, parts.port or 443, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError) as exc:
+        raise ToolError(f"cannot fetch {url}: {exc}") from None
+    for info in infos:
+        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+        if not address.is_global or address.is_multicast:
+            raise ToolError(
+                f"{host} is at {address}, not a public address: web_fetch does not reach "
+                f"local networks (--allow-local-fetch {host} allows it)"
+            )
 
 
 class WebSearchInput(msgspec.Struct):
