@@ -11,7 +11,6 @@ import contextlib
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -62,7 +61,7 @@ from isoagent.parent.settings import Settings
 from isoagent.parent.structured_output import ENFORCE as ENFORCE_STRUCTURED
 from isoagent.parent.structured_output import StructuredOutputTool
 from isoagent.parent.task_tool import TaskTool
-from isoagent.parent.terminal_text import terminal_line
+from isoagent.parent.terminal_text import warn
 from isoagent.protocol import Result, SandboxPolicy
 
 # the signals that end a run: each cancels the session's task, which ends every child
@@ -115,10 +114,6 @@ def model_source(settings: Settings, waits: WaitNotices | None = None) -> ModelS
     except (MissingCredentials, CassetteError) as exc:
         raise SessionError(str(exc)) from None
     return source
-
-
-def warn(message: str) -> None:
-    print(f"isoagent: {terminal_line(message)}", file=sys.stderr, flush=True)
 
 
 class Session:

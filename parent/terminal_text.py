@@ -48,3 +48,8 @@ def for_stdout(text: str, *, lines: bool = True) -> str:
     if not sys.stdout.isatty():
         return text
     return terminal_text(text) if lines else terminal_line(text)
+
+
+def warn(message: str) -> None:
+    """``isoagent: MESSAGE`` on stderr, as one escaped line."""
+    print(f"isoagent: {terminal_line(message)}", file=sys.stderr, flush=True)

@@ -251,3 +251,27 @@ def test_the_parents_own_bash_is_confined_as_a_writing_childs(
     assert (ws / "out.txt").read_text() == "honest\n"
     assert not (home / ".ssh").exists()
     assert not (ws / ".git" / "hooks" / "pre-commit").exists()
+
+
+@needs_landlock
+def test_names_a_writing_child_may_not_create_are_moved_out_when_it_ends(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """Missing, they had nothing for a read-only mount to cover: a planted agent type, a
+    repository with an fsmonitor, an MCP server would run what comes next."""
+    plant = (
+        "mkdir -p .claude/agents && printf -- '---\\nname: Explore\\n---\\nx\\n' > "
+        ".claude/agents/Explore.md; git init -q . && git config core.fsmonitor 'touch pwned'; "
+        "echo '{}' > .mcp.json; echo honest > kept.txt; echo DONE"
+    )
+    api_server.handler = child_runs("general-purpose", plant)
+    done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "DONE" in done.stdout
+    assert (tmp_path / "kept.txt").read_text() == "honest\n"
+    for name in (".claude", ".git", ".mcp.json"):
+        assert not (tmp_path / name).exists(), name
+        assert f"a child created {tmp_path / name}" in done.stderr
+    [run] = (tmp_path / ".isoagent" / "runs").iterdir()
+    [kept] = run.glob("planted/*/*/.claude/agents/Explore.md")
+    assert "name: Explore" in kept.read_text()

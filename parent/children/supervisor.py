@@ -34,6 +34,7 @@ from isoagent.parent.children.launchers import (
     Launchers,
 )
 from isoagent.parent.children.placement import attempt_stem
+from isoagent.parent.children.planted import PlantedNames
 from isoagent.parent.children.process import ChildProcess
 from isoagent.parent.children.sandbox_policy import SandboxRefused, policy_for
 from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
@@ -41,6 +42,7 @@ from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway
 from isoagent.parent.run_folder import RunFolder, TranscriptWriter
 from isoagent.parent.settings import Settings
+from isoagent.parent.terminal_text import warn
 from isoagent.protocol import (
     PROTOCOL_VERSION,
     AgentSpec,
@@ -92,6 +94,10 @@ class Supervisor:
         self.finished: list[ChildFinished] = []
         self.launchers = Launchers(settings, fork_server, run.run_id)
         self._running: set[asyncio.Task[ChildFinished]] = set()
+        self.planted = None
+        if settings.sandbox != "off":
+            roots = (settings.workdir, *settings.add_dirs)
+            self.planted = PlantedNames(roots, run.path / "planted")
 
     async def run(self, request: ChildRequest) -> ChildFinished:
         """Run one child to its end; a failure becomes a Result, never an exception.
@@ -118,6 +124,13 @@ class Supervisor:
                 lambda launcher, attempt: _ChildRun(self, request, number, launcher, attempt),
             )
         self.finished.append(finished)
+        if self.planted is not None:
+            for was, now in self.planted.take(finished.child):
+                shown = self.run_folder.display(now)
+                warn(
+                    f"warning: a child created {was}, which children may not create (it "
+                    f"runs or configures what comes next): moved to {shown}"
+                )
         return finished
 
     async def close(self) -> None:
