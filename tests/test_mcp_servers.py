@@ -14,6 +14,7 @@ from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.processes import alive
+from tests.test_sdk_options import sdk_args
 
 REPO = Path(__file__).resolve().parent.parent
 AGENT = "---\nname: ctx-user\ndescription: Looks keys up.\ntools: {tools}\n---\nLook keys up.\n"
@@ -119,3 +120,24 @@ def test_a_server_that_cannot_start_ends_its_child_with_an_error_saying_which(
     assert done.returncode == 0, done.stderr  # the parent goes on: its task failed
     assert "MCP server 'ctx' did not start" in done.stderr
     assert child_requests(api_server) == []
+
+
+def test_the_sdks_mcp_servers_option_gives_a_subagent_its_server(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """``ClaudeAgentOptions(mcp_servers=...)`` as the SDK sends it (``--mcp-config``)."""
+    add_agent(tmp_path, "Read, mcp__ctx__lookup")
+    server = {
+        "type": "stdio",
+        "command": sys.executable,
+        "args": ["-m", "tests.support.mcp_lookup_server", str(tmp_path)],
+        "env": {"PYTHONPATH": str(REPO)},
+    }
+    args = sdk_args(mcp_servers={"ctx": server})
+    assert "--mcp-config" in args
+    api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
+    env = cli_env(api_server, HOME=str(tmp_path))
+    done = run_cli(["-p", "go", *args], env, cwd=tmp_path, input="")
+    assert '"type":"result"' in done.stdout.replace(" ", ""), done.stderr
+    [_, second] = child_requests(api_server)
+    assert "value of k1" in second.tool_results[0]["content"]
