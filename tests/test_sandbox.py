@@ -311,11 +311,20 @@ def test_disable_network(tmp_path: Path, server: socket.socket) -> None:
 
 
 @needs_root
-def test_disable_network_unprivileged(tmp_path: Path, server: socket.socket) -> None:
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "drop_to_nobody()",
+        # a fork server's child: the server is not dumpable, so /proc/self is root's
+        "drop_to_nobody(); from isoagent.child.sandbox import make_undumpable; make_undumpable()",
+    ],
+    ids=["started", "forked-by-an-undumpable-server"],
+)
+def test_disable_network_unprivileged(tmp_path: Path, server: socket.socket, setup: str) -> None:
     """Without CAP_SYS_ADMIN the fallback is a user namespace holding the network one."""
     if Path("/proc/sys/user/max_user_namespaces").read_text().strip() == "0":
         pytest.skip("user namespaces are disabled")
-    code = "import socket\n" + NETWORK_PROBE.format(setup="drop_to_nobody()")
+    code = "import socket\n" + NETWORK_PROBE.format(setup=setup)
     out = run(code, server.getsockname()[1], cwd=tmp_path)
     assert out["host_before"] == "ok"
     assert out["host_after"] == "ConnectionRefusedError"

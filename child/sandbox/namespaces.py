@@ -11,11 +11,19 @@ import socket
 import struct
 from pathlib import Path
 
-from isoagent.child.sandbox.syscalls import SandboxError, fail, require_single_thread, unshare
+from isoagent.child.sandbox.syscalls import (
+    SandboxError,
+    fail,
+    libc,
+    prctl,
+    require_single_thread,
+    unshare,
+)
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
+_PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
 _NAMES = {CLONE_NEWNS: "CLONE_NEWNS", CLONE_NEWNET: "CLONE_NEWNET", _CLONE_NEWUSER: "CLONE_NEWUSER"}
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
@@ -43,16 +51,26 @@ def enter_namespaces(flags: int) -> None:
         flags |= _CLONE_NEWUSER
         err = unshare(flags)
         if err == 0:
-            try:
-                Path("/proc/self/setgroups").write_text("deny")
-                Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
-                Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
-            except OSError as exc:
-                raise SandboxError(f"cannot map ids in the new user namespace: {exc}") from exc
+            _map_ids(uid, gid)
     if err:
         raise fail(_call(flags), err)
     if flags & CLONE_NEWNET:
         _loopback_up()
+
+
+def _map_ids(uid: int, gid: int) -> None:
+    """Map this user's ids in its new user namespace. A process that is not dumpable (a
+    fork server's child) has a root-owned /proc/self: dumpable only while it writes them."""
+    dumpable = int(libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0))
+    prctl("PR_SET_DUMPABLE", _PR_SET_DUMPABLE, 1)
+    try:
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    except OSError as exc:
+        raise SandboxError(f"cannot map ids in the new user namespace: {exc}") from exc
+    finally:
+        prctl("PR_SET_DUMPABLE", _PR_SET_DUMPABLE, dumpable)
 
 
 def disable_network() -> None:
