@@ -24,15 +24,19 @@ PREFIX = "mcp__"
 
 
 class McpServers:
-    """The servers a run may start, by name, and those it cannot (name -> why)."""
+    """The servers a run may start, by name, and those it cannot (name -> why); ``refused``:
+    those of them a ``--mcp-config`` gave (the SDK's ``mcp_servers``), not a workspace's
+    ``.mcp.json``: ``isoagent -p`` refuses them at ``initialize``."""
 
     def __init__(
         self,
         servers: Mapping[str, McpServer] | None = None,
         unusable: Mapping[str, str] | None = None,
+        refused: Sequence[str] = (),
     ) -> None:
         self.servers = dict(servers or {})
         self.unusable = dict(unusable or {})
+        self.refused = {name: self.unusable[name] for name in refused if name in self.unusable}
 
     def for_agent(self, agent: AgentSpec) -> list[McpServer]:
         """The servers whose tools ``agent`` names, in the order it names them."""
@@ -80,16 +84,19 @@ def load(workdir: Path, configs: Sequence[str], *, strict: bool) -> McpServers:
                 raise ValueError(f"--mcp-config {config}: {exc.strerror}") from None
     servers: dict[str, McpServer] = {}
     unusable: dict[str, str] = {}
+    given: list[str] = []
     for where, text in sources:
         for name, entry in _entries(where, text).items():
             servers.pop(name, None)
             unusable.pop(name, None)
+            if where != str(project):
+                given.append(name)
             kind = entry.get("type", "stdio")
             if kind != "stdio":
                 unusable[name] = f"its type is {kind}; isoagent's children start only stdio servers"
                 continue
             servers[name] = _stdio(where, name, entry)
-    return McpServers(servers, unusable)
+    return McpServers(servers, unusable, given)
 
 
 def _entries(where: str, text: str) -> dict[str, dict[str, Any]]:

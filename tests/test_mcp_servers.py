@@ -3,18 +3,20 @@ starts the server inside its own sandbox and nothing of it outlives the child.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sys
 from pathlib import Path
 
+import claude_agent_sdk
 import pytest
 
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.processes import alive
-from tests.test_sdk_options import sdk_args
+from tests.test_sdk_options import ISOAGENT_SCRIPT, sdk_args
 
 REPO = Path(__file__).resolve().parent.parent
 AGENT = "---\nname: ctx-user\ndescription: Looks keys up.\ntools: {tools}\n---\nLook keys up.\n"
@@ -141,3 +143,24 @@ def test_the_sdks_mcp_servers_option_gives_a_subagent_its_server(
     assert '"type":"result"' in done.stdout.replace(" ", ""), done.stderr
     [_, second] = child_requests(api_server)
     assert "value of k1" in second.tool_results[0]["content"]
+
+
+def test_an_sdk_in_process_server_is_refused_at_initialize_by_name(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """isoagent cannot relay ``create_sdk_mcp_server``'s tools: the SDK hears so at once."""
+    calc = claude_agent_sdk.create_sdk_mcp_server("calc", tools=[])
+    options = claude_agent_sdk.ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(tmp_path),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+        mcp_servers={"calc": calc},
+    )
+
+    async def ask() -> None:
+        async for _ in claude_agent_sdk.query(prompt="hi", options=options):
+            pass
+
+    with pytest.raises(Exception, match="--mcp-config is not supported for server 'calc': its"):
+        asyncio.run(asyncio.wait_for(ask(), 60))
+    assert api_server.requests == []

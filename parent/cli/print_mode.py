@@ -172,6 +172,8 @@ def print_mode(
             unsupported = unsupported or f"--plugin-dir is not supported: {exc}"
         except ValueError as exc:
             fail(f"error: {exc}", ExitCode.USAGE)
+    for name, why in settings.mcp_servers.refused.items():
+        unsupported = unsupported or f"--mcp-config is not supported for server {name!r}: {why}"
     if unsupported and input_format != "stream-json":  # the SDK hears it at initialize
         fail(f"error: {unsupported}")
     for given, file, flag in (
