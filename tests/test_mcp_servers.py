@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
-from tests.support.processes import alive
+from tests.support.processes import alive, wait_for
 from tests.test_sdk_options import ISOAGENT_SCRIPT, sdk_args
 
 REPO = Path(__file__).resolve().parent.parent
@@ -81,7 +81,7 @@ def test_an_agent_naming_an_mcp_tool_gets_it_from_a_server_in_its_sandbox_that_e
     assert not list((ws.parent / "outside").iterdir())
     match = re.search(r"pid (\d+)", answer)
     assert match is not None
-    assert not alive(int(match.group(1)))  # it ended with the child
+    assert wait_for(lambda: not alive(int(match.group(1))), 10)  # it ended with the child
 
 
 def test_an_agent_that_names_no_mcp_tool_gets_none_and_starts_no_server(
