@@ -15,8 +15,9 @@ import msgspec
 # 6: Task.add_dirs (an older child would ignore the folders it may write in); 8: ModelError's
 # rate_limit, overloaded and server kinds (an older child could not decode them); 9:
 # AgentSpec.mcp_tools, Task.mcp_servers (an older child would drop the MCP tools); 10:
-# SandboxPolicy.hidden (an older child would read what it hides), .local_fetch_hosts
-PROTOCOL_VERSION = 10
+# SandboxPolicy.hidden (an older child would read what it hides), .local_fetch_hosts; 11:
+# AgentSpec.mcp_servers (an agent's own MCP servers, its mcpServers' inline ones)
+PROTOCOL_VERSION = 11
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -130,6 +131,16 @@ class Usage(msgspec.Struct):
 SandboxMode = Literal["off", "workspace", "read-only"]
 
 
+class McpServer(msgspec.Struct, omit_defaults=True):
+    """A stdio MCP server (an ``.mcp.json`` entry): the child starts it, inside its sandbox,
+    for the tools its agent names."""
+
+    name: str
+    command: str
+    args: list[str] = []
+    env: dict[str, str] = {}
+
+
 class AgentSpec(msgspec.Struct, omit_defaults=True):
     """A resolved agent type: everything a child needs, nothing it must look up."""
 
@@ -143,18 +154,11 @@ class AgentSpec(msgspec.Struct, omit_defaults=True):
     # Claude Code's Bash(git:*) rules: commands bash may run (none: any) and may not
     bash_allow: list[str] = []
     bash_deny: list[str] = []
-    # MCP tools its ``tools`` names: ``mcp__server__tool``, or ``mcp__server`` for them all
+    # MCP tools it has: those its ``tools`` names (``mcp__server__tool``, or ``mcp__server``
+    # for them all), or without ``tools`` every tool of each server its ``mcpServers`` lists
     mcp_tools: list[str] = []
-
-
-class McpServer(msgspec.Struct, omit_defaults=True):
-    """A stdio MCP server (an ``.mcp.json`` entry): the child starts it, inside its sandbox,
-    for the tools its agent names."""
-
-    name: str
-    command: str
-    args: list[str] = []
-    env: dict[str, str] = {}
+    # the servers its ``mcpServers`` defines inline: its own, no other agent's
+    mcp_servers: list[McpServer] = []
 
 
 # room for a thinking model's thinking and its answer (claude-sonnet-5 thinks by default)
