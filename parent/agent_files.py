@@ -10,13 +10,19 @@ An agent file is Markdown with YAML front matter::
     model: sonnet                    # an alias or a model id; "inherit" or absent = the parent's
     permissionMode: plan             # plan: read-only (no write tools, read-only sandbox)
     maxTurns: 20
+    mcpServers:                      # MCP servers: a name the run configures (.mcp.json,
+      - github                       # --mcp-config), or the agent's own; without `tools`,
+      - ctx:                         # every tool of each (with it, what it names)
+          command: ctx-server
     ---
     You are a careful code reviewer...
 
 The Markdown body is the system prompt. Parsing is as lenient as Claude Code's: a value
 that is not valid YAML on its own (``description: Use this when: ...``, ``**bold**``) is
 read as the literal text after the colon; names may hold spaces and dots; values of the
-wrong type for ``tools``, ``model`` or ``maxTurns`` are ignored; unknown keys are ignored.
+wrong type for ``tools``, ``model`` or ``maxTurns`` are ignored; unknown keys are ignored;
+an ``mcpServers`` that is not such a list, or names an inline server that is not stdio,
+rejects the file.
 A file whose front matter cannot be read, or that lacks a name or a description, is
 rejected with one line (``path:line: message``); Markdown files without front matter
 (READMEs) are not agent files. Everything else worth knowing (tools isoagent lacks, names
@@ -48,9 +54,9 @@ from yaml.reader import ReaderError
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS, WRITE_TOOLS
 from isoagent.parent.mcp_servers import PREFIX as MCP_PREFIX
-from isoagent.parent.mcp_servers import server_of
+from isoagent.parent.mcp_servers import agent_entry, server_of
 from isoagent.parent.model.aliases import agent_model
-from isoagent.protocol import AgentSpec
+from isoagent.protocol import AgentSpec, McpServer
 
 _DELIMITER = "---"
 MAX_AGENT_FILE = 1024 * 1024  # bytes; Claude Code's agent files are a few KiB
@@ -344,11 +350,13 @@ def build_spec(
     entry), and the Claude Code tools it names that isoagent lacks."""
     missing: list[str] = []
     mcp: list[str] = []
+    listed, own = _mcp_servers(fields.get("mcpServers"))
     tools = fields.get("tools")
     if isinstance(tools, str | list):
         granted, allow = _grant(tool_entries(tools), missing, mcp)
     else:  # absent, or of a type Claude Code ignores too
         granted, allow = list(BASE_TOOLS), []
+        mcp += [MCP_PREFIX + name for name in listed]  # with `tools`, what it names
     deny = _take_away(tool_entries(fields.get("disallowedTools")), granted, mcp)
     if fields.get("permissionMode") == PLAN_MODE:
         granted = [tool for tool in granted if tool not in WRITE_TOOLS]
@@ -365,8 +373,32 @@ def build_spec(
         bash_allow=allow if "bash" in granted else [],
         bash_deny=deny if "bash" in granted else [],
         mcp_tools=mcp,
+        mcp_servers=own,
     )
     return spec, missing
+
+
+def _mcp_servers(value: object) -> tuple[list[str], list[McpServer]]:
+    """An ``mcpServers`` value: the names of the servers it lists, and those it defines
+    inline (the agent's own). Raises InvalidAgent for a malformed one."""
+    if value is None:
+        return [], []
+    if not isinstance(value, list):
+        raise InvalidAgent(
+            "mcpServers", "mcpServers must be a list of server names or {name: {command, ...}}"
+        )
+    names: list[str] = []
+    own: dict[str, McpServer] = {}
+    for entry in value:
+        try:
+            name, server = agent_entry(entry)
+        except ValueError as exc:
+            raise InvalidAgent("mcpServers", str(exc)) from None
+        if name not in names:
+            names.append(name)
+        if server is not None:
+            own[name] = server
+    return names, list(own.values())
 
 
 def tool_entries(value: object) -> list[str]:
@@ -463,7 +495,7 @@ def inline_agents(text: str) -> dict[str, AgentSpec]:
         for key in ("description", "prompt"):
             if not isinstance(fields.get(key), str):
                 raise ValueError(f"{name}.{key}: expected a string")
-        for key in ("tools", "disallowedTools"):
+        for key in ("tools", "disallowedTools", "mcpServers"):
             if key in fields and not isinstance(fields[key], list):
                 raise ValueError(f"{name}.{key}: expected an array")
         try:

@@ -5,14 +5,17 @@ from each ``--mcp-config`` (a JSON object or a file holding one), later ones win
 ``{"mcpServers": {"ctx": {"command": "...", "args": [...], "env": {...}}}}``.
 
 A child gets a server's tools when its agent's ``tools`` names them (``mcp__ctx__lookup``,
-or ``mcp__ctx`` for all of them); it starts the server itself, inside its sandbox, and
-the server ends with it. Only stdio servers run: an http, sse or SDK server is named, with
+or ``mcp__ctx`` for all of them), or when its agent's ``mcpServers`` lists the server (by
+name, or inline: a server of that agent alone, ``AgentSpec.mcp_servers``) and it has no
+``tools`` allow-list; it starts the server itself, inside its sandbox, and the server ends
+with it. Only stdio servers run: an http, sse or SDK server is named, with
 the reason, when an agent asks for it. The parent agent has no MCP tools.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,8 @@ from isoagent.protocol import AgentSpec, McpServer
 
 PROJECT_FILE = ".mcp.json"
 PREFIX = "mcp__"
+# Claude Code's rule for a server's name (`claude mcp add`); "__" would split a tool's name
+_NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
 
 
 class McpServers:
@@ -39,16 +44,19 @@ class McpServers:
         self.refused = {name: self.unusable[name] for name in refused if name in self.unusable}
 
     def for_agent(self, agent: AgentSpec) -> list[McpServer]:
-        """The servers whose tools ``agent`` names, in the order it names them."""
+        """The servers whose tools ``agent`` names, in the order it names them: its own
+        (inline in its ``mcpServers``) before the run's of the same name."""
         names = dict.fromkeys(server_of(tool) for tool in agent.mcp_tools)
-        return [self.servers[name] for name in names if name in self.servers]
+        servers = {**self.servers, **{server.name: server for server in agent.mcp_servers}}
+        return [servers[name] for name in names if name in servers]
 
     def problems(self, agents: Iterable[AgentSpec]) -> list[str]:
         """One line for every server agents name that cannot be started, by reason."""
         wanted: dict[str, list[str]] = {}
         for agent in agents:
+            own = {server.name for server in agent.mcp_servers}
             for name in dict.fromkeys(server_of(tool) for tool in agent.mcp_tools):
-                if name not in self.servers:
+                if name not in self.servers and name not in own:
                     wanted.setdefault(name, []).append(agent.name)
         by_reason: dict[str, list[str]] = {}
         for name, names in sorted(wanted.items()):
@@ -97,6 +105,35 @@ def load(workdir: Path, configs: Sequence[str], *, strict: bool) -> McpServers:
                 continue
             servers[name] = _stdio(where, name, entry)
     return McpServers(servers, unusable, given)
+
+
+def agent_entry(entry: object) -> tuple[str, McpServer | None]:
+    """One item of an agent's ``mcpServers``: a server's name (``"ctx"``: one the run
+    configures), or a server of the agent's own (``{"ctx": {"command": ...}}``, an
+    ``.mcp.json`` entry); its name, and the server if inline. A ``ValueError`` says what is
+    wrong, or that an inline server is not stdio (isoagent's children start no other)."""
+    if isinstance(entry, str):
+        name, config = entry.strip(), None
+    elif isinstance(entry, dict) and len(entry) == 1:
+        [(name, config)] = entry.items()
+        if not isinstance(name, str) or not isinstance(config, dict):
+            raise ValueError(f"mcpServers: {name!r} must map to a server's settings")
+    else:
+        raise ValueError(
+            "mcpServers: each entry is a server's name or {name: {command, args, env}}"
+        )
+    if not _NAME.match(name):
+        why = "letters, digits, hyphens and single underscores only"
+        raise ValueError(f"mcpServers: {name!r} is not a server name ({why})")
+    if config is None:
+        return name, None
+    kind = config.get("type", "stdio")
+    if kind != "stdio":
+        raise ValueError(
+            f"mcpServers: server {name!r} is of type {kind}; "
+            "isoagent's children start only stdio servers"
+        )
+    return name, _stdio("mcpServers", name, config)
 
 
 def _entries(where: str, text: str) -> dict[str, dict[str, Any]]:

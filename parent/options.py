@@ -40,6 +40,8 @@ class AgentDefinition:
     model: str | None = None  # an alias (sonnet, haiku, ...) or an id; None: the parent's
     max_turns: int | None = None
     permission_mode: str | None = None  # "plan": read-only
+    # MCP servers: a name of one the run configures, or {name: {command, args, env}} its own
+    mcp_servers: Sequence[str | Mapping[str, Mapping[str, Any]]] = ()
 
     def as_claude_json(self) -> dict[str, Any]:
         """The definition in ``--agents`` JSON's names."""
@@ -51,6 +53,7 @@ class AgentDefinition:
             "model": self.model,
             "maxTurns": self.max_turns,
             "permissionMode": self.permission_mode,
+            "mcpServers": [s if isinstance(s, str) else dict(s) for s in self.mcp_servers] or None,
         }
         return {key: value for key, value in fields.items() if value is not None}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -128,6 +129,45 @@ def test_disallowing_one_tool_of_a_server_given_whole_refuses_the_agent(tmp_path
     front = ("tools: mcp__z", "disallowedTools: mcp__z__drop")
     with pytest.raises(AgentFileErrorException, match="mcp__z__drop"):
         parse_agent_file(write(tmp_path, "a.md", agent_md("a", *front)))
+
+
+def test_mcp_servers_lists_servers_by_name_and_defines_the_agents_own_inline(
+    tmp_path: Path,
+) -> None:
+    front = (
+        "mcpServers:",
+        "  - github",
+        "  - ctx:",
+        "      command: ctx-server",
+        "      args: [-v]",
+    )
+    spec, _ = parse_agent_file(write(tmp_path, "a.md", agent_md("a", *front)))
+    assert spec.mcp_tools == ["mcp__github", "mcp__ctx"]  # no tools: every tool of each
+    assert [(s.name, s.command, s.args) for s in spec.mcp_servers] == [
+        ("ctx", "ctx-server", ["-v"])
+    ]
+    listed = parse_agent_file(write(tmp_path, "b.md", agent_md("b", "tools: mcp__ctx__t", *front)))
+    assert listed[0].mcp_tools == ["mcp__ctx__t"]  # tools is the allow-list, as in Claude Code
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [
+        ("mcpServers: github", "must be a list"),
+        ("mcpServers: [3]", "each entry is a server's name"),
+        ("mcpServers: [{a: {command: x}, b: {command: y}}]", "each entry is a server's name"),
+        ("mcpServers: [{ctx: x}]", "'ctx' must map to a server's settings"),
+        ("mcpServers: [{ctx: {args: [a]}}]", "MCP server 'ctx' has no command"),
+        ("mcpServers: [{ctx: {type: http, url: 'http://h'}}]", "of type http; isoagent's"),
+        ("mcpServers: ['a b']", "'a b' is not a server name"),
+    ],
+)
+def test_a_malformed_mcp_servers_rejects_the_file_at_its_line(
+    tmp_path: Path, value: str, needle: str
+) -> None:
+    with pytest.raises(AgentFileErrorException) as caught:
+        parse_agent_file(write(tmp_path, "a.md", agent_md("a", "model: sonnet", value)))
+    assert caught.value.error.line == 5 and needle in caught.value.error.message
 
 
 @pytest.mark.parametrize("task", ["Task", "Agent", "task"])
@@ -465,6 +505,19 @@ def test_inline_agents_json_as_claude_code_takes_it() -> None:
     assert rev.model == CURRENT_MODELS["haiku"] and rev.source == "--agents"
 
 
+def test_an_agent_definitions_mcp_servers_are_its_mcp_servers_field() -> None:
+    """``isoagent.AgentDefinition(mcp_servers=...)`` is ``--agents`` JSON's ``mcpServers``."""
+    from isoagent import AgentDefinition
+
+    definition = AgentDefinition(
+        description="d", prompt="p", mcp_servers=["github", {"ctx": {"command": "c"}}]
+    )
+    text = json.dumps({"x": definition.as_claude_json()})
+    spec = inline_agents(text)["x"]
+    assert spec.mcp_tools == ["mcp__github", "mcp__ctx"]
+    assert [(s.name, s.command) for s in spec.mcp_servers] == [("ctx", "c")]
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
@@ -474,6 +527,11 @@ def test_inline_agents_json_as_claude_code_takes_it() -> None:
         ('{"x": {"description": "d"}}', "x.prompt: expected a string"),
         ('{"x": {"description": "d", "prompt": "p", "tools": "Read"}}', "x.tools: expected"),
         ('{"x": {"description": "d", "prompt": "p", "disallowedTools": ["Zap"]}}', "'Zap'"),
+        ('{"x": {"description": "d", "prompt": "p", "mcpServers": "c"}}', "x.mcpServers: expected"),
+        (
+            '{"x": {"description": "d", "prompt": "p", "mcpServers": [{"c": {"type": "sse"}}]}}',
+            "x: mcpServers: server 'c' is of type sse",
+        ),
     ],
 )
 def test_invalid_inline_agents_are_refused_whole(text: str, needle: str) -> None:

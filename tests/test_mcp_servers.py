@@ -164,3 +164,142 @@ def test_an_sdk_in_process_server_is_refused_at_initialize_by_name(
     with pytest.raises(Exception, match="--mcp-config is not supported for server 'calc': its"):
         asyncio.run(asyncio.wait_for(ask(), 60))
     assert api_server.requests == []
+
+
+def lookup_server(outside: Path) -> dict[str, object]:
+    """The lookup server's settings, as an .mcp.json or mcpServers entry holds them."""
+    return {
+        "command": sys.executable,
+        "args": ["-m", "tests.support.mcp_lookup_server", str(outside)],
+        "env": {"PYTHONPATH": str(REPO)},
+    }
+
+
+def write_agent(workspace: Path, name: str, *front: str) -> None:
+    """An agent file ``name`` with the front matter lines ``front``, in ``workspace``."""
+    agents = workspace / ".claude" / "agents"
+    agents.mkdir(parents=True, exist_ok=True)
+    lines = ["---", f"name: {name}", f"description: The {name} agent.", *front, "---"]
+    (agents / f"{name}.md").write_text("\n".join([*lines, f"You are {name}.", ""]))
+
+
+def test_an_agent_whose_mcp_servers_names_a_configured_server_gets_its_tools(
+    api_server: MessagesServer, workspace_with_server: Path
+) -> None:
+    ws = workspace_with_server
+    write_agent(ws, "ctx-user", "mcpServers: [ctx]")  # no tools: every tool of ctx
+    api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
+    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    assert done.returncode == 0, done.stderr
+    assert "MCP servers left out" not in done.stderr
+
+    first, second = child_requests(api_server)
+    assert "mcp__ctx__lookup" in first.tool_names and "read_file" in first.tool_names
+    assert "value of k1" in second.tool_results[0]["content"]
+
+
+def test_an_agents_inline_mcp_server_is_its_own_and_no_other_agents(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """``mcpServers: [{ctx: {...}}]`` gives ``owner`` a server; ``other``, whose tools name
+    ``mcp__ctx__lookup``, does not see it: nothing the run configures is called ctx."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    inline = json.dumps([{"ctx": lookup_server(outside)}])
+    write_agent(ws, "owner", f"mcpServers: {inline}")
+    write_agent(ws, "other", "tools: Read, mcp__ctx__lookup")
+    to_child = delegate("owner")
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent and req.turn < 2:
+            agent = ["owner", "other"][req.turn]
+            task = {"description": "look", "prompt": "look k1", "subagent_type": agent}
+            return tool_reply("task", task)
+        return to_child(req)  # type: ignore[operator, no-any-return]
+
+    api_server.handler = handler  # type: ignore[assignment]
+    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(tmp_path)), cwd=ws)
+    assert done.returncode == 0, done.stderr
+
+    owner = [r for r in child_requests(api_server) if "You are owner." in r.system]
+    other = [r for r in child_requests(api_server) if "You are other." in r.system]
+    assert "mcp__ctx__lookup" in owner[0].tool_names
+    assert "value of k1" in owner[1].tool_results[0]["content"]
+    [request] = other
+    assert "mcp__ctx__lookup" not in request.tool_names and "read_file" in request.tool_names
+    left_out = "MCP servers left out (no .mcp.json or --mcp-config defines it): ctx (agent other)"
+    assert left_out in done.stderr
+
+
+def test_a_server_name_in_mcp_servers_that_nothing_defines_is_named_in_the_warning(
+    api_server: MessagesServer, workspace_with_server: Path
+) -> None:
+    ws = workspace_with_server
+    write_agent(ws, "ctx-user", "mcpServers:", "  - ctx", "  - nosuch")
+    api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
+    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    assert done.returncode == 0, done.stderr
+    [warning] = [line for line in done.stderr.splitlines() if "MCP servers left out" in line]
+    assert warning.endswith(
+        "MCP servers left out (no .mcp.json or --mcp-config defines it): nosuch (agent ctx-user)"
+    )
+    first, _ = child_requests(api_server)
+    assert [name for name in first.tool_names if name.startswith("mcp__")] == ["mcp__ctx__lookup"]
+
+
+def test_an_agent_with_a_tools_list_gets_of_its_mcp_servers_only_what_the_list_names(
+    api_server: MessagesServer, workspace_with_server: Path
+) -> None:
+    """As in Claude Code, ``tools`` is an allow-list: it keeps MCP tools it does not name
+    out, those of the servers ``mcpServers`` lists too."""
+    ws = workspace_with_server
+    write_agent(ws, "ctx-user", "tools: Read", "mcpServers: [ctx]")
+    api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
+    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    assert done.returncode == 0, done.stderr
+    [request] = child_requests(api_server)
+    assert request.tool_names == ["read_file"]
+
+
+def test_a_malformed_mcp_servers_entry_skips_the_agent_file_with_one_line(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    write_agent(tmp_path, "ctx-user", "mcpServers:", "  - ctx: not-a-mapping")
+    api_server.handler = delegate("general-purpose")  # type: ignore[assignment]
+    env = cli_env(api_server, HOME=str(tmp_path / "home"))
+    done = run_cli(["run", "go"], env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / ".claude" / "agents" / "ctx-user.md"
+    skipped = f"agent file skipped: {path}:4: mcpServers: 'ctx' must map to a server's settings"
+    assert [line for line in done.stderr.splitlines() if "skipped" in line] == [
+        f"isoagent: {skipped}"
+    ]
+
+
+def test_an_sdk_agent_definitions_inline_mcp_server_gives_that_subagent_its_tools(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """``AgentDefinition(mcpServers=[...])``, which the SDK sends in ``initialize``."""
+    agent = claude_agent_sdk.AgentDefinition(
+        description="Looks keys up.",
+        prompt="Look keys up.",
+        mcpServers=[{"ctx": {"type": "stdio", **lookup_server(tmp_path)}}],
+    )
+    options = claude_agent_sdk.ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(tmp_path),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+        agents={"sdk-ctx": agent},
+    )
+    api_server.handler = delegate("sdk-ctx")  # type: ignore[assignment]
+
+    async def ask() -> list[object]:
+        return [message async for message in claude_agent_sdk.query(prompt="go", options=options)]
+
+    messages = asyncio.run(asyncio.wait_for(ask(), 120))
+    assert isinstance(messages[-1], claude_agent_sdk.ResultMessage)
+    first, second = child_requests(api_server)
+    assert "mcp__ctx__lookup" in first.tool_names
+    assert "value of k1" in second.tool_results[0]["content"]
+
