@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from isoagent.protocol import AgentSpec, McpServer
 
 PROJECT_FILE = ".mcp.json"
@@ -67,6 +69,24 @@ class McpServers:
             f"MCP servers left out ({why}): {', '.join(servers)}"
             for why, servers in by_reason.items()
         ]
+
+
+def strict_agents(agents: Mapping[str, AgentSpec]) -> tuple[dict[str, AgentSpec], list[str]]:
+    """``--strict-mcp-config``: the agents without the servers agent files define inline, as
+    Claude Code leaves them out (not ``--agents`` JSON's: the caller's own input); and one
+    line naming those left out, if any."""
+    kept: dict[str, AgentSpec] = {}
+    dropped: list[str] = []
+    for key, agent in agents.items():
+        if not agent.mcp_servers or agent.source == "--agents":
+            kept[key] = agent
+            continue
+        own = {server.name for server in agent.mcp_servers}
+        tools = [tool for tool in agent.mcp_tools if server_of(tool) not in own]
+        kept[key] = msgspec.structs.replace(agent, mcp_servers=[], mcp_tools=tools)
+        dropped += [f"{name} (agent {agent.name})" for name in sorted(own)]
+    why = "--strict-mcp-config: an agent file's own servers do not run"
+    return kept, [f"MCP servers left out ({why}): {', '.join(dropped)}"] if dropped else []
 
 
 def server_of(tool: str) -> str:

@@ -214,8 +214,12 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         resume=options.resume,
     )
     servers = mcp_servers.load(workdir, options.mcp_config, strict=options.strict_mcp_config)
+    problems: list[str] = []
+    if options.strict_mcp_config:
+        agents_kept, problems = mcp_servers.strict_agents(settings.agents)
+        settings = dataclasses.replace(settings, agents=agents_kept)
     if on_warning is not None:
-        for problem in servers.problems(settings.agents.values()):
+        for problem in [*problems, *servers.problems(settings.agents.values())]:
             on_warning(f"warning: {problem}")
     return dataclasses.replace(settings, mcp_servers=servers)
 

@@ -303,3 +303,36 @@ def test_an_sdk_agent_definitions_inline_mcp_server_gives_that_subagent_its_tool
     assert "mcp__ctx__lookup" in first.tool_names
     assert "value of k1" in second.tool_results[0]["content"]
 
+
+def test_strict_mcp_config_leaves_an_agent_files_own_servers_out_but_not_agents_jsons(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """As Claude Code: ``--strict-mcp-config`` covers servers an agent file defines, not
+    those ``--agents`` (the caller's own input) defines."""
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    ws.mkdir()
+    outside.mkdir()
+    inline = [{"ctx": lookup_server(outside)}]
+    write_agent(ws, "owner", f"mcpServers: {json.dumps(inline)}")
+    given = {"given": {"description": "d", "prompt": "You are given.", "mcpServers": inline}}
+    to_child = delegate("owner")
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent and req.turn < 2:
+            agent = ["owner", "given"][req.turn]
+            task = {"description": "look", "prompt": "look k1", "subagent_type": agent}
+            return tool_reply("task", task)
+        return to_child(req)  # type: ignore[operator, no-any-return]
+
+    api_server.handler = handler  # type: ignore[assignment]
+    args = ["-p", "go", "--strict-mcp-config", "--agents", json.dumps(given)]
+    done = run_cli(args, cli_env(api_server, HOME=str(tmp_path)), cwd=ws)
+    assert done.returncode == 0, done.stderr
+    why = "--strict-mcp-config: an agent file's own servers do not run"
+    assert f"MCP servers left out ({why}): ctx (agent owner)" in done.stderr
+
+    [owner] = [r for r in child_requests(api_server) if "You are owner." in r.system]
+    assert "mcp__ctx__lookup" not in owner.tool_names
+    given_requests = [r for r in child_requests(api_server) if "You are given." in r.system]
+    assert "mcp__ctx__lookup" in given_requests[0].tool_names
+    assert "value of k1" in given_requests[1].tool_results[0]["content"]
