@@ -50,6 +50,9 @@ def main(argv: list[str]) -> int:
     except Exception as exc:  # never run it unconfined
         print(f"isoagent: the command was not run: its sandbox failed: {exc}", file=sys.stderr)
         return 126
+    from isoagent.child.sandbox import egress
+
+    egress.keep_across_exec()  # its way out lasts as long as the command
     os.execv(argv[3], argv[3:])
 
 

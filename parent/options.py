@@ -21,7 +21,13 @@ from typing import Any, Literal
 from isoagent.parent import mcp_servers
 from isoagent.parent.children.hosts import HostSpecError, RemoteSettings, parse_hosts
 from isoagent.parent.model.aliases import resolve_model
-from isoagent.parent.settings import DEFAULT_MODEL, ReplayMatch, SandboxChoice, Settings
+from isoagent.parent.settings import (
+    DEFAULT_MODEL,
+    ChildNetwork,
+    ReplayMatch,
+    SandboxChoice,
+    Settings,
+)
 from isoagent.protocol import CallOptions, Limits
 
 MODEL_VARIABLES = ("ISOAGENT_MODEL", "ANTHROPIC_MODEL")  # the model, when none is given
@@ -75,7 +81,10 @@ class Options:
     sandbox: SandboxChoice = "auto"
     allow_unsandboxed: bool = False  # run read-only agents unconfined without Landlock
     writable_git: bool = False  # writing agents may change .git
-    child_network: bool = False  # the host's network for children (default: none)
+    # off: children have no network; on: through the parent's proxy, to allowed_domains
+    # at public addresses; host: the host's network, directly, unfiltered
+    child_network: ChildNetwork = "off"
+    allowed_domains: Sequence[str] = ()  # "example.com", "*.example.com"; implies "on"
     deny_read: Sequence[str | Path] = ()  # more paths children may not read (~/.ssh, ...: always)
     local_fetch_hosts: Sequence[str] = ()  # web_fetch may reach these on private addresses
     max_tokens_total: int = 0  # the run's token budget
@@ -183,7 +192,8 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         max_tokens_total=options.max_tokens_total,
         api_retry_deadline=options.api_retry_deadline,
         sandbox=options.sandbox,
-        child_network=options.child_network,
+        child_network=child_network(options, remote is not None),
+        allowed_domains=tuple(" ".join(_words(options.allowed_domains)).replace(",", " ").split()),
         deny_read=tuple(Path(os.path.expanduser(p)).absolute() for p in options.deny_read),
         local_fetch_hosts=tuple(options.local_fetch_hosts),
         allow_unsandboxed=options.allow_unsandboxed,
@@ -222,6 +232,27 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         for problem in [*problems, *servers.problems(settings.agents.values())]:
             on_warning(f"warning: {problem}")
     return dataclasses.replace(settings, mcp_servers=servers)
+
+
+def child_network(options: Options, remote: bool) -> ChildNetwork:
+    """The children's network: ``allowed_domains`` turns it on; a ``ValueError`` for
+    what cannot hold together."""
+    network = options.child_network
+    if network not in ("off", "on", "host"):
+        raise ValueError(f"--child-network {network!r}: it is off, on or host")
+    if options.allowed_domains:
+        if network == "host":
+            raise ValueError(
+                "--allowed-domains needs --child-network on: with host, children reach the "
+                "network directly, past any allow-list"
+            )
+        network = "on"
+    if network == "on" and remote:
+        raise ValueError(
+            "--child-network on needs children on this machine (the egress proxy is here): "
+            "with --hosts, use off or host"
+        )
+    return network
 
 
 def call_options(options: Options) -> CallOptions | None:

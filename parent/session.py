@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -15,6 +16,8 @@ import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
+
+import msgspec
 
 from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS, TASK_TOOL
 from isoagent.child.agent.loop import Agent
@@ -30,11 +33,13 @@ from isoagent.parent.children.launch import fork_server_for, nesting_depth
 from isoagent.parent.children.sandbox_policy import (
     SandboxRefused,
     mechanism_warnings,
+    network_warning,
     policy_for,
     unsandboxed_warning,
 )
 from isoagent.parent.children.supervisor import Supervisor
 from isoagent.parent.cost_budget import CostBudget
+from isoagent.parent.egress_proxy import EgressPolicy, EgressProxy, once_per_host
 from isoagent.parent.events import (
     Broadcast,
     ChildFinished,
@@ -175,7 +180,12 @@ class Session:
             )
         make_undumpable()  # this process holds the key: its environ and memory, not for children
         fork_server = fork_server_for(settings.child_command)
+        proxy: EgressProxy | None = None
         try:
+            if settings.child_network == "on":
+                policy = EgressPolicy(settings.allowed_domains, settings.local_fetch_hosts)
+                proxy = EgressProxy(policy, once_per_host(warn))
+                settings = dataclasses.replace(settings, egress_socket=proxy.path)
             if fork_server is not None:  # it loads while the SDK is imported
                 with contextlib.suppress(ForkServerUnavailable):
                     fork_server.launch()
@@ -184,7 +194,8 @@ class Session:
                 source = model_source(settings, waits)
             for warning in (
                 unsandboxed_warning(settings.sandbox),
-                *mechanism_warnings(settings.sandbox, settings.child_network),
+                *mechanism_warnings(settings.sandbox, settings.child_network == "host"),
+                network_warning(settings.child_network),
             ):
                 if warning:
                     warn(warning)
@@ -220,6 +231,8 @@ class Session:
         finally:
             if fork_server is not None:
                 fork_server.close()
+            if proxy is not None:
+                proxy.close()
 
     def stop(self, signum: int) -> None:
         """End the session as ``signum`` does (exit 128 + ``signum``): the task that opened it
@@ -329,15 +342,22 @@ class Session:
         try:
             policy = policy_for(BUILTIN_AGENTS["general-purpose"], settings)  # a writing child's
         except SandboxRefused:  # no Landlock: said once, as for the children
-            policy = SandboxPolicy(network=settings.child_network)
+            policy = SandboxPolicy(
+                local_fetch_hosts=settings.local_fetch_hosts,
+                allowed_domains=settings.allowed_domains,
+            )
         temp = tempfile.mkdtemp(prefix="isoagent-parent-")  # its commands' TMPDIR
         env["TMPDIR"] = temp
         prefix: tuple[str, ...] = ()
         if policy.mode != "off":
             where = (str(settings.workdir), temp, [str(p) for p in settings.add_dirs])
             prefix = command_prefix(Confinement(policy, settings.limits, *where))
+        # its own web_fetch runs in this process: it checks what the proxy would check
+        fetching = msgspec.structs.replace(
+            policy, proxy="", network=settings.child_network != "off"
+        )
         ctx = ToolContext(
-            settings.workdir, settings.limits, env=env, sandbox=policy,
+            settings.workdir, settings.limits, env=env, sandbox=fetching,
             bash_allow=spec.bash_allow, bash_deny=spec.bash_deny, cancelled=self.stop_parent,
             add_dirs=settings.add_dirs, command_prefix=prefix,
         )  # fmt: skip

@@ -13,6 +13,7 @@ from isoagent.protocol import AgentSpec, CallOptions, Limits
 
 DEFAULT_MODEL = "claude-sonnet-5"
 SandboxChoice = Literal["auto", "off", "workspace", "read-only"]
+ChildNetwork = Literal["off", "on", "host"]
 ReplayMatch = Literal["strict", "loose"]
 
 
@@ -34,7 +35,10 @@ class Settings:
     api_retry_deadline: float = 600.0
     agents: dict[str, AgentSpec] = field(default_factory=dict)
     sandbox: SandboxChoice = "auto"
-    child_network: bool = False  # children get the host's network (off: none at all)
+    # off: none at all; on: through the parent's egress proxy; host: the host's, directly
+    child_network: ChildNetwork = "off"
+    allowed_domains: tuple[str, ...] = ()  # on: the hosts the proxy lets out; (): any public
+    egress_socket: str = ""  # on: the running proxy's Unix socket (the session sets it)
     allow_unsandboxed: bool = False
     writable_git: bool = False  # writing agents may change .git (hooks, config)
     child_command: list[str] | None = None  # how to start a child; None: python -m isoagent.child

@@ -16,8 +16,9 @@ import msgspec
 # rate_limit, overloaded and server kinds (an older child could not decode them); 9:
 # AgentSpec.mcp_tools, Task.mcp_servers (an older child would drop the MCP tools); 10:
 # SandboxPolicy.hidden (an older child would read what it hides), .local_fetch_hosts; 11:
-# AgentSpec.mcp_servers (an agent's own MCP servers, its mcpServers' inline ones)
-PROTOCOL_VERSION = 11
+# AgentSpec.mcp_servers (an agent's own MCP servers, its mcpServers' inline ones); 12:
+# SandboxPolicy.proxy, .allowed_domains (an older child would have no way out)
+PROTOCOL_VERSION = 12
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -186,7 +187,10 @@ class SandboxPolicy(msgspec.Struct, frozen=True, omit_defaults=True):
     # read-only: only its private temp folder is writable; workspace: the workspace and
     # the added folders too; off: no kernel sandbox
     mode: SandboxMode = "off"
-    network: bool = True
+    network: bool = True  # the host's network, directly (--child-network host)
+    # without it, the parent's egress proxy at this Unix socket path is the way out
+    # (--child-network on); neither: no network at all
+    proxy: str = ""
     # folders inside a writable workspace kept read-only (.git, .claude, .isoagent)
     protected: tuple[str, ...] = ()
     # what it may not read at all (~/.ssh, ~/.aws, the run folders, ...): each existing
@@ -194,6 +198,8 @@ class SandboxPolicy(msgspec.Struct, frozen=True, omit_defaults=True):
     hidden: tuple[str, ...] = ()
     # hosts web_fetch may fetch though they are on a private, loopback or link-local address
     local_fetch_hosts: tuple[str, ...] = ()
+    # the hosts web_fetch may fetch (the proxy checks them for the rest); (): any public
+    allowed_domains: tuple[str, ...] = ()
 
 
 # --- child -> parent ---------------------------------------------------------

@@ -4,6 +4,7 @@ All of it is inherited by everything the child later forks or execs (the ``bash`
 tool included); ``confine`` applies it in the order the kernel needs:
 
 - ``namespaces``: a network namespace (no network), a mount namespace (sandboxed);
+- ``egress``: with ``policy.proxy``, a listener on loopback handed to the parent's proxy;
 - ``mounts``: a private ``/dev/shm``, protected folders read-only;
 - ``limits``: rlimits on CPU time, address space, processes, file size;
 - ``privileges``: not dumpable, a subreaper, no capability, ``no_new_privs``;
@@ -21,7 +22,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from isoagent.child.sandbox import mounts, seccomp
+from isoagent.child.sandbox import egress, mounts, seccomp
 from isoagent.child.sandbox.landlock import apply_sandbox, landlock_abi
 from isoagent.child.sandbox.limits import apply_limits
 from isoagent.child.sandbox.namespaces import (
@@ -86,6 +87,11 @@ def confine(
         for path in policy.hidden:
             if os.path.exists(path):
                 mounts.hide(path)
+    if policy.proxy:
+        try:
+            os.environ.update(egress.hand_over(policy.proxy))
+        except OSError as exc:
+            raise SandboxError(f"cannot reach the parent's egress proxy: {exc}") from exc
     apply_limits(
         limits.cpu_seconds, limits.address_space_mb, limits.max_processes, limits.file_size_mb
     )

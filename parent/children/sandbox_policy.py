@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from isoagent.child.agent.builtin_agents import writes
-from isoagent.parent.settings import SandboxChoice, Settings
+from isoagent.parent.settings import ChildNetwork, SandboxChoice, Settings
 from isoagent.protocol import AgentSpec, SandboxPolicy
 from isoagent.protocol.frames import SandboxMode
 
@@ -32,12 +32,14 @@ def policy_for(agent: AgentSpec, settings: Settings) -> SandboxPolicy:
     mode = sandbox_mode(agent, settings.sandbox, settings.allow_unsandboxed)
     return SandboxPolicy(
         mode=mode,
-        network=settings.child_network,
+        network=settings.child_network == "host",
+        proxy=settings.egress_socket if settings.child_network == "on" else "",
         protected=protected_paths(
             mode, settings.workdir, settings.runs_dir, settings.writable_git, settings.add_dirs
         ),
         hidden=hidden_paths(mode, settings),
         local_fetch_hosts=settings.local_fetch_hosts,
+        allowed_domains=settings.allowed_domains,
     )
 
 
@@ -187,3 +189,13 @@ def mechanism_warnings(
     if warning := protection_warning(choice):
         warnings.append(warning)
     return warnings
+
+
+def network_warning(network: ChildNetwork) -> str | None:
+    """The once-per-run warning when children reach the network past any allow-list."""
+    if network != "host":
+        return None
+    return (
+        "warning: --child-network host: children reach the host's network directly, past "
+        "any allow-list: what they read can leave"
+    )

@@ -136,10 +136,16 @@ LIMIT_OPTIONS = [
         ".claude and .isoagent are read-only to children.",
     ),
     click.option(
-        "--child-network", type=click.Choice(["on", "off"]), default="off", show_default=True,
+        "--child-network", type=click.Choice(["off", "on", "host"]), default="off",
+        show_default=True,
         help="off: children run in an empty network namespace (their model calls go through "
-        "the parent); on: they reach the host's network, so a prompt-injected child can send "
-        "what it reads anywhere.",
+        "the parent); on: their way out is the parent's proxy (HTTP_PROXY), to public "
+        "addresses of --allowed-domains; host: the host's network, directly, unfiltered.",
+    ),
+    click.option(
+        "--allowed-domains", "allowed_domains", multiple=True, metavar="DOMAINS",
+        help="The hosts children may reach through the proxy (example.com, *.example.com; "
+        "comma-separated or repeated); implies --child-network on. Default: any public host.",
     ),
     click.option(
         "--allow-local-fetch", "local_fetch_hosts", multiple=True, metavar="HOST",
@@ -278,7 +284,6 @@ def settings_from(values: Mapping[str, Any]) -> Settings:
     made ``Settings`` by the same core the Python API uses. A ``ValueError`` says what
     cannot be used."""
     given = {name: values[name] for name in values if name in OPTION_NAMES}
-    given["child_network"] = values["child_network"] == "on"
     context = click.get_current_context(silent=True)
     if (
         context is not None

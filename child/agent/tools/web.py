@@ -1,6 +1,7 @@
 """Claude Code's WebFetch and WebSearch.
 
-``web_fetch`` fetches a web page as text in the child itself; a child started with
+``web_fetch`` fetches a web page as text in the child itself, through the parent's
+egress proxy (``--child-network on``) or directly (``host``); a child started with
 ``--child-network off`` has no network, and the tool says so rather than failing on a
 socket error. ``web_search`` is the Messages API's own web search tool: the API runs it
 (through the parent's gateway, like every model call), so the child needs no network.
@@ -8,12 +9,13 @@ socket error. ``web_search`` is the Messages API's own web search tool: the API 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import msgspec
 
 from isoagent.child.agent.tools.base import Tool, ToolError
-from isoagent.protocol import ToolSpec
+from isoagent.protocol import SandboxPolicy, ToolSpec
 
 MAX_BYTES = 5_000_000
 TIMEOUT = 30.0
@@ -35,21 +37,24 @@ class WebFetch(Tool[WebFetchInput]):
     Input = WebFetchInput
 
     def execute(self, inp: WebFetchInput) -> str:
-        if not self.ctx.sandbox.network:
+        sandbox = self.ctx.sandbox
+        if not sandbox.network and not sandbox.proxy:
             raise ToolError(
                 "web_fetch is not available: this agent runs without network (--child-network off)"
             )
         import urllib.error
         import urllib.request
 
-        allowed = self.ctx.sandbox.local_fetch_hosts
-        check_destination(inp.url, allowed)
+        # through the egress proxy (HTTP_PROXY) the proxy checks each request, redirects
+        # included: the child cannot even resolve a name
+        direct = not sandbox.proxy
+        check_destination(inp.url, sandbox, resolve=direct)
 
         class Redirects(urllib.request.HTTPRedirectHandler):
             def redirect_request(
                 self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
             ) -> Any:
-                check_destination(newurl, allowed)  # each hop, as the first
+                check_destination(newurl, sandbox, resolve=direct)  # each hop, as the first
                 return super().redirect_request(req, fp, code, msg, headers, newurl)
 
         request = urllib.request.Request(inp.url, headers={"User-Agent": "isoagent-web-fetch"})
@@ -71,31 +76,64 @@ class WebFetch(Tool[WebFetchInput]):
         return f"{inp.url} ({kind}){cut}:\n\n{text.strip()}"
 
 
-def check_destination(url: str, local_hosts: tuple[str, ...]) -> None:
-    """Refuse (``ToolError``) a URL that is not http(s), or whose host resolves to a
-    private, loopback, link-local or otherwise non-public address (a metadata service, the
-    user's router, a service on their machine) unless ``local_hosts`` names the host."""
-    import ipaddress
-    import socket
+def check_destination(url: str, policy: SandboxPolicy, resolve: bool = True) -> None:
+    """Refuse (``ToolError``) a URL that is not http(s), or (``resolve``) whose host the
+    policy does not let out (``allowed_address``)."""
     import urllib.parse
 
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ToolError(f"only http:// and https:// URLs can be fetched: {url}")
-    host = parts.hostname
-    if host in local_hosts:
+    if not resolve:
         return
     try:
-        infos = socket.getaddrinfo(host, parts.port or 443, proto=socket.IPPROTO_TCP)
+        allowed_address(
+            parts.hostname, parts.port or 443, policy.allowed_domains, policy.local_fetch_hosts
+        )
+    except NotAllowed as exc:
+        raise ToolError(f"web_fetch refused: {exc}") from None
     except (OSError, UnicodeError) as exc:
         raise ToolError(f"cannot fetch {url}: {exc}") from None
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-        if not address.is_global or address.is_multicast:
-            raise ToolError(
-                f"{host} is at {address}, not a public address: web_fetch does not reach "
-                f"local networks (--allow-local-fetch {host} allows it)"
-            )
+
+
+class NotAllowed(Exception):
+    """A destination the network policy refuses; its text says why."""
+
+
+def allowed_address(
+    host: str, port: int, allowed_domains: Sequence[str], local_hosts: Sequence[str]
+) -> tuple[Any, ...]:
+    """Where to connect to reach ``host``: its first address (``getaddrinfo``'s family,
+    type, proto, name, sockaddr). ``NotAllowed`` when ``allowed_domains`` (unless empty)
+    does not name it, or when any of its addresses is not public (a metadata service,
+    the user's router, a service on their machine) unless ``local_hosts`` names it;
+    ``OSError`` when it does not resolve."""
+    import ipaddress
+    import socket
+
+    if allowed_domains and not domain_allowed(host, allowed_domains):
+        raise NotAllowed(f"{host} is not in --allowed-domains")
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    if host not in local_hosts:
+        for info in infos:
+            address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+            if not address.is_global or address.is_multicast:
+                raise NotAllowed(
+                    f"{host} is at {address}, not a public address "
+                    f"(--allow-local-fetch {host} allows it)"
+                )
+    return infos[0]
+
+
+def domain_allowed(host: str, patterns: Sequence[str]) -> bool:
+    """Whether ``patterns`` name ``host``: exactly, or as ``*.domain`` for its subdomains
+    (not the domain itself, as in Claude Code)."""
+    host = host.lower().rstrip(".")
+    for pattern in patterns:
+        pattern = pattern.lower().rstrip(".")
+        if host == pattern or (pattern.startswith("*.") and host.endswith(pattern[1:])):
+            return True
+    return False
 
 
 class WebSearchInput(msgspec.Struct):

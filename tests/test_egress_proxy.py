@@ -1,0 +1,269 @@
+"""``--child-network on``: a child's only way out is the parent's egress proxy, which lets
+through the hosts ``--allowed-domains`` names at addresses it allows, and nothing else.
+
+The site stands on 127.0.0.2 (loopback: every test stays on this machine); children
+reach it as a host elsewhere, through the proxy, since their own 127.0.0.2 is their
+namespace's. ``--allow-local-fetch 127.0.0.2`` lets the proxy reach it though it is not
+a public address, as an intranet's name would be let through.
+"""
+
+from __future__ import annotations
+
+import http.server
+import shlex
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from isoagent.child.agent.tools.web import domain_allowed
+from isoagent.parent.egress_proxy import EgressPolicy, EgressProxy
+from tests.conftest import cli_env
+from tests.support.cli import run_cli
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.support.processes import wait_for
+from tests.support.scripts import child_runs
+
+SITE_HOST = "127.0.0.2"
+LET_OUT = ["--allowed-domains", SITE_HOST, "--allow-local-fetch", SITE_HOST]
+
+
+class Site(http.server.ThreadingHTTPServer):
+    """Answers every GET with ``page <path>``, noting the paths it served."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        site = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                site.paths.append(self.path)
+                body = f"page {self.path}".encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        super().__init__(("0.0.0.0", 0), Handler)
+        self.port = self.server_address[1]
+
+
+@pytest.fixture
+def site() -> Iterator[Site]:
+    server = Site()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def fetch(url: str) -> str:
+    """A command printing what urllib (which honours HTTP_PROXY) gets, or its error."""
+    code = (
+        "import urllib.request as u\n"
+        f"try: print(u.urlopen({url!r}, timeout=20).read().decode())\n"
+        "except Exception as e: print('FAILED', e)\n"
+    )
+    return f"{sys.executable} -c {shlex.quote(code)} 2>&1"
+
+
+def run(api_server: MessagesServer, tmp_path: Path, command: str, *options: str) -> str:
+    api_server.handler = child_runs("general-purpose", command)
+    done = run_cli(["run", "go", *options], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+def test_a_child_reaches_an_allowed_host_through_the_proxy(
+    api_server: MessagesServer, tmp_path: Path, site: Site
+) -> None:
+    out = run(api_server, tmp_path, fetch(f"http://{SITE_HOST}:{site.port}/notes"), *LET_OUT)
+    assert "page /notes" in out
+    assert site.paths == ["/notes"]
+
+
+def test_a_tunnel_to_an_allowed_host_is_relayed(
+    api_server: MessagesServer, tmp_path: Path, site: Site
+) -> None:
+    """CONNECT, as https goes: the proxy relays bytes it cannot read."""
+    code = (
+        "import http.client, os, urllib.parse\n"
+        "p = urllib.parse.urlsplit(os.environ['HTTPS_PROXY'])\n"
+        "c = http.client.HTTPConnection(p.hostname, p.port, timeout=20)\n"
+        f"c.set_tunnel({SITE_HOST!r}, {site.port})\n"
+        "c.request('GET', '/tunnel')\n"
+        "print(c.getresponse().read().decode())\n"
+    )
+    out = run(api_server, tmp_path, f"{sys.executable} -c {shlex.quote(code)} 2>&1", *LET_OUT)
+    assert "page /tunnel" in out
+    assert site.paths == ["/tunnel"]
+
+
+def test_a_host_not_in_the_allowed_domains_is_refused_and_said(
+    api_server: MessagesServer, tmp_path: Path, site: Site
+) -> None:
+    other = "127.0.0.3"  # the same site, by a name the allow-list does not hold
+    out = run(
+        api_server, tmp_path, fetch(f"http://{other}:{site.port}/secret"), *LET_OUT,
+        "--allow-local-fetch", other,
+    )  # fmt: skip
+    assert f"FAILED HTTP Error 403: {other} is not in --allowed-domains" in out
+    assert "isoagent: warning: the egress proxy refused a child's connection" in out
+    assert site.paths == []
+
+
+def test_an_allowed_name_at_a_private_address_is_refused(
+    api_server: MessagesServer, tmp_path: Path, site: Site
+) -> None:
+    """A public name pointed at the metadata service or the user's router stays out."""
+    out = run(
+        api_server,
+        tmp_path,
+        fetch(f"http://{SITE_HOST}:{site.port}/metadata"),
+        "--allowed-domains",
+        SITE_HOST,
+    )
+    assert f"{SITE_HOST} is at {SITE_HOST}, not a public address" in out
+    assert site.paths == []
+
+
+def test_a_child_cannot_go_around_the_proxy(
+    api_server: MessagesServer, tmp_path: Path, site: Site
+) -> None:
+    """A direct connection, and one to an address the proxy holds for the host, reach
+    nothing: the child's network holds only its own loopback."""
+    code = (
+        "import socket\n"
+        f"try: socket.create_connection(({SITE_HOST!r}, {site.port}), 5); print('REACHED')\n"
+        "except OSError as e: print('REFUSED', e)\n"
+    )
+    out = run(api_server, tmp_path, f"{sys.executable} -c {shlex.quote(code)} 2>&1", *LET_OUT)
+    assert "REFUSED" in out and "REACHED" not in out
+    assert site.paths == []
+
+
+def test_the_parents_own_bash_goes_out_through_the_proxy_too(
+    api_server: MessagesServer, tmp_path: Path, site: Site
+) -> None:
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply(
+                "bash",
+                {"command": fetch(f"http://{SITE_HOST}:{site.port}/p") + "; "
+                 + fetch(f"http://127.0.0.3:{site.port}/q")},
+            )  # fmt: skip
+        return text_reply(req.tool_results[0]["content"])
+
+    api_server.handler = handler  # type: ignore[assignment]
+    done = run_cli(["run", "go", *LET_OUT], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "page /p" in done.stdout and "127.0.0.3 is not in --allowed-domains" in done.stdout
+    assert site.paths == ["/p"]
+
+
+@pytest.mark.parametrize(
+    ("host", "seen"),
+    [(SITE_HOST, "page /fetched"), ("127.0.0.3", "HTTP 403 127.0.0.3 is not in --allowed-domains")],
+)
+def test_web_fetch_in_a_child_goes_through_the_proxy(
+    api_server: MessagesServer, tmp_path: Path, site: Site, host: str, seen: str
+) -> None:
+    def handler(req: Request) -> Reply:
+        if req.is_parent:
+            if req.turn == 0:
+                return tool_reply(
+                    "task", {"description": "f", "prompt": "f", "subagent_type": "fetcher"}
+                )
+            return text_reply(req.tool_results[0]["content"])
+        if req.turn == 0:
+            return tool_reply("web_fetch", {"url": f"http://{host}:{site.port}/fetched"})
+        return text_reply("CHILD SAW: " + req.tool_results[0]["content"])
+
+    agents = tmp_path / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "fetcher.md").write_text(
+        "---\nname: fetcher\ndescription: fetches\ntools: WebFetch\n---\nFetch.\n"
+    )
+    api_server.handler = handler  # type: ignore[assignment]
+    done = run_cli(["run", "go", *LET_OUT], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert seen in done.stdout
+    assert site.paths == (["/fetched"] if host == SITE_HOST else [])
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (["--child-network", "host"], "--allowed-domains needs --child-network on"),
+        (["--hosts", "h1"], "--child-network on needs children on this machine"),
+    ],
+)
+def test_an_allow_list_that_could_not_hold_is_refused_before_any_call(
+    api_server: MessagesServer, tmp_path: Path, options: list[str], said: str
+) -> None:
+    args = ["task", "x", *options, "--allowed-domains", "example.com"]
+    done = run_cli(args, cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 2
+    assert said in done.stderr
+    assert api_server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("host", "allowed"),
+    [
+        ("example.com", True),
+        ("EXAMPLE.com.", True),
+        ("api.example.com", False),
+        ("docs.python.org", True),
+        ("python.org", False),  # *.python.org: its subdomains, not itself
+        ("evilpython.org", False),
+        ("python.org.evil.com", False),
+    ],
+)
+def test_allowed_domains_match_a_name_or_its_subdomains(host: str, allowed: bool) -> None:
+    assert domain_allowed(host, ["example.com", "*.python.org"]) is allowed
+
+
+def test_a_childs_listener_closes_when_the_child_exits(tmp_path: Path) -> None:
+    """Nothing of a child outlives it in the proxy: its listener goes with it."""
+    proxy = EgressProxy(EgressPolicy(), lambda host, why: None)
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-c", HANDS_OVER, proxy.path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None and child.stdin is not None
+        port = int(child.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port), timeout=10):
+            pass  # the proxy accepts it: the listener is the proxy's now
+        child.stdin.close()
+        child.wait(timeout=30)
+        assert wait_for(lambda: not listening("127.0.0.1", port), 10)
+    finally:
+        proxy.close()
+
+
+HANDS_OVER = """
+import sys
+from isoagent.child.sandbox import egress
+url = egress.hand_over(sys.argv[1])["HTTP_PROXY"]
+print(url.rsplit(":", 1)[1], flush=True)
+sys.stdin.read()
+"""
+
+
+def listening(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=5):
+            return True
+    except OSError:
+        return False
