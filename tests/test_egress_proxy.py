@@ -10,6 +10,7 @@ a public address, as an intranet's name would be let through.
 from __future__ import annotations
 
 import http.server
+import json
 import shlex
 import socket
 import subprocess
@@ -196,6 +197,24 @@ def test_web_fetch_in_a_child_goes_through_the_proxy(
     assert done.returncode == 0, done.stderr
     assert seen in done.stdout
     assert site.paths == (["/fetched"] if host == SITE_HOST else [])
+
+
+def test_an_sdk_sandboxs_allowed_domains_are_the_proxys(
+    api_server: MessagesServer, tmp_path: Path, site: Site
+) -> None:
+    """The SDK's ``sandbox`` option, sent in ``--settings``, as Claude Code reads it."""
+    sandbox = {"enabled": True, "network": {"allowedDomains": [SITE_HOST]}}
+    api_server.handler = child_runs(
+        "general-purpose",
+        fetch(f"http://{SITE_HOST}:{site.port}/ok")
+        + "; "
+        + fetch(f"http://127.0.0.3:{site.port}/no"),
+    )
+    args = ["-p", "go", "--settings", json.dumps({"sandbox": sandbox})]
+    done = run_cli([*args, "--allow-local-fetch", SITE_HOST], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "page /ok" in done.stdout and "127.0.0.3 is not in --allowed-domains" in done.stdout
+    assert site.paths == ["/ok"]
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,11 @@
 
 Applied: ``permissions`` (``allow`` adds to ``--allowedTools``; ``deny`` and ``ask``, with
 nobody to ask, to ``--disallowedTools``; ``defaultMode`` unless ``--permission-mode`` is
-given; ``additionalDirectories`` as ``--add-dir``) and ``model`` (below ``--model`` and
-``ANTHROPIC_MODEL``, as in Claude Code). Keys that change only Claude Code's screen are
-ignored. Any other key is refused: a hook or a sandbox setting must not be dropped quietly.
+given; ``additionalDirectories`` as ``--add-dir``), ``model`` (below ``--model`` and
+``ANTHROPIC_MODEL``, as in Claude Code) and ``sandbox`` (isoagent always sandboxes its
+children and the parent's commands; ``network.allowedDomains`` as ``--allowed-domains``).
+Keys that change only Claude Code's screen are ignored. Any other key is refused: a hook or
+a sandbox setting must not be dropped quietly.
 """
 
 from __future__ import annotations
@@ -25,12 +27,13 @@ _IGNORED = frozenset(
 )  # fmt: skip
 _REFUSED = {
     "hooks": "isoagent runs no hooks (a hook meant to block a call must not be ignored)",
-    "sandbox": "isoagent's parent runs its commands unsandboxed (its children are always "
-    "sandboxed)",
     "env": "isoagent takes its environment from its process, not from settings",
     "apiKeyHelper": "isoagent takes its key from ANTHROPIC_API_KEY",
 }
 _PERMISSIONS = frozenset({"allow", "deny", "ask", "defaultMode", "additionalDirectories"})
+# what isoagent's sandbox already is (on, nothing to ask), and its one network setting
+_SANDBOX = frozenset({"enabled", "autoAllowBashIfSandboxed", "network"})
+_SANDBOX_NETWORK = frozenset({"allowedDomains"})
 
 
 class Unsupported(Exception):
@@ -44,6 +47,7 @@ class ClaudeSettings:
     default_mode: str = ""
     add_dirs: tuple[str, ...] = ()
     model: str = ""
+    allowed_domains: tuple[str, ...] | None = None  # sandbox.network's; None: not given
 
 
 def read_settings(value: str) -> ClaudeSettings:
@@ -61,10 +65,10 @@ def read_settings(value: str) -> ClaudeSettings:
         raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
-    for key, setting in data.items():
-        if key in _REFUSED and not (key == "sandbox" and _disabled(setting)):
+    for key in data:
+        if key in _REFUSED:
             raise Unsupported(f"{key!r}: {_REFUSED[key]}")
-        if key not in _IGNORED and key not in _REFUSED and key not in ("permissions", "model"):
+        if key not in _IGNORED and key not in ("permissions", "model", "sandbox"):
             raise Unsupported(f"{key!r}: isoagent does not apply this setting")
     permissions = data.get("permissions") or {}
     if not isinstance(permissions, dict):
@@ -78,15 +82,37 @@ def read_settings(value: str) -> ClaudeSettings:
         default_mode=str(permissions.get("defaultMode") or ""),
         add_dirs=_rules(permissions, "additionalDirectories"),
         model=str(data.get("model") or ""),
+        allowed_domains=_allowed_domains(data.get("sandbox")),
     )
 
 
-def _disabled(sandbox: Any) -> bool:
-    return isinstance(sandbox, dict) and not sandbox.get("enabled")
+def _allowed_domains(sandbox: Any) -> tuple[str, ...] | None:
+    """``sandbox.network.allowedDomains`` of an enabled sandbox (None: not given)."""
+    if sandbox is None:
+        return None
+    if not isinstance(sandbox, dict):
+        raise ValueError("sandbox must be an object")
+    if not sandbox.get("enabled"):
+        return None
+    network = sandbox.get("network") or {}
+    if not isinstance(network, dict):
+        raise ValueError("sandbox.network must be an object")
+    for where, keys, known in (
+        ("sandbox", sandbox, _SANDBOX),
+        ("sandbox.network", network, _SANDBOX_NETWORK),
+    ):
+        for key in keys:
+            if key not in known:
+                raise Unsupported(f"'{where}.{key}': isoagent does not apply this setting")
+    return (
+        _rules(network, "allowedDomains", "sandbox.network")
+        if "allowedDomains" in network
+        else None
+    )
 
 
-def _rules(permissions: dict[str, Any], key: str) -> tuple[str, ...]:
-    rules = permissions.get(key) or []
+def _rules(within: dict[str, Any], key: str, where: str = "permissions") -> tuple[str, ...]:
+    rules = within.get(key) or []
     if not isinstance(rules, list) or not all(isinstance(rule, str) for rule in rules):
-        raise ValueError(f"permissions.{key} must be a list of strings")
+        raise ValueError(f"{where}.{key} must be a list of strings")
     return tuple(rules)
