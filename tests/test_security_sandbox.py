@@ -23,6 +23,9 @@ from tests.support.messages_server import MessagesServer, Reply, Request, text_r
 from tests.support.scripts import child_runs
 
 needs_landlock = pytest.mark.skipif(not landlock_available(), reason="kernel has no Landlock")
+needs_mounts = pytest.mark.skipif(
+    not mount_namespaces_available(), reason="no mount namespace for children here"
+)
 
 
 @needs_landlock
@@ -125,6 +128,28 @@ def test_writing_child_cannot_change_git_claude_or_isoagent(
     assert not (workspace / ".isoagent" / "planted").exists()
 
 
+@needs_landlock
+@needs_mounts
+def test_a_writing_child_cannot_change_the_environment_isoagent_runs_from(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """A ``.pth`` in the virtualenv isoagent runs from, when it is in the workspace or an
+    added folder, would run in the user's next invocation, with the key."""
+    interpreter = Path(os.path.realpath(sys.prefix))
+    planted = interpreter / f"isoagent-attack-{secrets.token_hex(6)}.pth"
+    command = f"echo 'import os' > {planted}; echo rc=$?; echo ok > {tmp_path}/src.txt"
+    api_server.handler = child_runs("general-purpose", command)
+    try:
+        args = ["run", "go", "--add-dir", str(interpreter)]
+        done = run_cli(args, cli_env(api_server), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert "Read-only file system" in done.stdout
+        assert not planted.exists()
+        assert (tmp_path / "src.txt").read_text() == "ok\n"  # the workspace is its own
+    finally:
+        planted.unlink(missing_ok=True)
+
+
 def test_agent_types_are_fixed_when_the_run_starts(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
@@ -168,11 +193,6 @@ def test_a_weaker_kernel_is_said_once(choice, network, abi, filters, said) -> No
     if mount_namespaces_available():
         assert len(warnings) == len(said)
     assert all(any(s in w for w in warnings) for s in said)
-
-
-needs_mounts = pytest.mark.skipif(
-    not mount_namespaces_available(), reason="no mount namespace for children here"
-)
 
 
 @needs_landlock

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -109,6 +110,7 @@ def unsandboxed_warning(choice: SandboxChoice) -> str | None:
 # inside a writable workspace, kept read-only: hooks and config run later, unsandboxed;
 # agent files and settings decide what the next agents may do; the run's own records
 PROTECTED = (".git", ".claude", ".isoagent")
+INTERPRETER = Path(os.path.realpath(sys.prefix))  # the environment isoagent runs from
 _CAP_SYS_ADMIN = 21
 
 
@@ -145,12 +147,17 @@ def protected_paths(
 ) -> tuple[str, ...]:
     """The existing folders of the workspace and of each added folder a ``workspace``-mode
     child gets read-only (``PROTECTED``, less ``.git`` with ``writable_git``; the run
-    folders' parent when it is in the workspace); none where there is no mount namespace
-    (said once, by ``protection_warning``, as for ``hidden_paths``)."""
+    folders' parent when it is in the workspace; the environment isoagent runs from, when
+    it is in one of them: a ``.pth`` or a changed module there would run in the next
+    invocation, with the key); none where there is no mount namespace (said once, by
+    ``protection_warning``, as for ``hidden_paths``)."""
     if mode != "workspace" or not mount_namespaces_available():
         return ()
     names = [name for name in PROTECTED if not (writable_git and name == ".git")]
-    paths = [root / name for root in (workdir, *add_dirs) for name in names]
+    roots = (workdir, *add_dirs)
+    paths = [root / name for root in roots for name in names]
+    if any(INTERPRETER.is_relative_to(root) for root in roots):
+        paths.append(INTERPRETER)
     records = runs_dir.parent
     if records.is_relative_to(workdir) and records != workdir and records not in paths:
         paths.append(records)
