@@ -295,3 +295,33 @@ def test_names_a_writing_child_may_not_create_are_moved_out_when_it_ends(
     [run] = (tmp_path / ".isoagent" / "runs").iterdir()
     [kept] = run.glob("planted/*/*/.claude/agents/Explore.md")
     assert "name: Explore" in kept.read_text()
+
+
+@needs_landlock
+def test_a_repository_a_writing_child_creates_in_a_sub_folder_is_moved_out(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """A shell prompt runs ``git status`` on ``cd``: an fsmonitor planted in a sub-folder's
+    new repository would run then. A repository that was there stays, read-only."""
+    (tmp_path / "vendor" / "lib" / ".git").mkdir(parents=True)
+    (tmp_path / "vendor" / "lib" / ".git" / "config").write_text("[core]\n")
+    plant = (
+        "mkdir -p src/deep && git -C src/deep init -q && "
+        "git -C src/deep config core.fsmonitor 'touch pwned'; "
+        "echo '[core] fsmonitor = touch pwned' >> vendor/lib/.git/config; "
+        "mkdir -p vendor/lib/docs/.claude/agents; echo honest > src/kept.txt; echo DONE"
+    )
+    api_server.handler = child_runs("general-purpose", plant)
+    done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "DONE" in done.stdout
+    assert (tmp_path / "src" / "kept.txt").read_text() == "honest\n"
+    if mount_namespaces_available():  # read-only needs a mount
+        assert (tmp_path / "vendor" / "lib" / ".git" / "config").read_text() == "[core]\n"
+        assert "Read-only file system" in done.stdout
+    for planted in ("src/deep/.git", "vendor/lib/docs/.claude"):
+        assert not (tmp_path / planted).exists(), planted
+        assert f"a child created {tmp_path / planted}" in done.stderr
+    [run] = (tmp_path / ".isoagent" / "runs").iterdir()
+    [kept] = run.glob("planted/*/*/src/deep/.git/config")
+    assert "fsmonitor" in kept.read_text()

@@ -26,18 +26,22 @@ def landlock_available() -> bool:
     return landlock_abi() > 0
 
 
-def policy_for(agent: AgentSpec, settings: Settings) -> SandboxPolicy:
+def policy_for(agent: AgentSpec, settings: Settings, nested: Sequence[str] = ()) -> SandboxPolicy:
     """The sandbox of one child of ``agent``: what it may write (its mode), reach (network)
-    and must leave alone in a writable workspace (protected). ``SandboxRefused`` when the
+    and must leave alone in a writable workspace (protected; ``nested``: the repositories
+    and ``.claude`` folders below the workspace's top). ``SandboxRefused`` when the
     machine cannot give the mode the agent needs."""
     mode = sandbox_mode(agent, settings.sandbox, settings.allow_unsandboxed)
+    protected = protected_paths(
+        mode, settings.workdir, settings.runs_dir, settings.writable_git, settings.add_dirs
+    )
+    if mode == "workspace" and mount_namespaces_available():
+        protected += tuple(nested)
     return SandboxPolicy(
         mode=mode,
         network=settings.child_network == "host",
         proxy=settings.egress_socket if settings.child_network == "on" else "",
-        protected=protected_paths(
-            mode, settings.workdir, settings.runs_dir, settings.writable_git, settings.add_dirs
-        ),
+        protected=protected,
         hidden=hidden_paths(mode, settings),
         local_fetch_hosts=settings.local_fetch_hosts,
         allowed_domains=settings.allowed_domains,

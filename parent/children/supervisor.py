@@ -34,9 +34,9 @@ from isoagent.parent.children.launchers import (
     Launchers,
 )
 from isoagent.parent.children.placement import attempt_stem
-from isoagent.parent.children.planted import PlantedNames
+from isoagent.parent.children.planted import FOLDER_LIMIT, PlantedNames, may_write
 from isoagent.parent.children.process import ChildProcess
-from isoagent.parent.children.sandbox_policy import SandboxRefused, policy_for
+from isoagent.parent.children.sandbox_policy import PROTECTED, SandboxRefused, policy_for
 from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway
@@ -95,6 +95,7 @@ class Supervisor:
         self.launchers = Launchers(settings, fork_server, run.run_id)
         self._running: set[asyncio.Task[ChildFinished]] = set()
         self.planted = None
+        self._planted_lock = asyncio.Lock()
         if settings.sandbox != "off":
             roots = (settings.workdir, *settings.add_dirs)
             self.planted = PlantedNames(roots, run.path / "planted")
@@ -117,21 +118,59 @@ class Supervisor:
         await asyncio.gather(*running, return_exceptions=True)
 
     async def _run(self, request: ChildRequest) -> ChildFinished:
+        writing = self.planted is not None and may_write(request.agent, self.settings)
         async with self._slots:
+            if writing:
+                await self._look_for_planted()
             number = next(self._numbers)
             finished = await self.launchers.run(
                 number,
                 lambda launcher, attempt: _ChildRun(self, request, number, launcher, attempt),
             )
         self.finished.append(finished)
-        if self.planted is not None:
-            for was, now in self.planted.take(finished.child):
-                shown = self.run_folder.display(now)
-                warn(
-                    f"warning: a child created {was}, which children may not create (it "
-                    f"runs or configures what comes next): moved to {shown}"
-                )
+        if writing:
+            await self._move_planted(finished.child)
         return finished
+
+    def nested_protected(self) -> tuple[str, ...]:
+        """The repositories and ``.claude`` folders below the workspace's top, once looked
+        for (before the first writing child)."""
+        if self.planted is None or not self.planted.taken:
+            return ()
+        names = [
+            n
+            for n in PROTECTED
+            if n != ".isoagent" and not (n == ".git" and self.settings.writable_git)
+        ]
+        return self.planted.nested(names)
+
+    async def _look_for_planted(self) -> None:
+        """Before the first writing child starts: what protected names there are."""
+        assert self.planted is not None
+        async with self._planted_lock:
+            if self.planted.taken:
+                return
+            await asyncio.to_thread(self.planted.snapshot)
+            if self.planted.partial:
+                warn(
+                    f"warning: more than {FOLDER_LIMIT} folders under the workspace: a .git "
+                    "or .claude a child creates past them is not looked for"
+                )
+
+    async def _move_planted(self, child: str) -> None:
+        assert self.planted is not None
+        async with self._planted_lock:
+            moved = await asyncio.to_thread(self.planted.take, child)
+        for was, now in moved:
+            what = (
+                f"moved to {self.run_folder.display(now)}"
+                if now is not None
+                else "it could not be moved: remove it before anything runs there"
+            )
+            warn(
+                f"warning: a child created {was}, which children may not create (it runs or "
+                f"configures what comes next): {what}"
+            )
 
     async def close(self) -> None:
         """End what outlives single children: host servers, ssh control masters."""
@@ -239,7 +278,7 @@ class _ChildRun:
         sup = self.sup
         settings = sup.settings
         try:
-            sandbox = policy_for(self.agent, settings)
+            sandbox = policy_for(self.agent, settings, sup.nested_protected())
         except SandboxRefused as exc:
             raise ChildFailed(f"was not started: {exc}", "error") from None
         limits = msgspec.structs.replace(
