@@ -68,6 +68,7 @@ class Settings:
     mcp_servers: McpServers = field(default_factory=McpServers)  # .mcp.json, --mcp-config
     deny_read: tuple[Path, ...] = ()  # besides the defaults (sandbox_policy.DENY_READ)
     local_fetch_hosts: tuple[str, ...] = ()  # web_fetch may reach them on private addresses
+    kept_files: tuple[Path, ...] = ()  # read-only to writing children (batch's -o file)
 
     @property
     def runs_dir(self) -> Path:

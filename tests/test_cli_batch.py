@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from isoagent.parent.batch.display import BatchDisplay
+from isoagent.parent.children.sandbox_policy import landlock_available, mount_namespaces_available
 from isoagent.parent.events import TaskRecord
 from tests.conftest import cli_env
 from tests.support.cli import ISOAGENT, read_jsonl, run_cli, shell, start_cli
@@ -439,6 +440,36 @@ def test_a_child_cannot_make_resume_skip_a_task_by_forging_an_ok_line(
     assert f"1 ok line in {out} not written by isoagent batch" in done.stderr
     records = read_jsonl(out)
     assert [(r["id"], r["summary"]) for r in records][2:] == [("b", "did: b")]
+
+
+@pytest.mark.skipif(
+    not (landlock_available() and mount_namespaces_available()),
+    reason="needs Landlock and mount namespaces for children",
+)
+@pytest.mark.parametrize("attack", ["rm -f", ": >"], ids=["unlink", "truncate"])
+def test_a_writing_child_cannot_take_the_results_already_written_from_the_o_file(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path, attack: str
+) -> None:
+    """The parent appends to the -o file it holds open: unlinked, every later line would
+    go to a file nobody can read; truncated, the lines before would be gone."""
+    out = workspace / "out.jsonl"
+
+    def handler(req: Request) -> Reply:
+        if req.first_user_text == "attack" and req.turn == 0:
+            return tool_reply("bash", {"command": f"{attack} {out}; echo rc=$?"})
+        if req.first_user_text == "attack":
+            return text_reply(f"saw {req.tool_results[0]['content']}")
+        return text_reply(f"did: {req.first_user_text}")
+
+    api_server.handler = handler
+    tasks = [{"id": "a", "prompt": "first"}, {"id": "b", "prompt": "attack"}]
+    tasks_file(tmp_path / "tasks.jsonl", [*tasks, {"id": "c", "prompt": "last"}])
+    args = ["-o", str(out), "-C", str(workspace), "-j", "1"]
+    done = run_cli(["batch", "tasks.jsonl", *args], env_for(api_server, tmp_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    records = read_jsonl(out)
+    assert [r["id"] for r in records] == ["a", "b", "c"]
+    assert "rc=1" in records[1]["summary"]
 
 
 def in_own_mounts(

@@ -29,14 +29,15 @@ def landlock_available() -> bool:
 def policy_for(agent: AgentSpec, settings: Settings, nested: Sequence[str] = ()) -> SandboxPolicy:
     """The sandbox of one child of ``agent``: what it may write (its mode), reach (network)
     and must leave alone in a writable workspace (protected; ``nested``: the repositories
-    and ``.claude`` folders below the workspace's top). ``SandboxRefused`` when the
-    machine cannot give the mode the agent needs."""
+    and ``.claude`` folders below the workspace's top; the settings' ``kept_files``).
+    ``SandboxRefused`` when the machine cannot give the mode the agent needs."""
     mode = sandbox_mode(agent, settings.sandbox, settings.allow_unsandboxed)
     protected = protected_paths(
         mode, settings.workdir, settings.runs_dir, settings.writable_git, settings.add_dirs
     )
     if mode == "workspace" and mount_namespaces_available():
-        protected += tuple(nested)
+        kept = [str(path) for path in settings.kept_files if path.exists()]
+        protected += (*nested, *kept)
     return SandboxPolicy(
         mode=mode,
         network=settings.child_network == "host",

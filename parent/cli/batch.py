@@ -114,6 +114,8 @@ def batch(
         except OSError as exc:
             fail(f"cannot write {exc.filename}: {exc.strerror or exc}")
         done, reported = read_previous(output_path, results)
+        # a writing child must not truncate or unlink it under the parent's open file
+        settings = dataclasses.replace(settings, kept_files=(output_path.resolve(),))
     pending = [t for t in items if isinstance(t, BatchTask) and t.id not in done]
     invalid = [r for r in items if isinstance(r, TaskRecord)]
     skipped = sum(isinstance(t, BatchTask) and t.id in done for t in items)
