@@ -11,6 +11,12 @@ pipes with exactly the given environment and runs ``child.main.main()``; it is
 its own process, as if started with ``python -m isoagent.child``. The server reaps its
 children and reports each exit; it ends when the parent's end of the socket
 closes, and its children are unaffected by that (they end on stdin EOF).
+
+It is a subreaper: when a child dies without ending what it started (killed by one
+of its own commands, say), those orphans become the server's, not init's, and it
+kills them at once. Where the run has cgroups they would end with the child's
+cgroup anyway; without them (a user whose cgroups are not delegated) this is what
+keeps ``setsid -f`` + ``kill -9 $PPID`` from outliving the run.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import socket
 import sys
 import traceback
 from collections.abc import Iterator
+from pathlib import Path
 
 import msgspec
 
@@ -48,16 +55,45 @@ def serve(sock: socket.socket) -> None:
     """Answer requests until the parent's end of ``sock`` closes."""
     wake_read = wake_on_child_exit()
     preload()
+    spawned: set[int] = set()
     while True:
         ready, _, _ = select.select([sock.fileno(), wake_read], [], [])
         if wake_read in ready:
             for pid, returncode in reaped(wake_read):
-                _send(sock, Exited(pid, returncode))
+                if pid in spawned:
+                    spawned.discard(pid)
+                    _send(sock, Exited(pid, returncode))
+            end_adopted(spawned)
         if sock.fileno() in ready:
             data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, PIPES)
             if not data:
                 return  # the parent is gone
-            _spawn(sock, data, fds, flags)
+            pid = _spawn(sock, data, fds, flags)
+            if pid:
+                spawned.add(pid)
+
+
+def end_adopted(spawned: set[int]) -> None:
+    """SIGKILL every child of this process it did not fork: orphans of a child that
+    died (their own orphans are adopted in turn, and ended at the next wake-up)."""
+    for pid in own_children() - spawned:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def own_children() -> set[int]:
+    me = os.getpid()
+    try:
+        return {int(pid) for pid in Path(f"/proc/{me}/task/{me}/children").read_text().split()}
+    except OSError:  # a kernel without CONFIG_PROC_CHILDREN: every process's parent
+        children = set()
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    stat = Path(f"/proc/{entry}/stat").read_text()
+                    if int(stat.rpartition(")")[2].split()[1]) == me:
+                        children.add(int(entry))
+        return children
 
 
 def preload() -> None:
@@ -71,25 +107,27 @@ def preload() -> None:
     gc.freeze()
 
 
-def _spawn(sock: socket.socket, data: bytes, fds: list[int], flags: int) -> None:
+def _spawn(sock: socket.socket, data: bytes, fds: list[int], flags: int) -> int:
+    """The forked child's pid; 0 if none was forked."""
     try:
         if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) != PIPES:
             _send(sock, SpawnFailed(0, f"malformed request ({len(data)} bytes, {len(fds)} fds)"))
-            return
+            return 0
         try:
             request = decode_request(data)
         except msgspec.DecodeError as exc:
             _send(sock, SpawnFailed(0, f"malformed request: {exc}"))
-            return
+            return 0
         sys.stderr.flush()
         try:
             pid = os.fork()
         except OSError as exc:
             _send(sock, SpawnFailed(request.request, f"fork: {exc.strerror or exc}"))
-            return
+            return 0
         if pid == 0:
             become_child(request, fds)  # never returns
         _send(sock, Spawned(request.request, pid))
+        return pid
     finally:  # the parent must be the only holder of the other pipe ends, or EOF never comes
         for fd in fds:
             os.close(fd)
@@ -160,6 +198,7 @@ def _send(sock: socket.socket, frame: Spawned | SpawnFailed | Exited) -> None:
 
 def main() -> None:
     sandbox.make_undumpable()  # its socket and its children's pipes: not for their commands
+    sandbox.become_subreaper()  # a dead child's orphans come here, to be ended
     sock = socket.socket(fileno=int(sys.argv[1]))
     sock.setblocking(True)
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):

@@ -9,6 +9,7 @@ the child ended normally, timed out, crashed or the run was interrupted.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 from isoagent.child.agent.process_tree import TAG_VARIABLE
 from isoagent.parent.children.cgroups import RunCgroups
 from tests.conftest import cli_env
-from tests.support.cli import run_cli, start_cli
+from tests.support.cli import ISOAGENT, run_cli, start_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.processes import alive, wait_for
 from tests.support.scripts import child_runs
@@ -87,6 +88,25 @@ def test_nothing_a_child_starts_outlives_its_crash(
     api_server.handler = child_runs("general-purpose", escapes(tmp_path) + "; kill -9 $PPID")
     done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    assert "SIGKILL" in done.stdout
+    assert_all_ended(escaped_pids(tmp_path))
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="needs root and unshare to cover /sys/fs/cgroup for the CLI",
+)
+def test_without_cgroups_nothing_outlives_a_child_its_own_command_killed(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """A user whose cgroups are not delegated: the child agent is killed first, so its
+    orphans are no longer below it; the fork server, a subreaper, adopts and ends them."""
+    api_server.handler = child_runs("general-purpose", escapes(tmp_path) + "; kill -9 $PPID")
+    no_cgroups = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs none /sys/fs/cgroup && exec "$@"']
+    command = [*no_cgroups, "sh", *ISOAGENT]
+    done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path, process=True, command=command)
+    assert done.returncode == 0, done.stderr
+    assert "children run without a cgroup v2" in done.stderr  # as such a user's would
     assert "SIGKILL" in done.stdout
     assert_all_ended(escaped_pids(tmp_path))
 

@@ -44,6 +44,7 @@ __all__ = [
     "SandboxError",
     "apply_limits",
     "apply_sandbox",
+    "become_subreaper",
     "confine",
     "disable_network",
     "landlock_abi",
