@@ -8,8 +8,9 @@ A child gets a server's tools when its agent's ``tools`` names them (``mcp__ctx_
 or ``mcp__ctx`` for all of them), or when its agent's ``mcpServers`` lists the server (by
 name, or inline: a server of that agent alone, ``AgentSpec.mcp_servers``) and it has no
 ``tools`` allow-list; it starts the server itself, inside its sandbox, and the server ends
-with it. Only stdio servers run: an http, sse or SDK server is named, with
-the reason, when an agent asks for it. The parent agent has no MCP tools.
+with it. An http or sse server is reached through the egress proxy (``--child-network
+on``); without network, or of another type (an SDK's in-process server), a server is
+named, with the reason, when an agent asks for it. The parent agent has no MCP tools.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import msgspec
 from isoagent.protocol import AgentSpec, McpServer
 
 PROJECT_FILE = ".mcp.json"
+KINDS = ("stdio", "http", "sse")  # the types a child can reach (http and sse: with network)
 PREFIX = "mcp__"
 # Claude Code's rule for a server's name (`claude mcp add`); "__" would split a tool's name
 _NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
@@ -39,11 +41,22 @@ class McpServers:
         self,
         servers: Mapping[str, McpServer] | None = None,
         unusable: Mapping[str, str] | None = None,
-        refused: Sequence[str] = (),
+        given: Sequence[str] = (),
     ) -> None:
         self.servers = dict(servers or {})
         self.unusable = dict(unusable or {})
-        self.refused = {name: self.unusable[name] for name in refused if name in self.unusable}
+        self.given = tuple(given)  # the names a --mcp-config gave
+        self.refused = {name: self.unusable[name] for name in given if name in self.unusable}
+
+    def offline(self) -> McpServers:
+        """These servers for children without network: http and sse ones unusable."""
+        remote = {name for name, server in self.servers.items() if server.type != "stdio"}
+        why = "an http or sse server needs --child-network on"
+        return McpServers(
+            {name: server for name, server in self.servers.items() if name not in remote},
+            {**self.unusable, **dict.fromkeys(remote, why)},
+            self.given,
+        )
 
     def for_agent(self, agent: AgentSpec) -> list[McpServer]:
         """The servers whose tools ``agent`` names, in the order it names them: its own
@@ -120,10 +133,12 @@ def load(workdir: Path, configs: Sequence[str], *, strict: bool) -> McpServers:
             if where != str(project):
                 given.append(name)
             kind = entry.get("type", "stdio")
-            if kind != "stdio":
-                unusable[name] = f"its type is {kind}; isoagent's children start only stdio servers"
+            if kind not in KINDS:
+                unusable[name] = f"its type is {kind}; isoagent's children reach only " + (
+                    "stdio, http and sse servers"
+                )
                 continue
-            servers[name] = _stdio(where, name, entry)
+            servers[name] = _server(where, name, entry)
     return McpServers(servers, unusable, given)
 
 
@@ -148,12 +163,12 @@ def agent_entry(entry: object) -> tuple[str, McpServer | None]:
     if config is None:
         return name, None
     kind = config.get("type", "stdio")
-    if kind != "stdio":
+    if kind not in KINDS:
         raise ValueError(
             f"mcpServers: server {name!r} is of type {kind}; "
-            "isoagent's children start only stdio servers"
+            "isoagent's children reach only stdio, http and sse servers"
         )
-    return name, _stdio("mcpServers", name, config)
+    return name, _server("mcpServers", name, config)
 
 
 def _entries(where: str, text: str) -> dict[str, dict[str, Any]]:
@@ -165,6 +180,19 @@ def _entries(where: str, text: str) -> dict[str, dict[str, Any]]:
     if not isinstance(entries, dict) or not all(isinstance(e, dict) for e in entries.values()):
         raise ValueError(f'{where} holds no {{"mcpServers": {{name: {{...}}}}}} object')
     return entries
+
+
+def _server(where: str, name: str, entry: Mapping[str, Any]) -> McpServer:
+    """One server's entry, of a type in ``KINDS``; a ``ValueError`` says what is wrong."""
+    kind = entry.get("type", "stdio")
+    if kind == "stdio":
+        return _stdio(where, name, entry)
+    url, headers = entry.get("url"), entry.get("headers", {})
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ValueError(f"{where}: MCP server {name!r} has no http(s) url")
+    if not (isinstance(headers, dict) and all(isinstance(v, str) for v in headers.values())):
+        raise ValueError(f"{where}: MCP server {name!r}: headers is not an object of strings")
+    return McpServer(name, type=kind, url=url, headers=headers)
 
 
 def _stdio(where: str, name: str, entry: Mapping[str, Any]) -> McpServer:

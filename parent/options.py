@@ -224,6 +224,8 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         resume=options.resume,
     )
     servers = mcp_servers.load(workdir, options.mcp_config, strict=options.strict_mcp_config)
+    if settings.child_network == "off":
+        servers = servers.offline()
     problems: list[str] = []
     if options.strict_mcp_config:
         agents_kept, problems = mcp_servers.strict_agents(settings.agents)

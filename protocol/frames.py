@@ -17,8 +17,9 @@ import msgspec
 # AgentSpec.mcp_tools, Task.mcp_servers (an older child would drop the MCP tools); 10:
 # SandboxPolicy.hidden (an older child would read what it hides), .local_fetch_hosts; 11:
 # AgentSpec.mcp_servers (an agent's own MCP servers, its mcpServers' inline ones); 12:
-# SandboxPolicy.proxy, .allowed_domains (an older child would have no way out)
-PROTOCOL_VERSION = 12
+# SandboxPolicy.proxy, .allowed_domains (an older child would have no way out); 13:
+# McpServer.type, .url, .headers (an older child would start a command-less server)
+PROTOCOL_VERSION = 13
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -133,13 +134,17 @@ SandboxMode = Literal["off", "workspace", "read-only"]
 
 
 class McpServer(msgspec.Struct, omit_defaults=True):
-    """A stdio MCP server (an ``.mcp.json`` entry): the child starts it, inside its sandbox,
-    for the tools its agent names."""
+    """An MCP server (an ``.mcp.json`` entry) for the tools a child's agent names: a stdio
+    one the child starts, inside its sandbox; an http or sse one (``url``) it connects to,
+    through the egress proxy."""
 
     name: str
-    command: str
+    command: str = ""
     args: list[str] = []
     env: dict[str, str] = {}
+    type: Literal["stdio", "http", "sse"] = "stdio"
+    url: str = ""
+    headers: dict[str, str] = {}
 
 
 class AgentSpec(msgspec.Struct, omit_defaults=True):

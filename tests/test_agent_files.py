@@ -158,7 +158,8 @@ def test_mcp_servers_lists_servers_by_name_and_defines_the_agents_own_inline(
         ("mcpServers: [{a: {command: x}, b: {command: y}}]", "each entry is a server's name"),
         ("mcpServers: [{ctx: x}]", "'ctx' must map to a server's settings"),
         ("mcpServers: [{ctx: {args: [a]}}]", "MCP server 'ctx' has no command"),
-        ("mcpServers: [{ctx: {type: http, url: 'http://h'}}]", "of type http; isoagent's"),
+        ("mcpServers: [{ctx: {type: ws, url: 'ws://h'}}]", "of type ws; isoagent's"),
+        ("mcpServers: [{ctx: {type: http}}]", "MCP server 'ctx' has no http(s) url"),
         ("mcpServers: ['a b']", "'a b' is not a server name"),
     ],
 )
@@ -530,7 +531,7 @@ def test_an_agent_definitions_mcp_servers_are_its_mcp_servers_field() -> None:
         ('{"x": {"description": "d", "prompt": "p", "mcpServers": "c"}}', "x.mcpServers: expected"),
         (
             '{"x": {"description": "d", "prompt": "p", "mcpServers": [{"c": {"type": "sse"}}]}}',
-            "x: mcpServers: server 'c' is of type sse",
+            "x: mcpServers: MCP server 'c' has no http(s) url",
         ),
     ],
 )

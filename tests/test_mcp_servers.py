@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import claude_agent_sdk
@@ -336,3 +339,54 @@ def test_strict_mcp_config_leaves_an_agent_files_own_servers_out_but_not_agents_
     given_requests = [r for r in child_requests(api_server) if "You are given." in r.system]
     assert "mcp__ctx__lookup" in given_requests[0].tool_names
     assert "value of k1" in given_requests[1].tool_results[0]["content"]
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[int]:
+    """The lookup server over streamable HTTP, on every address: its port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    args = ["-m", "tests.support.mcp_lookup_server", str(tmp_path), "--http", str(port)]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    server = subprocess.Popen([sys.executable, *args], cwd=REPO, **quiet)
+    try:
+        assert wait_for(lambda: listening(port), 30)
+        yield port
+    finally:
+        server.kill()
+        server.wait()
+
+
+def listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(
+    ("options", "seen"),
+    [
+        (["--allowed-domains", "127.0.0.2", "--allow-local-fetch", "127.0.0.2"], "value of k1"),
+        (["--allowed-domains", "example.com"], "127.0.0.2 is not in --allowed-domains"),
+        ([], "needs --child-network on"),
+    ],
+    ids=["allowed", "not-allowed", "no-network"],
+)
+def test_an_http_server_is_reached_through_the_egress_proxy_alone(
+    api_server: MessagesServer, tmp_path: Path, http_server: int, options: list[str], seen: str
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    server = {"type": "http", "url": f"http://127.0.0.2:{http_server}/mcp"}
+    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"ctx": server}}))
+    add_agent(ws, "Read, mcp__ctx__lookup")
+    api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
+    done = run_cli(["run", "go", *options], cli_env(api_server, HOME=str(tmp_path)), cwd=ws)
+    assert done.returncode == 0, done.stderr
+    results = [str(r.tool_results) for r in child_requests(api_server)]
+    assert seen in done.stdout + done.stderr + "".join(results)
+    if seen != "value of k1":  # the child did not start: no model call was made with it
+        assert not [r for r in child_requests(api_server) if "mcp__ctx__lookup" in r.tool_names]

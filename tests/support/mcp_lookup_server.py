@@ -1,4 +1,5 @@
-"""A stdio MCP server for the tests: ``python -m tests.support.mcp_lookup_server OUTSIDE``.
+"""An MCP server for the tests: ``python -m tests.support.mcp_lookup_server OUTSIDE``
+(stdio), or with ``--http PORT`` over streamable HTTP on every address.
 
 It notes its start as ``started-<pid>`` in its working folder (where it may write), and its
 one tool, ``lookup``, answers with the key, its pid and whether it could write in OUTSIDE, a
@@ -30,6 +31,12 @@ def lookup(key: str) -> str:
 
 
 if __name__ == "__main__":
+    if sys.argv[2:3] == ["--http"]:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        anyone = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        port = int(sys.argv[3])
+        server.run("streamable-http", host="0.0.0.0", port=port, transport_security=anyone)
     with contextlib.suppress(OSError):  # a read-only child's server may not
         Path(f"started-{os.getpid()}").write_text("")
     server.run()

@@ -1,6 +1,7 @@
-"""MCP tools: the stdio servers a Task names, started by this child (so inside its sandbox,
-and ended with it, as every process below a child is), their tools offered to its model as
-``mcp__<server>__<tool>``.
+"""MCP tools: the servers a Task names, their tools offered to its model as
+``mcp__<server>__<tool>``. A stdio server is started by this child (so inside its sandbox,
+and ended with it, as every process below a child is); an http or sse one is reached
+through the egress proxy (``--child-network on``), which holds it to the allow-list.
 
 The ``mcp`` package is imported here only, and only by a child whose agent names an MCP
 tool: it costs about a second of CPU. Its client is asynchronous; tools run in the agent's
@@ -83,17 +84,33 @@ class McpSessions:
 
     async def start(self, server: McpServer, workdir: str) -> list[Any]:
         """Start ``server`` in ``workdir``, with this child's environment (its tag
-        included) and the server's own variables; its tools."""
+        included) and the server's own variables, or connect to it (http, sse: through
+        ``HTTP_PROXY``, the egress proxy, as every request of the child); its tools."""
         from mcp.client.session import ClientSession
-        from mcp.client.stdio import StdioServerParameters, stdio_client
 
-        params = StdioServerParameters(
-            command=server.command,
-            args=server.args,
-            env={**os.environ, **server.env},
-            cwd=workdir,
-        )
-        read, write = await self._stack.enter_async_context(stdio_client(params))
+        if server.type == "stdio":
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            params = StdioServerParameters(
+                command=server.command,
+                args=server.args,
+                env={**os.environ, **server.env},
+                cwd=workdir,
+            )
+            transport = stdio_client(params)
+        elif server.type == "sse":
+            from mcp.client.sse import sse_client
+
+            transport = sse_client(server.url, headers=server.headers)
+        else:
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            client = await self._stack.enter_async_context(
+                create_mcp_http_client(headers=server.headers)
+            )
+            transport = streamable_http_client(server.url, http_client=client)
+        read, write, *_ = await self._stack.enter_async_context(transport)
         session = await self._stack.enter_async_context(ClientSession(read, write))
         await session.initialize()
         self.sessions[server.name] = session
@@ -115,6 +132,11 @@ def mcp_tools(servers: list[McpServer], names: list[str], ctx: ToolContext) -> l
     sessions = McpSessions()
     tools: list[Tool] = []
     for server in servers:
+        if server.type != "stdio" and not (ctx.sandbox.network or ctx.sandbox.proxy):
+            raise McpUnavailable(
+                f"MCP server {server.name!r} is an {server.type} server: it needs "
+                "--child-network on (this child has no network)"
+            )
         try:
             listed = sessions.run(sessions.start(server, str(ctx.workdir)), START_SECONDS)
         except Exception as exc:
