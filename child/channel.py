@@ -1,7 +1,8 @@
 """The child's end of the pipe: frames out on the saved protocol fd, frames in on stdin.
 
 A reader thread owns stdin. Model replies go to a queue the agent loop waits
-on; ``Cancel`` sets the cancel flag and ends running commands; EOF means the
+on, the replies to calls of an SDK server's tools (``McpCall``) to their callers;
+``Cancel`` sets the cancel flag, ends running commands and those calls; EOF means the
 parent is gone, so the child ends its commands and exits at once (no orphans).
 
 Every process of a child carries ``ISOAGENT_CHILD_TAG`` in its environment (the
@@ -16,11 +17,13 @@ that long counts as gone, as at EOF.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import queue
 import sys
 import threading
 import time
+from typing import Any
 
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.protocol import (
@@ -30,6 +33,8 @@ from isoagent.protocol import (
     FrameReader,
     FrameWriter,
     Heartbeat,
+    McpCall,
+    McpReply,
     ModelCall,
     ModelError,
     ModelReply,
@@ -44,7 +49,9 @@ class ParentChannel:
         self.writer = writer
         self.ctx = ctx
         self.replies: queue.Queue[ModelReply] = queue.Queue()
-        self._write_lock = threading.Lock()
+        self._write_lock = threading.Lock()  # also guards the MCP calls under way
+        self._mcp_calls: dict[int, queue.Queue[McpReply]] = {}
+        self._mcp_ids = itertools.count(1)
         self._heard = time.monotonic()  # when the parent last sent a frame
 
     def start(self, heartbeat: float = 0.0) -> None:
@@ -79,6 +86,15 @@ class ParentChannel:
         self.send(call)
         return self.replies.get()
 
+    def call_sdk_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> McpReply:
+        """A tool of an SDK's in-process server, called through the parent."""
+        waiting: queue.Queue[McpReply] = queue.Queue(1)
+        with self._write_lock:
+            call = next(self._mcp_ids)
+            self._mcp_calls[call] = waiting
+            self.writer.write(McpCall(call, server, tool, arguments))
+        return waiting.get()
+
     def _read_forever(self) -> None:
         while True:
             try:
@@ -93,7 +109,16 @@ class ParentChannel:
             match frame:
                 case ModelReply():
                     self.replies.put(frame)
+                case McpReply(id=call):
+                    with self._write_lock:
+                        waiting = self._mcp_calls.pop(call, None)
+                    if waiting is not None:
+                        waiting.put(frame)
                 case Cancel(reason=reason):
                     self.ctx.cancelled.set()
                     self.ctx.end_commands()
                     self.replies.put(ModelReply(turn=-1, error=ModelError("cancelled", reason)))
+                    with self._write_lock:
+                        calls, self._mcp_calls = self._mcp_calls, {}
+                    for call, waiting in calls.items():
+                        waiting.put(McpReply(call, f"cancelled: {reason}", is_error=True))

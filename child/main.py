@@ -90,7 +90,7 @@ def main() -> int:
         from isoagent.child.agent.tools.mcp import McpUnavailable, mcp_tools
 
         try:
-            tools += mcp_tools(task.mcp_servers, task.agent.mcp_tools, ctx)
+            tools += mcp_tools(task.mcp_servers, task.agent.mcp_tools, ctx, channel.call_sdk_tool)
         except McpUnavailable as exc:
             ctx.end_commands()  # the servers that did start
             channel.send(Result("", "error", 0, 0, Usage(), 0.0, error=str(exc)))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,9 @@ from isoagent.protocol import AgentSpec, McpServer
 
 PROJECT_FILE = ".mcp.json"
 KINDS = ("stdio", "http", "sse")  # the types a child can reach (http and sse: with network)
+SDK_ONLY = "its type is sdk: an SDK's in-process server is reached only from the SDK"
+# (server, tool, arguments) -> (text, is_error): a call of an SDK server's tool, blocking
+SdkRelay = Callable[[str, str, dict[str, Any]], tuple[str, bool]]
 PREFIX = "mcp__"
 # Claude Code's rule for a server's name (`claude mcp add`); "__" would split a tool's name
 _NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
@@ -42,21 +45,37 @@ class McpServers:
         servers: Mapping[str, McpServer] | None = None,
         unusable: Mapping[str, str] | None = None,
         given: Sequence[str] = (),
+        relay: SdkRelay | None = None,
     ) -> None:
         self.servers = dict(servers or {})
         self.unusable = dict(unusable or {})
         self.given = tuple(given)  # the names a --mcp-config gave
         self.refused = {name: self.unusable[name] for name in given if name in self.unusable}
+        self.relay = relay  # calls the tools of the SDK's servers (type sdk)
+
+    @property
+    def sdk_names(self) -> list[str]:
+        """The SDK's in-process servers not listed yet (``with_sdk``)."""
+        return [name for name, why in self.unusable.items() if why == SDK_ONLY]
 
     def offline(self) -> McpServers:
         """These servers for children without network: http and sse ones unusable."""
-        remote = {name for name, server in self.servers.items() if server.type != "stdio"}
+        remote = {name for name, s in self.servers.items() if s.type in ("http", "sse")}
         why = "an http or sse server needs --child-network on"
         return McpServers(
             {name: server for name, server in self.servers.items() if name not in remote},
             {**self.unusable, **dict.fromkeys(remote, why)},
             self.given,
+            self.relay,
         )
+
+    def with_sdk(self, listed: Mapping[str, McpServer | str], relay: SdkRelay) -> McpServers:
+        """With the SDK's servers listed (a server, or why it could not be listed), their
+        tools called through ``relay``."""
+        servers = {k: v for k, v in listed.items() if isinstance(v, McpServer)}
+        failed = {k: v for k, v in listed.items() if isinstance(v, str)}
+        unusable = {k: v for k, v in self.unusable.items() if k not in listed}
+        return McpServers({**self.servers, **servers}, {**unusable, **failed}, self.given, relay)
 
     def for_agent(self, agent: AgentSpec) -> list[McpServer]:
         """The servers whose tools ``agent`` names, in the order it names them: its own
@@ -133,6 +152,9 @@ def load(workdir: Path, configs: Sequence[str], *, strict: bool) -> McpServers:
             if where != str(project):
                 given.append(name)
             kind = entry.get("type", "stdio")
+            if kind == "sdk":
+                unusable[name] = SDK_ONLY
+                continue
             if kind not in KINDS:
                 unusable[name] = f"its type is {kind}; isoagent's children reach only " + (
                     "stdio, http and sse servers"

@@ -18,7 +18,8 @@ import msgspec
 # SandboxPolicy.hidden (an older child would read what it hides), .local_fetch_hosts; 11:
 # AgentSpec.mcp_servers (an agent's own MCP servers, its mcpServers' inline ones); 12:
 # SandboxPolicy.proxy, .allowed_domains (an older child would have no way out); 13:
-# McpServer.type, .url, .headers (an older child would start a command-less server)
+# McpServer.type, .url, .headers, .tools, McpCall, McpReply (an older child would start a
+# command-less server)
 PROTOCOL_VERSION = 13
 
 # --- conversation content (the Messages API's shapes) -----------------------
@@ -136,15 +137,18 @@ SandboxMode = Literal["off", "workspace", "read-only"]
 class McpServer(msgspec.Struct, omit_defaults=True):
     """An MCP server (an ``.mcp.json`` entry) for the tools a child's agent names: a stdio
     one the child starts, inside its sandbox; an http or sse one (``url``) it connects to,
-    through the egress proxy."""
+    through the egress proxy; an sdk one it calls through the parent."""
 
     name: str
     command: str = ""
     args: list[str] = []
     env: dict[str, str] = {}
-    type: Literal["stdio", "http", "sse"] = "stdio"
+    type: Literal["stdio", "http", "sse", "sdk"] = "stdio"
     url: str = ""
     headers: dict[str, str] = {}
+    # sdk: the tools of an SDK's in-process server, as the parent listed them; the child
+    # calls them through the parent (McpCall), the only process that reaches the SDK
+    tools: list[ToolSpec] = []
 
 
 class AgentSpec(msgspec.Struct, omit_defaults=True):
@@ -272,7 +276,17 @@ class Heartbeat(msgspec.Struct, tag=True):
     """ "Still here", either way, over a link that can go silent (a remote child's)."""
 
 
-ChildFrame = Hello | ModelCall | Progress | Result | Heartbeat
+class McpCall(msgspec.Struct, tag=True):
+    """A call of a tool of an SDK's in-process MCP server, which only the parent reaches;
+    the parent checks it against the Task and answers with an ``McpReply``."""
+
+    id: int
+    server: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+ChildFrame = Hello | ModelCall | Progress | Result | Heartbeat | McpCall
 
 # --- parent -> child ---------------------------------------------------------
 
@@ -344,4 +358,12 @@ class Cancel(msgspec.Struct, tag=True):
     reason: str
 
 
-ParentFrame = Task | ModelReply | Cancel | Heartbeat
+class McpReply(msgspec.Struct, tag=True, omit_defaults=True):
+    """What an SDK server's tool answered an ``McpCall`` (its text content)."""
+
+    id: int
+    text: str
+    is_error: bool = False
+
+
+ParentFrame = Task | ModelReply | Cancel | Heartbeat | McpReply

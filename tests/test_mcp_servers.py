@@ -148,24 +148,114 @@ def test_the_sdks_mcp_servers_option_gives_a_subagent_its_server(
     assert "value of k1" in second.tool_results[0]["content"]
 
 
-def test_an_sdk_in_process_server_is_refused_at_initialize_by_name(
+def sdk_calc(secrets: list[str] | None = None) -> object:
+    """The SDK's in-process server ``calc``, whose ``add`` answers ``sum N`` and whose
+    ``secret`` notes its call in ``secrets``."""
+
+    @claude_agent_sdk.tool("add", "Add two numbers.", {"a": int, "b": int})
+    async def add(args: dict[str, int]) -> dict[str, object]:
+        return {"content": [{"type": "text", "text": f"sum {args['a'] + args['b']}"}]}
+
+    @claude_agent_sdk.tool("secret", "The user's secret.", {})
+    async def secret(args: dict[str, int]) -> dict[str, object]:
+        if secrets is not None:
+            secrets.append("called")
+        return {"content": [{"type": "text", "text": "the secret"}]}
+
+    return claude_agent_sdk.create_sdk_mcp_server("calc", tools=[add, secret])
+
+
+def test_an_sdk_in_process_servers_tool_reaches_a_subagent_through_the_parent(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    """isoagent cannot relay ``create_sdk_mcp_server``'s tools: the SDK hears so at once."""
-    calc = claude_agent_sdk.create_sdk_mcp_server("calc", tools=[])
+    """``create_sdk_mcp_server``: the server lives in the SDK's process, which only the
+    parent talks to; the child's call goes through it and back."""
+    adder = claude_agent_sdk.AgentDefinition(
+        description="Adds.", prompt="Add.", tools=["Read", "mcp__calc__add"]
+    )
     options = claude_agent_sdk.ClaudeAgentOptions(
         cli_path=str(ISOAGENT_SCRIPT),
         cwd=str(tmp_path),
         env=cli_env(api_server, HOME=str(tmp_path)),
-        mcp_servers={"calc": calc},
+        mcp_servers={"calc": sdk_calc()},
+        agents={"adder": adder},
     )
 
-    async def ask() -> None:
-        async for _ in claude_agent_sdk.query(prompt="hi", options=options):
-            pass
+    def handler(req: Request) -> Reply:
+        if req.is_parent:
+            if req.turn == 0:
+                task = {"description": "add", "prompt": "add 2 and 3", "subagent_type": "adder"}
+                return tool_reply("task", task)
+            return text_reply("done")
+        if req.turn == 0:
+            return tool_reply("mcp__calc__add", {"a": 2, "b": 3})
+        return text_reply(req.tool_results[0]["content"])
 
-    with pytest.raises(Exception, match="--mcp-config is not supported for server 'calc': its"):
-        asyncio.run(asyncio.wait_for(ask(), 60))
+    api_server.handler = handler  # type: ignore[assignment]
+
+    async def ask() -> list[object]:
+        return [message async for message in claude_agent_sdk.query(prompt="go", options=options)]
+
+    messages = asyncio.run(asyncio.wait_for(ask(), 120))
+    assert isinstance(messages[-1], claude_agent_sdk.ResultMessage)
+    first, second = child_requests(api_server)
+    assert "mcp__calc__add" in first.tool_names and "read_file" in first.tool_names
+    spec = next(t for t in first.body["tools"] if t["name"] == "mcp__calc__add")
+    assert spec["input_schema"]["properties"] == {
+        "a": {"type": "integer"},
+        "b": {"type": "integer"},
+    }
+    assert second.tool_results[0]["content"] == "sum 5"
+    assert not [r for r in api_server.requests if r.is_parent and "mcp__calc__add" in r.tool_names]
+
+
+def test_a_child_cannot_call_an_sdk_servers_tool_its_task_does_not_give(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """A child is untrusted: its ``McpCall`` for a tool its agent was not given ends it,
+    and the SDK's server never hears of it."""
+    secrets: list[str] = []
+    forger = f"{sys.executable} -m tests.support.faulty_children forge-mcp {tmp_path}"
+    adder = claude_agent_sdk.AgentDefinition(
+        description="Adds.", prompt="Add.", tools=["mcp__calc__add"]
+    )
+    env = cli_env(api_server, HOME=str(tmp_path), ISOAGENT_CHILD_COMMAND=forger)
+    env["PYTHONPATH"] = str(REPO)
+    options = claude_agent_sdk.ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(tmp_path),
+        env=env,
+        mcp_servers={"calc": sdk_calc(secrets)},
+        agents={"adder": adder},
+    )
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply("task", {"description": "a", "prompt": "a", "subagent_type": "adder"})
+        return text_reply(str(req.tool_results[0]["content"]))
+
+    api_server.handler = handler  # type: ignore[assignment]
+
+    async def ask() -> list[object]:
+        return [message async for message in claude_agent_sdk.query(prompt="go", options=options)]
+
+    messages = asyncio.run(asyncio.wait_for(ask(), 120))
+    assert (tmp_path / "forged.pid").exists()
+    assert secrets == []
+    result = messages[-1]
+    assert isinstance(result, claude_agent_sdk.ResultMessage)
+    assert "called an MCP tool its Task does not give it: mcp__calc__secret" in str(result.result)
+
+
+def test_an_sdk_in_process_server_without_the_sdk_is_refused_by_name(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """``-p`` with text input: no SDK on stdin to reach the server through."""
+    config = json.dumps({"mcpServers": {"calc": {"type": "sdk", "name": "calc"}}})
+    env = cli_env(api_server, HOME=str(tmp_path))
+    done = run_cli(["-p", "hi", "--mcp-config", config], env, cwd=tmp_path, input="")
+    assert done.returncode == 1
+    assert "--mcp-config is not supported for server 'calc': its type is sdk" in done.stderr
     assert api_server.requests == []
 
 

@@ -49,6 +49,8 @@ from isoagent.protocol import (
     Cancel,
     FrameError,
     Hello,
+    McpCall,
+    McpReply,
     ModelCall,
     ModelError,
     ModelReply,
@@ -365,7 +367,7 @@ class _ChildRun:
             if isinstance(frame, Result):
                 return frame
 
-    async def _answer(self, process: ChildProcess) -> ModelCall | Progress | Result:
+    async def _answer(self, process: ChildProcess) -> ModelCall | McpCall | Progress | Result:
         """Take the next frame and act on it: answer a model call, forward progress."""
         frame = await process.frames.next()
         if frame is None:
@@ -389,6 +391,8 @@ class _ChildRun:
                 self.retries += reply.retries
                 self.last_text = text_of(reply.content) or self.last_text
                 await write_frame(process.stdin, reply)
+            case McpCall():
+                await write_frame(process.stdin, await self._call_sdk_tool(frame))
             case Progress():
                 self.last_progress = frame
                 event = ChildProgress(self.id, self.agent.name, self.request.description, frame)
@@ -398,6 +402,27 @@ class _ChildRun:
             case _:
                 raise ChildFailed(f"sent an unexpected {type(frame).__name__} frame")
         return frame
+
+    async def _call_sdk_tool(self, call: McpCall) -> McpReply:
+        """A tool of an SDK's in-process server, for a child whose Task gives it (a child
+        is untrusted), called through the SDK."""
+        from isoagent.child.agent.tools.mcp import granted
+
+        servers = self.sup.settings.mcp_servers
+        given = {
+            (server.name, tool.name)
+            for server in servers.for_agent(self.agent)
+            if server.type == "sdk"
+            for tool in server.tools
+            if granted(self.agent.mcp_tools, server.name, tool.name)
+        }
+        if servers.relay is None or (call.server, call.tool) not in given:
+            what = f"mcp__{call.server}__{call.tool}"
+            raise ChildFailed(f"called an MCP tool its Task does not give it: {what}", "error")
+        text, is_error = await asyncio.to_thread(
+            servers.relay, call.server, call.tool, call.arguments
+        )
+        return McpReply(call.id, text, is_error)
 
     def _failure(self, status: Status, message: str, code: int | None = None) -> Result:
         progress = self.last_progress

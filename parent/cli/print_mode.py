@@ -35,6 +35,7 @@ from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
 from isoagent.parent.cli.sdk_options import sdk_flags, sdk_settings_options
 from isoagent.parent.cli.settings_flag import ClaudeSettings, Unsupported, read_settings
+from isoagent.parent.mcp_servers import SDK_ONLY
 from isoagent.parent.plugins import PluginRefused, plugin_agents
 from isoagent.parent.settings import Settings
 
@@ -173,6 +174,8 @@ def print_mode(
         except ValueError as exc:
             fail(f"error: {exc}", ExitCode.USAGE)
     for name, why in settings.mcp_servers.refused.items():
+        if why == SDK_ONLY and input_format == "stream-json":
+            continue  # the SDK is there: its tools are listed before the first run
         unsupported = unsupported or f"--mcp-config is not supported for server {name!r}: {why}"
     if unsupported and input_format != "stream-json":  # the SDK hears it at initialize
         fail(f"error: {unsupported}")
@@ -317,6 +320,11 @@ def _serve_stream(
         if message.get("type") == "control_request":
             settings = _answer(message, settings)
         elif message.get("type") == "user" and (text := _user_text(message)).strip():
+            if settings.mcp_servers.sdk_names:
+                from isoagent.parent.sdk_mcp import with_sdk_servers
+
+                servers = with_sdk_servers(settings.mcp_servers, inbox.control)
+                settings = dataclasses.replace(settings, mcp_servers=servers)
             inbox.running.set()
             interrupts = inbox.interrupts
             try:
@@ -384,22 +392,11 @@ class _Inbox:
         stdin's end, is a no)."""
         from isoagent.parent.permission_prompt import Decision
 
-        request_id = f"isoagent-{next(self._ids)}"
-        answer: queue.Queue[dict[str, Any] | None] = queue.Queue(1)
-        self._asked[request_id] = answer
         request = {"subtype": "can_use_tool", "tool_name": tool, "input": tool_input}
-        _send({"type": "control_request", "request_id": request_id, "request": request})
-        try:
-            while True:
-                with contextlib.suppress(queue.Empty):
-                    response = answer.get(timeout=0.2)
-                    break
-                if cancelled.is_set():
-                    return Decision(False, tool_input, "cancelled")
-        finally:
-            del self._asked[request_id]
+        response = self.control(request, cancelled)
         if response is None:
-            return Decision(False, tool_input, "the SDK has gone")
+            why = "cancelled" if cancelled.is_set() else "the SDK has gone"
+            return Decision(False, tool_input, why)
         if response.get("subtype") != "success":
             return Decision(False, tool_input, str(response.get("error", "")))
         verdict = response.get("response") or {}
@@ -409,6 +406,24 @@ class _Inbox:
         if verdict.get("interrupt") and self.interrupt is not None:
             self.interrupt()
         return Decision(False, tool_input, str(verdict.get("message", "")))
+
+    def control(
+        self, request: dict[str, Any], cancelled: threading.Event | None = None
+    ) -> dict[str, Any] | None:
+        """Send the SDK a control request; its response (None: ``cancelled``, or stdin
+        ended). Any thread may ask."""
+        request_id = f"isoagent-{next(self._ids)}"
+        answer: queue.Queue[dict[str, Any] | None] = queue.Queue(1)
+        self._asked[request_id] = answer
+        _send({"type": "control_request", "request_id": request_id, "request": request})
+        try:
+            while True:
+                with contextlib.suppress(queue.Empty):
+                    return answer.get(timeout=0.2)
+                if cancelled is not None and cancelled.is_set():
+                    return None
+        finally:
+            del self._asked[request_id]
 
     def _answered(self, response: object) -> None:
         if isinstance(response, dict):

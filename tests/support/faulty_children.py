@@ -21,6 +21,8 @@ Behaviours:
   times its max_tokens, call after call past its turn limit, the API's web fetch tool,
   the parent's request options: a 10000-token thinking budget and a beta), writing
   each reply's error (or ``ok``) as a line of ``DIR/replies``, until one is refused.
+- ``forge-mcp``: Hello, takes its Task, calls ``secret`` of the SDK's server ``calc`` (an
+  ``McpCall``), notes ``DIR/forged.pid`` and waits for an answer.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from isoagent.protocol import (
     FrameReader,
     FrameWriter,
     Hello,
+    McpCall,
     Message,
     ModelCall,
     ModelReply,
@@ -92,6 +95,11 @@ def main(behaviour: str, folder: Path) -> int:
     if behaviour == "hide":
         hidden = subprocess.Popen(["sleep", "300"], start_new_session=True, env={})
         note(folder, "hidden", hidden.pid)
+        return 0
+    if behaviour == "forge-mcp":  # a tool of the SDK's server its Task does not give it
+        writer.write(McpCall(1, "calc", "secret", {}))
+        note(folder, "forged", os.getpid())
+        reader.read()  # never answered: the parent ends it
         return 0
     if behaviour.startswith("forge-") and isinstance(task, Task):
         forge(behaviour, task, writer, reader, folder)

@@ -1,7 +1,8 @@
 """MCP tools: the servers a Task names, their tools offered to its model as
 ``mcp__<server>__<tool>``. A stdio server is started by this child (so inside its sandbox,
 and ended with it, as every process below a child is); an http or sse one is reached
-through the egress proxy (``--child-network on``), which holds it to the allow-list.
+through the egress proxy (``--child-network on``), which holds it to the allow-list; an
+SDK's in-process server, through the parent, which alone reaches the SDK.
 
 The ``mcp`` package is imported here only, and only by a child whose agent names an MCP
 tool: it costs about a second of CPU. Its client is asynchronous; tools run in the agent's
@@ -14,14 +15,14 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import msgspec
 
 from isoagent.child.agent.tools.base import Tool, ToolContext, ToolOutput
-from isoagent.protocol import McpServer, ToolSpec
+from isoagent.protocol import McpReply, McpServer, ToolSpec
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 PREFIX = "mcp__"
 START_SECONDS = 60.0  # a server's start, initialize and tool list
 T = TypeVar("T")
+CallSdkTool = Callable[[str, str, dict[str, Any]], McpReply]
 
 
 class McpUnavailable(Exception):
@@ -120,9 +122,52 @@ class McpSessions:
         return self.run(self.sessions[server].call_tool(tool, args), None)
 
 
-def mcp_tools(servers: list[McpServer], names: list[str], ctx: ToolContext) -> list[Tool]:
-    """The tools ``names`` grants (``mcp__s__t``, or ``mcp__s`` for all of s's) of
-    ``servers``, each server started; a server that fails is ``McpUnavailable``."""
+class SdkTool(Tool[msgspec.Struct]):
+    """One tool of an SDK's in-process server, called through the parent (``McpCall``)."""
+
+    Input: ClassVar[type[msgspec.Struct]] = msgspec.Struct
+    parallel_safe = True
+
+    def __init__(self, ctx: ToolContext, call: CallSdkTool, server: str, spec: ToolSpec) -> None:
+        super().__init__(ctx)
+        self.call, self.server, self.tool = call, server, spec.name
+        self._spec = msgspec.structs.replace(spec, name=self.name)
+
+    @classmethod
+    def of(cls, ctx: ToolContext, call: CallSdkTool, server: str, spec: ToolSpec) -> SdkTool:
+        name = f"{PREFIX}{server}__{spec.name}"
+        named = type(name, (cls,), {"name": name, "description": spec.description})
+        return named(ctx, call, server, spec)
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self._spec
+
+    def run(self, args: dict[str, Any]) -> ToolOutput:
+        reply = self.call(self.server, self.tool, args)
+        return ToolOutput(reply.text, is_error=reply.is_error)
+
+
+def granted(names: list[str], server: str, tool: str) -> bool:
+    """Whether ``names`` (``mcp__s__t``, or ``mcp__s`` for all of s's) grants the tool."""
+    return f"{PREFIX}{server}" in names or f"{PREFIX}{server}__{tool}" in names
+
+
+def mcp_tools(
+    servers: list[McpServer], names: list[str], ctx: ToolContext, call_sdk_tool: CallSdkTool
+) -> list[Tool]:
+    """The tools ``names`` grants of ``servers``, each server started (an SDK's: called
+    through the parent with ``call_sdk_tool``); a server that fails is ``McpUnavailable``."""
+    tools: list[Tool] = [
+        SdkTool.of(ctx, call_sdk_tool, server.name, spec)
+        for server in servers
+        if server.type == "sdk"
+        for spec in server.tools
+        if granted(names, server.name, spec.name)
+    ]
+    servers = [server for server in servers if server.type != "sdk"]
+    if not servers:
+        return tools
     try:
         import mcp  # noqa: F401
     except ImportError:
@@ -130,7 +175,6 @@ def mcp_tools(servers: list[McpServer], names: list[str], ctx: ToolContext) -> l
             "MCP servers need the mcp package: pip install 'isoagent[mcp]'"
         ) from None
     sessions = McpSessions()
-    tools: list[Tool] = []
     for server in servers:
         if server.type != "stdio" and not (ctx.sandbox.network or ctx.sandbox.proxy):
             raise McpUnavailable(
@@ -142,8 +186,7 @@ def mcp_tools(servers: list[McpServer], names: list[str], ctx: ToolContext) -> l
         except Exception as exc:
             why = str(exc) or type(exc).__name__
             raise McpUnavailable(f"MCP server {server.name!r} did not start: {why}") from None
-        whole = f"{PREFIX}{server.name}" in names
         for tool in listed:
-            if whole or f"{PREFIX}{server.name}__{tool.name}" in names:
+            if granted(names, server.name, tool.name):
                 tools.append(McpTool.of(ctx, sessions, server.name, tool))
     return tools
