@@ -6,6 +6,7 @@ import contextlib
 import os
 import secrets
 import socket
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -284,10 +285,7 @@ def test_names_a_writing_child_may_not_create_are_moved_out_when_it_ends(
         ".claude/agents/Explore.md; git init -q . && git config core.fsmonitor 'touch pwned'; "
         "echo '{}' > .mcp.json; echo honest > kept.txt; echo DONE"
     )
-    api_server.handler = child_runs("general-purpose", plant)
-    done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "DONE" in done.stdout
+    done = run_planting(api_server, tmp_path, plant)
     assert (tmp_path / "kept.txt").read_text() == "honest\n"
     for name in (".claude", ".git", ".mcp.json"):
         assert not (tmp_path / name).exists(), name
@@ -311,10 +309,7 @@ def test_a_repository_a_writing_child_creates_in_a_sub_folder_is_moved_out(
         "echo '[core] fsmonitor = touch pwned' >> vendor/lib/.git/config; "
         "mkdir -p vendor/lib/docs/.claude/agents; echo honest > src/kept.txt; echo DONE"
     )
-    api_server.handler = child_runs("general-purpose", plant)
-    done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert "DONE" in done.stdout
+    done = run_planting(api_server, tmp_path, plant)
     assert (tmp_path / "src" / "kept.txt").read_text() == "honest\n"
     if mount_namespaces_available():  # read-only needs a mount
         assert (tmp_path / "vendor" / "lib" / ".git" / "config").read_text() == "[core]\n"
@@ -325,3 +320,14 @@ def test_a_repository_a_writing_child_creates_in_a_sub_folder_is_moved_out(
     [run] = (tmp_path / ".isoagent" / "runs").iterdir()
     [kept] = run.glob("planted/*/*/src/deep/.git/config")
     assert "fsmonitor" in kept.read_text()
+
+
+def run_planting(
+    api_server: MessagesServer, workspace: Path, command: str
+) -> subprocess.CompletedProcess[str]:
+    """``run`` in ``workspace``, whose writing child runs ``command`` (ending in ``echo DONE``)."""
+    api_server.handler = child_runs("general-purpose", command)
+    done = run_cli(["run", "go"], cli_env(api_server), cwd=workspace)
+    assert done.returncode == 0, done.stderr
+    assert "DONE" in done.stdout
+    return done
