@@ -78,6 +78,11 @@ def confine(
             raise
         enter_namespaces(network)
         mounted = False
+    if policy.proxy:  # before the mounts, which may cover where its socket is
+        try:
+            os.environ.update(egress.hand_over(policy.proxy))
+        except OSError as exc:
+            raise SandboxError(f"cannot reach the parent's egress proxy: {exc}") from exc
     shm = False
     if mounted:
         mounts.make_private()
@@ -88,11 +93,6 @@ def confine(
         for path in policy.hidden:
             if os.path.exists(path):
                 mounts.hide(path)
-    if policy.proxy:
-        try:
-            os.environ.update(egress.hand_over(policy.proxy))
-        except OSError as exc:
-            raise SandboxError(f"cannot reach the parent's egress proxy: {exc}") from exc
     apply_limits(
         limits.cpu_seconds, limits.address_space_mb, limits.max_processes, limits.file_size_mb
     )
