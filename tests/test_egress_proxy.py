@@ -12,9 +12,11 @@ from __future__ import annotations
 import http.server
 import json
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,6 +90,23 @@ def test_a_child_reaches_an_allowed_host_through_the_proxy(
     out = run(api_server, tmp_path, fetch(f"http://{SITE_HOST}:{site.port}/notes"), *LET_OUT)
     assert "page /notes" in out
     assert site.paths == ["/notes"]
+
+
+def test_the_proxy_is_reached_where_the_childs_own_mounts_would_cover_it(
+    api_server: MessagesServer, tmp_path: Path, site: Site
+) -> None:
+    """A TMPDIR under /dev/shm puts the proxy's socket where a sandboxed child mounts a
+    private tmpfs: the child hands its listener over before it mounts anything."""
+    shm = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        command = fetch(f"http://{SITE_HOST}:{site.port}/shm")
+        api_server.handler = child_runs("general-purpose", command)
+        env = cli_env(api_server, TMPDIR=str(shm))
+        done = run_cli(["run", "go", *LET_OUT], env, cwd=tmp_path, process=True)
+        assert done.returncode == 0, done.stderr
+        assert "page /shm" in done.stdout
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
 
 
 def test_a_tunnel_to_an_allowed_host_is_relayed(

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -331,3 +333,25 @@ def run_planting(
     assert done.returncode == 0, done.stderr
     assert "DONE" in done.stdout
     return done
+
+
+@needs_landlock
+@needs_mounts
+@pytest.mark.parametrize("agent", ["Explore", "general-purpose"])
+def test_a_temp_folder_under_dev_shm_still_works_in_the_childs_own_dev_shm(
+    api_server: MessagesServer, tmp_path: Path, agent: str
+) -> None:
+    """``TMPDIR=/dev/shm/...``: the child's private /dev/shm would cover its temp folder;
+    it is bound back, and the rest of the host's /dev/shm stays out of reach."""
+    shm = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    (shm / "host-file").write_text("host")
+    try:
+        command = 'echo kept > "$TMPDIR/f" && cat "$TMPDIR/f"; ls /dev/shm; echo DONE'
+        api_server.handler = child_runs(agent, command)
+        env = cli_env(api_server, TMPDIR=str(shm))
+        done = run_cli(["run", "go"], env, cwd=tmp_path, process=True)
+        assert done.returncode == 0, done.stderr
+        assert "kept" in done.stdout and "DONE" in done.stdout
+        assert "host-file" not in done.stdout
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)

@@ -86,7 +86,9 @@ def confine(
     shm = False
     if mounted:
         mounts.make_private()
-        shm = mounts.private_shm()
+        places = (workspace, tmpdir, *add_dirs)
+        under = [p for p in places if p.is_relative_to(mounts.SHM) and p != Path(mounts.SHM)]
+        shm = mounts.private_shm([str(p) for p in under])
         for path in policy.protected:
             if os.path.exists(path):
                 mounts.read_only(path)

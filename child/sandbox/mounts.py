@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Sequence
 
 from isoagent.child.sandbox.syscalls import fail, libc
 
@@ -47,11 +48,21 @@ def make_private() -> None:
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
 
 
-def private_shm() -> bool:
-    """A fresh, small tmpfs on ``/dev/shm``; False when there is no ``/dev/shm``."""
+def private_shm(keep: Sequence[str] = ()) -> bool:
+    """A fresh, small tmpfs on ``/dev/shm``; False when there is no ``/dev/shm``. ``keep``:
+    folders under the host's ``/dev/shm`` the child works in (a ``TMPDIR`` there), bound
+    back at their paths."""
     if not os.path.isdir(SHM):
         return False
-    _mount("tmpfs", SHM, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={SHM_SIZE},mode=1777")
+    kept = [(path, os.open(path, os.O_PATH | os.O_DIRECTORY)) for path in keep]
+    try:
+        _mount("tmpfs", SHM, "tmpfs", _MS_NOSUID | _MS_NODEV, f"size={SHM_SIZE},mode=1777")
+        for path, fd in kept:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", path, None, _MS_BIND)
+    finally:
+        for _, fd in kept:
+            os.close(fd)
     return True
 
 
