@@ -100,6 +100,25 @@ def test_without_a_gateway_the_first_invocation_starts_one_that_leaves_when_idle
     wait_until(lambda: not warm._answers(where), "the idle gateway exits")
 
 
+def test_a_second_gateway_started_at_the_same_time_leaves_before_importing_the_sdk(
+    warm_env: dict[str, str], gateway: object
+) -> None:
+    """Sixteen invocations that find no gateway start sixteen: all but one must stop
+    before the SDK's second of CPU."""
+    second = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "isoagent.parent.model.warm"],
+        env={**warm_env, "ISOAGENT_WARM_GATEWAY_IDLE": "600"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CEILING,
+    )
+    assert second.returncode == 0, second.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in second.stderr.splitlines()}
+    assert "isoagent.parent.model.limiter" in imported  # it ran: its own imports are there
+    assert "anthropic" not in imported
+
+
 def test_a_started_gateway_holds_only_the_variables_its_address_is_made_of(
     warm_env: dict[str, str], tmp_path: Path
 ) -> None:

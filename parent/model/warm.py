@@ -226,11 +226,13 @@ def in_process(deadline: float, on_wait: WaitSink | None) -> RetryingSource:
 
 
 def _wait_listening(where: str, process: subprocess.Popen[bytes]) -> str:
-    """Wait until a starting gateway listens (it imports the SDK first): "" once it does,
-    else why not."""
+    """Wait until a starting gateway listens (it imports the SDK first), ours or the one
+    that won the address: "" once it does, else why not."""
     deadline = time.monotonic() + START_SECONDS
     while not _answers(where):
-        if process.poll() is not None and not _answers(where):
+        # code 0 before it listens: another invocation's gateway holds the address, and
+        # is importing the SDK; that one is waited for
+        if process.poll() and not _answers(where):
             return f"it exited with code {process.returncode}"
         if time.monotonic() > deadline:
             return f"it did not listen within {START_SECONDS:g} s"
@@ -276,13 +278,15 @@ async def serve(where: str, idle: float = IDLE_SECONDS) -> None:
     from isoagent.parent.model.retry import DEADLINE
 
     make_undumpable()  # this process holds the key: its environ and memory, not for children
-    source = in_process(DEADLINE, None)  # one limiter for every invocation
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        listener.bind(where)  # a second gateway started at the same time stops here
+        # a second gateway started at the same time stops here, before it imports the SDK:
+        # sixteen invocations starting at once would otherwise import it sixteen times
+        listener.bind(where)
     except OSError:
         listener.close()
         return
+    source = in_process(DEADLINE, None)  # one limiter for every invocation
     calls = 0  # being answered now
     last = time.monotonic()  # when the last call was answered
 
