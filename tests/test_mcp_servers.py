@@ -50,6 +50,20 @@ def delegate(agent: str) -> object:
     return handler
 
 
+def delegate_in_turn(*agents: str) -> object:
+    """A parent that hands ``look k1`` to each of ``agents`` in turn; children as in
+    ``delegate``."""
+    to_child = delegate(agents[0])
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent and req.turn < len(agents):
+            task = {"description": "look", "prompt": "look k1", "subagent_type": agents[req.turn]}
+            return tool_reply("task", task)
+        return to_child(req)  # type: ignore[operator, no-any-return]
+
+    return handler
+
+
 @pytest.fixture
 def workspace_with_server(tmp_path: Path) -> Path:
     """A workspace whose .mcp.json names the lookup server, and a folder outside it."""
@@ -302,16 +316,7 @@ def test_an_agents_inline_mcp_server_is_its_own_and_no_other_agents(
     inline = json.dumps([{"ctx": lookup_server(outside)}])
     write_agent(ws, "owner", f"mcpServers: {inline}")
     write_agent(ws, "other", "tools: Read, mcp__ctx__lookup")
-    to_child = delegate("owner")
-
-    def handler(req: Request) -> Reply:
-        if req.is_parent and req.turn < 2:
-            agent = ["owner", "other"][req.turn]
-            task = {"description": "look", "prompt": "look k1", "subagent_type": agent}
-            return tool_reply("task", task)
-        return to_child(req)  # type: ignore[operator, no-any-return]
-
-    api_server.handler = handler  # type: ignore[assignment]
+    api_server.handler = delegate_in_turn("owner", "other")  # type: ignore[assignment]
     done = run_cli(["run", "go"], cli_env(api_server, HOME=str(tmp_path)), cwd=ws)
     assert done.returncode == 0, done.stderr
 
@@ -408,16 +413,7 @@ def test_strict_mcp_config_leaves_an_agent_files_own_servers_out_but_not_agents_
     inline = [{"ctx": lookup_server(outside)}]
     write_agent(ws, "owner", f"mcpServers: {json.dumps(inline)}")
     given = {"given": {"description": "d", "prompt": "You are given.", "mcpServers": inline}}
-    to_child = delegate("owner")
-
-    def handler(req: Request) -> Reply:
-        if req.is_parent and req.turn < 2:
-            agent = ["owner", "given"][req.turn]
-            task = {"description": "look", "prompt": "look k1", "subagent_type": agent}
-            return tool_reply("task", task)
-        return to_child(req)  # type: ignore[operator, no-any-return]
-
-    api_server.handler = handler  # type: ignore[assignment]
+    api_server.handler = delegate_in_turn("owner", "given")  # type: ignore[assignment]
     args = ["-p", "go", "--strict-mcp-config", "--agents", json.dumps(given)]
     done = run_cli(args, cli_env(api_server, HOME=str(tmp_path)), cwd=ws)
     assert done.returncode == 0, done.stderr
