@@ -27,6 +27,16 @@ def test_help_imports_click_and_no_command_asyncio_ssl_or_sdk(tmp_path: Path) ->
     assert not {module for module, _ in COMMANDS.values()} & modules
 
 
+@pytest.mark.parametrize("command", [["agents"], ["logs"]], ids=["agents", "logs"])
+def test_a_command_that_runs_no_session_imports_no_asyncio_or_ssl(
+    command: list[str], tmp_path: Path
+) -> None:
+    """``isoagent agents`` lists files: asyncio and ssl are a third of its start-up."""
+    modules = {m.split(".")[0] for m in imported(command, tmp_path)}
+    assert "isoagent" in modules
+    assert not modules & {"asyncio", "ssl", "anthropic"}
+
+
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_a_command_imports_its_own_module_and_no_other_command(name: str, tmp_path: Path) -> None:
     modules = imported([name, "--help"], tmp_path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import warnings
 from collections.abc import Callable, Coroutine
@@ -28,6 +27,8 @@ def run_command(main: Callable[[], Coroutine[Any, Any, int]]) -> NoReturn:
 def run_session_body(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """Run ``main`` and return its exit status; a session that cannot start or is ended by a
     signal is one line on stderr and its own exit status."""
+    import asyncio  # here: commands that run no session (agents, logs) need not import it
+
     from isoagent.parent.session import Interrupted, SessionError
 
     try:
