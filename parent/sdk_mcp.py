@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from isoagent.child.agent.tools.mcp import content_text
 from isoagent.parent.mcp_servers import McpServers
 from isoagent.protocol import McpServer, ToolSpec
 
@@ -55,12 +56,11 @@ class SdkServers:
             result = self._send(server, "tools/call", {"name": tool, "arguments": arguments})
         except RelayError as exc:
             return f"mcp__{server}__{tool} failed: {exc}", True
-        content = result.get("content") or []
-        texts = [block.get("text") if isinstance(block, dict) else None for block in content]
-        text = "\n".join(t for t in texts if isinstance(t, str))
-        if any(not isinstance(t, str) for t in texts):
-            text += "\n[content that is not text left out]"
-        return text, bool(result.get("isError"))
+        blocks = [
+            b.get("text") if isinstance(b, dict) else None for b in result.get("content") or []
+        ]
+        texts = [text if isinstance(text, str) else None for text in blocks]
+        return content_text(texts), bool(result.get("isError"))
 
     def _send(
         self, server: str, method: str, params: dict[str, Any] | None = None, notify: bool = False

@@ -37,38 +37,67 @@ class McpUnavailable(Exception):
     """A server that could not be started or listed, in one line."""
 
 
-class McpTool(Tool[msgspec.Struct]):
-    """One tool of one server (a subclass per tool: ``name`` is a class's); ``spec`` is
-    the server's own schema."""
+class ServerTool(Tool[msgspec.Struct]):
+    """One tool of an MCP server, offered as ``mcp__<server>__<tool>`` (a subclass per
+    tool: ``name`` is a class's); ``spec`` is the server's own schema."""
 
     Input: ClassVar[type[msgspec.Struct]] = msgspec.Struct
     parallel_safe = True
 
-    def __init__(self, ctx: ToolContext, servers: McpSessions, server: str, tool: Any) -> None:
+    def __init__(self, ctx: ToolContext, server: str, spec: ToolSpec) -> None:
         super().__init__(ctx)
-        self.servers, self.server, self.tool = servers, server, tool.name
-        self._spec = ToolSpec(self.name, tool.description or "", dict(tool.input_schema))
+        self.server, self.tool = server, spec.name
+        self._spec = msgspec.structs.replace(spec, name=self.name)
 
     @classmethod
-    def of(cls, ctx: ToolContext, servers: McpSessions, server: str, tool: Any) -> McpTool:
-        name = f"{PREFIX}{server}__{tool.name}"
-        named = type(name, (cls,), {"name": name, "description": tool.description or ""})
-        return named(ctx, servers, server, tool)
+    def of(cls, ctx: ToolContext, server: str, spec: ToolSpec, *how: Any) -> ServerTool:
+        """The tool, ``how`` its class's own arguments (what it calls the server with)."""
+        name = f"{PREFIX}{server}__{spec.name}"
+        named = type(name, (cls,), {"name": name, "description": spec.description})
+        return named(ctx, server, spec, *how)
 
     @property
     def spec(self) -> ToolSpec:
         return self._spec
 
+
+class McpTool(ServerTool):
+    """A tool of a server this child started or connected to."""
+
+    def __init__(
+        self, ctx: ToolContext, server: str, spec: ToolSpec, sessions: McpSessions
+    ) -> None:
+        super().__init__(ctx, server, spec)
+        self.sessions = sessions
+
     def run(self, args: dict[str, Any]) -> ToolOutput:
         try:
-            result = self.servers.call(self.server, self.tool, args)
+            result = self.sessions.call(self.server, self.tool, args)
         except Exception as exc:  # the server died, or timed out: the model reads it
             return ToolOutput(f"{self.name} failed: {type(exc).__name__}: {exc}", True)
-        texts = [getattr(block, "text", None) for block in result.content]
-        text = "\n".join(t for t in texts if t is not None)
-        if len(texts) != sum(t is not None for t in texts):
-            text += "\n[content that is not text left out]"
+        text = content_text([getattr(block, "text", None) for block in result.content])
         return ToolOutput(text, is_error=bool(result.is_error))
+
+
+class SdkTool(ServerTool):
+    """A tool of an SDK's in-process server, called through the parent (``McpCall``)."""
+
+    def __init__(self, ctx: ToolContext, server: str, spec: ToolSpec, call: CallSdkTool) -> None:
+        super().__init__(ctx, server, spec)
+        self.call = call
+
+    def run(self, args: dict[str, Any]) -> ToolOutput:
+        reply = self.call(self.server, self.tool, args)
+        return ToolOutput(reply.text, is_error=reply.is_error)
+
+
+def content_text(texts: list[str | None]) -> str:
+    """A tool result's text blocks (None: a block of another kind), joined; what is not
+    text is said to be left out."""
+    text = "\n".join(t for t in texts if t is not None)
+    if None in texts:
+        text += "\n[content that is not text left out]"
+    return text
 
 
 class McpSessions:
@@ -122,32 +151,6 @@ class McpSessions:
         return self.run(self.sessions[server].call_tool(tool, args), None)
 
 
-class SdkTool(Tool[msgspec.Struct]):
-    """One tool of an SDK's in-process server, called through the parent (``McpCall``)."""
-
-    Input: ClassVar[type[msgspec.Struct]] = msgspec.Struct
-    parallel_safe = True
-
-    def __init__(self, ctx: ToolContext, call: CallSdkTool, server: str, spec: ToolSpec) -> None:
-        super().__init__(ctx)
-        self.call, self.server, self.tool = call, server, spec.name
-        self._spec = msgspec.structs.replace(spec, name=self.name)
-
-    @classmethod
-    def of(cls, ctx: ToolContext, call: CallSdkTool, server: str, spec: ToolSpec) -> SdkTool:
-        name = f"{PREFIX}{server}__{spec.name}"
-        named = type(name, (cls,), {"name": name, "description": spec.description})
-        return named(ctx, call, server, spec)
-
-    @property
-    def spec(self) -> ToolSpec:
-        return self._spec
-
-    def run(self, args: dict[str, Any]) -> ToolOutput:
-        reply = self.call(self.server, self.tool, args)
-        return ToolOutput(reply.text, is_error=reply.is_error)
-
-
 def granted(names: list[str], server: str, tool: str) -> bool:
     """Whether ``names`` (``mcp__s__t``, or ``mcp__s`` for all of s's) grants the tool."""
     return f"{PREFIX}{server}" in names or f"{PREFIX}{server}__{tool}" in names
@@ -159,7 +162,7 @@ def mcp_tools(
     """The tools ``names`` grants of ``servers``, each server started (an SDK's: called
     through the parent with ``call_sdk_tool``); a server that fails is ``McpUnavailable``."""
     tools: list[Tool] = [
-        SdkTool.of(ctx, call_sdk_tool, server.name, spec)
+        SdkTool.of(ctx, server.name, spec, call_sdk_tool)
         for server in servers
         if server.type == "sdk"
         for spec in server.tools
@@ -168,6 +171,12 @@ def mcp_tools(
     servers = [server for server in servers if server.type != "sdk"]
     if not servers:
         return tools
+    for server in servers:
+        if server.type != "stdio" and not (ctx.sandbox.network or ctx.sandbox.proxy):
+            raise McpUnavailable(
+                f"MCP server {server.name!r} is an {server.type} server: it needs "
+                "--child-network on (this child has no network)"
+            )
     try:
         import mcp  # noqa: F401
     except ImportError:
@@ -176,11 +185,6 @@ def mcp_tools(
         ) from None
     sessions = McpSessions()
     for server in servers:
-        if server.type != "stdio" and not (ctx.sandbox.network or ctx.sandbox.proxy):
-            raise McpUnavailable(
-                f"MCP server {server.name!r} is an {server.type} server: it needs "
-                "--child-network on (this child has no network)"
-            )
         try:
             listed = sessions.run(sessions.start(server, str(ctx.workdir)), START_SECONDS)
         except Exception as exc:
@@ -188,5 +192,6 @@ def mcp_tools(
             raise McpUnavailable(f"MCP server {server.name!r} did not start: {why}") from None
         for tool in listed:
             if granted(names, server.name, tool.name):
-                tools.append(McpTool.of(ctx, sessions, server.name, tool))
+                spec = ToolSpec(tool.name, tool.description or "", dict(tool.input_schema))
+                tools.append(McpTool.of(ctx, server.name, spec, sessions))
     return tools
