@@ -1,10 +1,11 @@
-"""What a child's ``ModelCall`` may ask for: what its Task gave it, no more.
+"""What a child's ``ModelCall`` and ``McpCall`` may ask for: what its Task gave it, no more.
 
 A child is untrusted: a prompt-injected one can write any frame. The parent pays for
 every call, so it checks each one against the Task it sent before the gateway sees it:
 the Task's model, at most the Task's ``max_tokens``, at most ``max_turns`` calls, and
 no tool the API runs itself (a server tool, such as web search) that its agent type was
 not given: those reach the network from the API's side, whatever the child's sandbox.
+An ``McpCall`` may name only a tool of an SDK server its Task gave its agent.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pathlib import Path
 
 from isoagent.child.agent.tools import TOOL_CLASSES, make_tools
 from isoagent.child.agent.tools.base import ToolContext
-from isoagent.protocol import ModelCall, Task, ToolSpec
+from isoagent.child.agent.tools.mcp import PREFIX, granted
+from isoagent.protocol import McpCall, ModelCall, Task, ToolSpec
 
 
 class CallLimits:
@@ -26,6 +28,13 @@ class CallLimits:
         known = [name for name in task.agent.tools if name in TOOL_CLASSES]
         tools = make_tools(known, ToolContext(Path(task.workdir)))
         self.server_tools = [tool.spec for tool in tools if tool.spec.type]
+        self.sdk_tools = {  # (server, tool) of the SDK's servers it may call through us
+            (server.name, spec.name)
+            for server in task.mcp_servers
+            if server.type == "sdk"
+            for spec in server.tools
+            if granted(task.agent.mcp_tools, server.name, spec.name)
+        }
 
     def refusal(self, call: ModelCall) -> str:
         """Why ``call`` is refused ("": it is allowed); each call counts as a turn."""
@@ -45,6 +54,12 @@ class CallLimits:
             if spec.type and spec not in self.server_tools:
                 return f"server tool {_describe(spec)} is not one of its agent's tools"
         return ""
+
+    def mcp_refusal(self, call: McpCall) -> str:
+        """Why ``call`` is refused ("": its Task gives it the tool)."""
+        if (call.server, call.tool) in self.sdk_tools:
+            return ""
+        return f"{PREFIX}{call.server}__{call.tool}"
 
 
 def _describe(spec: ToolSpec) -> str:

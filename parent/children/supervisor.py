@@ -98,6 +98,9 @@ class Supervisor:
         self._running: set[asyncio.Task[ChildFinished]] = set()
         self.planted = None
         self._planted_lock = asyncio.Lock()
+        # the repositories and .claude folders below the workspace's top, read-only to
+        # writing children: found once, before the first of them starts
+        self.nested_protected: tuple[str, ...] = ()
         if settings.sandbox != "off":
             roots = (settings.workdir, *settings.add_dirs)
             self.planted = PlantedNames(roots, run.path / "planted")
@@ -134,18 +137,6 @@ class Supervisor:
             await self._move_planted(finished.child)
         return finished
 
-    def nested_protected(self) -> tuple[str, ...]:
-        """The repositories and ``.claude`` folders below the workspace's top, once looked
-        for (before the first writing child)."""
-        if self.planted is None or not self.planted.taken:
-            return ()
-        names = [
-            n
-            for n in PROTECTED
-            if n != ".isoagent" and not (n == ".git" and self.settings.writable_git)
-        ]
-        return self.planted.nested(names)
-
     async def _look_for_planted(self) -> None:
         """Before the first writing child starts: what protected names there are."""
         assert self.planted is not None
@@ -153,6 +144,10 @@ class Supervisor:
             if self.planted.taken:
                 return
             await asyncio.to_thread(self.planted.snapshot)
+            kept = [n for n in PROTECTED if n != ".isoagent"]
+            if self.settings.writable_git:
+                kept.remove(".git")
+            self.nested_protected = self.planted.nested(kept)
             if self.planted.partial:
                 warn(
                     f"warning: more than {FOLDER_LIMIT} folders under the workspace: a .git "
@@ -280,7 +275,7 @@ class _ChildRun:
         sup = self.sup
         settings = sup.settings
         try:
-            sandbox = policy_for(self.agent, settings, sup.nested_protected())
+            sandbox = policy_for(self.agent, settings, sup.nested_protected)
         except SandboxRefused as exc:
             raise ChildFailed(f"was not started: {exc}", "error") from None
         limits = msgspec.structs.replace(
@@ -406,22 +401,12 @@ class _ChildRun:
     async def _call_sdk_tool(self, call: McpCall) -> McpReply:
         """A tool of an SDK's in-process server, for a child whose Task gives it (a child
         is untrusted), called through the SDK."""
-        from isoagent.child.agent.tools.mcp import granted
-
-        servers = self.sup.settings.mcp_servers
-        given = {
-            (server.name, tool.name)
-            for server in servers.for_agent(self.agent)
-            if server.type == "sdk"
-            for tool in server.tools
-            if granted(self.agent.mcp_tools, server.name, tool.name)
-        }
-        if servers.relay is None or (call.server, call.tool) not in given:
-            what = f"mcp__{call.server}__{call.tool}"
-            raise ChildFailed(f"called an MCP tool its Task does not give it: {what}", "error")
-        text, is_error = await asyncio.to_thread(
-            servers.relay, call.server, call.tool, call.arguments
-        )
+        assert self.limits is not None
+        if refused := self.limits.mcp_refusal(call):
+            raise ChildFailed(f"called an MCP tool its Task does not give it: {refused}", "error")
+        relay = self.sup.settings.mcp_servers.relay
+        assert relay is not None  # a Task holds an SDK server's tools only once it was listed
+        text, is_error = await asyncio.to_thread(relay, call.server, call.tool, call.arguments)
         return McpReply(call.id, text, is_error)
 
     def _failure(self, status: Status, message: str, code: int | None = None) -> Result:
