@@ -69,7 +69,7 @@ class EgressProxy:
         self._server.listen(128)
         self._listeners: set[socket.socket] = set()
         self._lock = threading.Lock()
-        self._thread(self._serve)
+        self._thread(self._accept, self._server, self._child)
 
     def close(self) -> None:
         """Stop taking children; close every listener (connections under way finish)."""
@@ -86,13 +86,14 @@ class EgressProxy:
     def _thread(target: Callable[..., object], *args: object) -> None:
         threading.Thread(target=target, args=args, daemon=True, name="egress-proxy").start()
 
-    def _serve(self) -> None:
+    def _accept(self, server: socket.socket, serve: Callable[[socket.socket], None]) -> None:
+        """Serve each connection ``server`` accepts in a thread of its own, until it closes."""
         while True:
             try:
-                link, _ = self._server.accept()
+                conn, _ = server.accept()
             except OSError:
                 return
-            self._thread(self._child, link)
+            self._thread(serve, conn)
 
     def _child(self, link: socket.socket) -> None:
         """One child's link: take its listener, serve it until the link ends."""
@@ -113,21 +114,13 @@ class EgressProxy:
                 return
             with self._lock:
                 self._listeners.add(listener)
-            self._thread(self._accept, listener)
+            self._thread(self._accept, listener, self._handle)
             with contextlib.suppress(OSError):
                 while link.recv(64):  # until the child exits
                     pass
             with self._lock:
                 self._listeners.discard(listener)
             _close_listener(listener)
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            self._thread(self._handle, conn)
 
     def _handle(self, conn: socket.socket) -> None:
         with conn:
