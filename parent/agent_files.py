@@ -21,8 +21,8 @@ The Markdown body is the system prompt. Parsing is as lenient as Claude Code's: 
 that is not valid YAML on its own (``description: Use this when: ...``, ``**bold**``) is
 read as the literal text after the colon; names may hold spaces and dots; values of the
 wrong type for ``tools``, ``model`` or ``maxTurns`` are ignored; unknown keys are ignored;
-an ``mcpServers`` that is not such a list, or names an inline server that is not stdio,
-rejects the file.
+an ``mcpServers`` that is not such a list, or whose inline server is not a stdio, http or
+sse one, rejects the file.
 A file whose front matter cannot be read, or that lacks a name or a description, is
 rejected with one line (``path:line: message``); Markdown files without front matter
 (READMEs) are not agent files. Everything else worth knowing (tools isoagent lacks, names

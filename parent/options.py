@@ -192,7 +192,9 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         max_tokens_total=options.max_tokens_total,
         api_retry_deadline=options.api_retry_deadline,
         sandbox=options.sandbox,
-        child_network=child_network(options, remote is not None),
+        child_network=child_network(
+            options.child_network, options.allowed_domains, remote is not None
+        ),
         allowed_domains=tuple(" ".join(_words(options.allowed_domains)).replace(",", " ").split()),
         deny_read=tuple(Path(os.path.expanduser(p)).absolute() for p in options.deny_read),
         local_fetch_hosts=tuple(options.local_fetch_hosts),
@@ -236,13 +238,14 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
     return dataclasses.replace(settings, mcp_servers=servers)
 
 
-def child_network(options: Options, remote: bool) -> ChildNetwork:
+def child_network(
+    network: ChildNetwork, allowed_domains: Sequence[str], remote: bool
+) -> ChildNetwork:
     """The children's network: ``allowed_domains`` turns it on; a ``ValueError`` for
-    what cannot hold together."""
-    network = options.child_network
+    what cannot hold together (``remote``: children on other hosts)."""
     if network not in ("off", "on", "host"):
         raise ValueError(f"--child-network {network!r}: it is off, on or host")
-    if options.allowed_domains:
+    if allowed_domains:
         if network == "host":
             raise ValueError(
                 "--allowed-domains needs --child-network on: with host, children reach the "

@@ -237,7 +237,7 @@ def _with_settings_file(settings: Settings, from_file: ClaudeSettings) -> Settin
     """``settings`` with a ``--settings`` model (below ``--model`` and the environment),
     added folders and allowed domains; a ``ValueError`` says what cannot be used."""
     from isoagent.parent.model.aliases import resolve_model
-    from isoagent.parent.options import Options, added_dirs, child_network
+    from isoagent.parent.options import added_dirs, child_network
 
     if from_file.model and _given("model") is None:
         settings = dataclasses.replace(settings, model=resolve_model(from_file.model))
@@ -246,10 +246,7 @@ def _with_settings_file(settings: Settings, from_file: ClaudeSettings) -> Settin
         settings = dataclasses.replace(settings, add_dirs=more)
     if from_file.allowed_domains:  # an empty list lets nothing out: the network stays off
         domains = (*settings.allowed_domains, *from_file.allowed_domains)
-        network = child_network(
-            Options(allowed_domains=domains, child_network=settings.child_network),
-            settings.remote is not None,
-        )
+        network = child_network(settings.child_network, domains, settings.remote is not None)
         settings = dataclasses.replace(settings, child_network=network, allowed_domains=domains)
     return settings
 
