@@ -173,6 +173,14 @@ def test_sandbox_errors(dirs: tuple[Path, Path, Path]) -> None:
         out["threaded"] = error(lambda: apply_sandbox("read-only", ws, tmp))
         out["threaded_net"] = error(disable_network)
         stop.set()
+        import _thread, time
+        while threading.active_count() > 1:
+            time.sleep(0.01)
+        bare = threading.Lock()
+        bare.acquire()
+        _thread.start_new_thread(bare.acquire, ())  # a thread threading does not count
+        out["bare_thread"] = error(lambda: apply_sandbox("read-only", ws, tmp))
+        bare.release()
         """,
         workspace,
         tmpdir,
@@ -182,6 +190,7 @@ def test_sandbox_errors(dirs: tuple[Path, Path, Path]) -> None:
     assert out["still_free"] == "ok"
     assert "before any thread" in out["threaded"]
     assert "before any thread" in out["threaded_net"]
+    assert "before any thread" in (out["bare_thread"] or "")
 
 
 def test_address_space_limit(tmp_path: Path) -> None:

@@ -39,6 +39,11 @@ def unshare(flags: int) -> int:
 
 def require_single_thread(what: str) -> None:
     """Landlock domains, seccomp filters and namespaces bind the calling thread only;
-    other threads would escape them."""
-    if threading.active_count() > 1:
+    other threads would escape them. Every thread of the process counts, ``threading``'s
+    or not (``_thread``'s, a C library's): ``/proc/self/task`` has a link for each."""
+    try:
+        threads = os.stat("/proc/self/task").st_nlink - 2
+    except OSError:  # no /proc: the threads threading knows of
+        threads = threading.active_count()
+    if threads > 1:
         raise SandboxError(f"{what} must run before any thread starts")
