@@ -36,7 +36,7 @@ def policy_for(agent: AgentSpec, settings: Settings, nested: Sequence[str] = ())
         mode, settings.workdir, settings.runs_dir, settings.writable_git, settings.add_dirs
     )
     if mode == "workspace" and mount_namespaces_available():
-        kept = [str(path) for path in settings.kept_files if path.exists()]
+        kept = _existing(tuple(map(str, settings.kept_files)))
         protected += (*nested, *kept)
     return SandboxPolicy(
         mode=mode,
@@ -69,15 +69,33 @@ def hidden_paths(mode: SandboxMode, settings: Settings) -> tuple[str, ...]:
     that holds the workspace or an added folder (hiding it would hide the work)."""
     if mode == "off" or not mount_namespaces_available():
         return ()
-    home = Path.home()
-    paths = [home / name for name in DENY_READ]
-    paths += [settings.runs_dir, *settings.deny_read, TERMINALS]
-    work = (settings.workdir, *settings.add_dirs)
-    return tuple(
-        str(path)
-        for path in paths
-        if path.exists() and not any(place.is_relative_to(path) for place in work)
+    candidates = _hidden_candidates(
+        str(Path.home()), settings.runs_dir, settings.deny_read, settings.workdir, settings.add_dirs
     )
+    return _existing(candidates)
+
+
+@functools.lru_cache(maxsize=8)
+def _hidden_candidates(
+    home: str,
+    runs_dir: Path,
+    deny_read: tuple[Path, ...],
+    workdir: Path,
+    add_dirs: tuple[Path, ...],
+) -> tuple[str, ...]:
+    paths = [Path(home, name) for name in DENY_READ]
+    paths += [runs_dir, *deny_read, TERMINALS]
+    work = (workdir, *add_dirs)
+    return tuple(
+        str(path) for path in paths if not any(place.is_relative_to(path) for place in work)
+    )
+
+
+def _existing(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of ``paths`` that exist now. Asked for each child: a path may come (a user's
+    new ``~/.aws``) or go during a run; the candidates, a few dozen path operations, are
+    computed once (``lru_cache``)."""
+    return tuple(path for path in paths if os.path.exists(path))
 
 
 def sandbox_mode(
@@ -148,7 +166,7 @@ def protected_paths(
     workdir: Path,
     runs_dir: Path,
     writable_git: bool,
-    add_dirs: Sequence[Path] = (),
+    add_dirs: tuple[Path, ...] = (),
 ) -> tuple[str, ...]:
     """The existing folders of the workspace and of each added folder a ``workspace``-mode
     child gets read-only (``PROTECTED``, less ``.git`` with ``writable_git``; the run
@@ -158,6 +176,13 @@ def protected_paths(
     ``protection_warning``, as for ``hidden_paths``)."""
     if mode != "workspace" or not mount_namespaces_available():
         return ()
+    return _existing(_protected_candidates(workdir, runs_dir, writable_git, add_dirs))
+
+
+@functools.lru_cache(maxsize=8)
+def _protected_candidates(
+    workdir: Path, runs_dir: Path, writable_git: bool, add_dirs: tuple[Path, ...]
+) -> tuple[str, ...]:
     names = [name for name in PROTECTED if not (writable_git and name == ".git")]
     roots = (workdir, *add_dirs)
     paths = [root / name for root in roots for name in names]
@@ -166,7 +191,7 @@ def protected_paths(
     records = runs_dir.parent
     if records.is_relative_to(workdir) and records != workdir and records not in paths:
         paths.append(records)
-    return tuple(str(path) for path in paths if path.exists())
+    return tuple(str(path) for path in paths)
 
 
 def protection_warning(choice: SandboxChoice) -> str | None:
