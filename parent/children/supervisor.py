@@ -157,7 +157,12 @@ class Supervisor:
     async def _move_planted(self, child: str) -> None:
         assert self.planted is not None
         async with self._planted_lock:
-            moved = await asyncio.to_thread(self.planted.take, child)
+            planted = self.planted
+            moved = (
+                planted.take(child)
+                if planted.small
+                else await asyncio.to_thread(planted.take, child)
+            )
         for was, now in moved:
             what = (
                 f"moved to {self.run_folder.display(now)}"
