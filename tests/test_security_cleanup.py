@@ -8,6 +8,7 @@ the child ended normally, timed out, crashed or the run was interrupted.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -154,6 +155,24 @@ def test_process_limit_binds_a_root_child(api_server: MessagesServer, tmp_path: 
     assert done.returncode == 0, done.stderr
     assert "FORKED" in done.stdout
     assert "Resource temporarily unavailable" in done.stdout
+
+
+@needs_cgroup
+def test_a_runs_cgroup_folders_are_gone_after_it(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """Each child's folders go when it ends; the run's own, in each hierarchy, at the end."""
+    parents = [run.parent for run in RunCgroups.open().roots.values()]
+    api_server.handler = child_runs("general-purpose", "true")
+    lines = [json.dumps({"prompt": f"task {n}"}) for n in range(3)]
+    (tmp_path / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    limits = ["--max-processes", "64", "--memory-mb", "2048"]  # every hierarchy there is
+    cli = start_cli(["batch", "tasks.jsonl", "-j", "3", *limits], cli_env(api_server), cwd=tmp_path)
+    _, stderr = cli.communicate(timeout=120)
+    assert cli.returncode == 0, stderr
+    assert [
+        p / f"isoagent-{cli.pid}" for p in parents if (p / f"isoagent-{cli.pid}").exists()
+    ] == []
 
 
 def test_orphans_a_child_adopts_are_reaped_between_commands(

@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 END_TIMEOUT = 5.0  # seconds for a killed cgroup to empty
+# the files a child's folder may have, by the kernel's version and its controllers: the
+# same in every child of a hierarchy, so looked for once
+_OPTIONAL = ("pids.max", "memory.max", "memory.limit_in_bytes", "cgroup.kill")
 
 
 def _mounts() -> dict[str, tuple[Path, str]]:
@@ -116,8 +119,6 @@ class ChildCgroup:
         for folder in self.folders:
             with contextlib.suppress(OSError):
                 folder.rmdir()
-            with contextlib.suppress(OSError):  # the run's folder, once its last child is gone
-                folder.parent.rmdir()
         return True
 
 
@@ -128,6 +129,8 @@ class RunCgroups:
 
     roots: dict[str, Path] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    # by hierarchy: which of _OPTIONAL a child's folder has
+    _present: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def open(cls) -> RunCgroups:
@@ -182,6 +185,19 @@ class RunCgroups:
             if wanted:
                 _write(run / "cgroup.subtree_control", " ".join(wanted))
 
+    def _has(self, kind: str, folder: Path, name: str) -> bool:
+        """Whether ``folder``, a child's in hierarchy ``kind``, has the file ``name``."""
+        if kind not in self._present:
+            self._present[kind] = frozenset(n for n in _OPTIONAL if (folder / n).exists())
+        return name in self._present[kind]
+
+    def close(self) -> None:
+        """Remove the run's folders, once every child's is gone (one that would not empty
+        keeps its run's folder too; another session of this process may still use it)."""
+        for run in self.roots.values():
+            with contextlib.suppress(OSError):
+                run.rmdir()
+
     def join(
         self, name: str, pid: int, max_processes: int = 0, memory_mb: int = 0
     ) -> ChildCgroup | None:
@@ -208,7 +224,7 @@ class RunCgroups:
             return None
         v2 = self.roots.get("v2")
         kill = v2 / name / "cgroup.kill" if v2 is not None else None
-        if kill is not None and not kill.exists():
+        if kill is not None and not self._has("v2", kill.parent, kill.name):
             kill = None  # before Linux 5.14
         return ChildCgroup(folders, kill, folders[0] / "cgroup.procs")
 
@@ -220,9 +236,9 @@ class RunCgroups:
         return max_processes > 0 if kind == "pids" else memory_mb > 0
 
     def _limit(self, kind: str, folder: Path, max_processes: int, memory_mb: int) -> None:
-        if max_processes > 0 and kind in ("v2", "pids") and (folder / "pids.max").exists():
+        if max_processes > 0 and kind in ("v2", "pids") and self._has(kind, folder, "pids.max"):
             _write(folder / "pids.max", str(max_processes))
         if memory_mb > 0:
             for name in ("memory.max", "memory.limit_in_bytes"):
-                if kind in ("v2", "memory") and (folder / name).exists():
+                if kind in ("v2", "memory") and self._has(kind, folder, name):
                     _write(folder / name, str(memory_mb << 20))

@@ -315,6 +315,8 @@ class Launchers:
         return HostLaunch(self.placement, host, self.settings, self.run_id)
 
     async def close(self) -> None:
-        """End what outlives single children: host servers, ssh control masters."""
+        """End what outlives single children: host servers, ssh control masters, the
+        run's cgroup folders."""
+        self.cgroups.close()
         if self.placement is not None:
             await self.placement.close()
