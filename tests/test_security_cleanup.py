@@ -175,6 +175,34 @@ def test_a_runs_cgroup_folders_are_gone_after_it(
     ] == []
 
 
+@needs_cgroup
+def test_an_emptied_cgroup_is_the_next_childs_and_still_ends_all_it_holds(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """One child at a time: the second gets the first's cgroup back, emptied, and what it
+    leaves behind ends with it as the first's did."""
+    folders = [tmp_path / "first", tmp_path / "second"]
+    started = iter(folders)
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            where = "grep -E '^0::|pids' /proc/self/cgroup | sort; "
+            return tool_reply("bash", {"command": where + escapes(next(started))})
+        return text_reply(req.tool_results[0]["content"])
+
+    for folder in folders:
+        folder.mkdir()
+    api_server.handler = handler
+    (tmp_path / "tasks.jsonl").write_text('{"prompt": "one"}\n{"prompt": "two"}\n')
+    args = ["batch", "tasks.jsonl", "-j", "1", "-o", "out.jsonl"]
+    done = run_cli(args, cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    first, second = (json.loads(line)["summary"] for line in (tmp_path / "out.jsonl").open())
+    assert "ESCAPED" in first and "ESCAPED" in second
+    assert first.split("ESCAPED")[0] == second.split("ESCAPED")[0]  # the same cgroups
+    assert_all_ended([pid for folder in folders for pid in escaped_pids(folder)])
+
+
 def test_orphans_a_child_adopts_are_reaped_between_commands(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:

@@ -22,6 +22,7 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,11 +88,13 @@ def _remove_stale(folder: Path) -> None:
 
 @dataclass
 class ChildCgroup:
-    """One child's cgroup folders; ``end`` kills all they hold and removes them."""
+    """One child's cgroup folders; ``end`` kills all they hold and hands them back, empty,
+    for the next child."""
 
     folders: list[Path]
     kill: Path | None  # cgroup.kill, where there is one
     procs: Path  # a cgroup.procs listing every process of the child's
+    spare: Callable[[ChildCgroup], None]  # takes the folders back once they are empty
 
     def pids(self) -> list[int]:
         try:
@@ -101,8 +104,8 @@ class ChildCgroup:
 
     async def end(self) -> bool:
         """SIGKILL every process in the cgroup (``cgroup.kill``, or pass after pass over its
-        process list), wait until it is empty, remove the folders; False when it would not
-        empty within ``END_TIMEOUT``."""
+        process list), wait until it is empty, hand it back; False when it would not empty
+        within ``END_TIMEOUT`` (it is then kept from every other child)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + END_TIMEOUT
         if self.kill is not None:
@@ -116,21 +119,28 @@ class ChildCgroup:
             if loop.time() > deadline:
                 return False
             await asyncio.sleep(0.01)
-        for folder in self.folders:
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+        self.spare(self)
         return True
 
 
 @dataclass
 class RunCgroups:
     """Where this run's children's cgroups go: ``isoagent-<pid>`` below this process's own
-    cgroup, in each hierarchy that lets it create one."""
+    cgroup, in each hierarchy that lets it create one.
+
+    A child's folders, once it ended and they are empty, are the next child's: in each
+    hierarchy that spares a ``mkdir``, a ``rmdir`` and the limit's write, 0.2 ms of CPU.
+    Nothing of a process is left in an empty cgroup; in a cgroup v1 ``memory`` one, the
+    page cache the last child's reads brought in stays charged to it, and is reclaimed
+    from it first when the next child nears the limit. Folders keep their first child's name.
+    """
 
     roots: dict[str, Path] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     # by hierarchy: which of _OPTIONAL a child's folder has
     _present: dict[str, frozenset[str]] = field(default_factory=dict)
+    # emptied children's cgroups, by their limits (max_processes, memory_mb)
+    _spares: dict[tuple[int, int], list[ChildCgroup]] = field(default_factory=dict)
 
     @classmethod
     def open(cls) -> RunCgroups:
@@ -192,17 +202,24 @@ class RunCgroups:
         return name in self._present[kind]
 
     def close(self) -> None:
-        """Remove the run's folders, once every child's is gone (one that would not empty
-        keeps its run's folder too; another session of this process may still use it)."""
+        """Remove the children's empty folders and the run's (a child's that would not empty
+        keeps its run's folder too; so does another session of this process still using it)."""
+        self._spares.clear()
         for run in self.roots.values():
-            with contextlib.suppress(OSError):
-                run.rmdir()
+            for folder in [*run.glob("child-*"), run]:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
 
     def join(
         self, name: str, pid: int, max_processes: int = 0, memory_mb: int = 0
     ) -> ChildCgroup | None:
         """Move ``pid`` into a cgroup ``name`` of its own in each hierarchy, with its limits
-        (0: none); None when there is no hierarchy, or the move failed (said on stderr)."""
+        (0: none), or an emptied one of an earlier child with the same limits; None when
+        there is no hierarchy, or the move failed (said on stderr)."""
+        limits = (max_processes, memory_mb)
+        spares = self._spares.setdefault(limits, [])
+        if spares:
+            return self._rejoin(spares.pop(), name, pid)
         folders: list[Path] = []
         try:
             for kind, run in self.roots.items():
@@ -226,7 +243,18 @@ class RunCgroups:
         kill = v2 / name / "cgroup.kill" if v2 is not None else None
         if kill is not None and not self._has("v2", kill.parent, kill.name):
             kill = None  # before Linux 5.14
-        return ChildCgroup(folders, kill, folders[0] / "cgroup.procs")
+        return ChildCgroup(folders, kill, folders[0] / "cgroup.procs", spares.append)
+
+    def _rejoin(self, cgroup: ChildCgroup, name: str, pid: int) -> ChildCgroup | None:
+        try:
+            for folder in cgroup.folders:
+                _write(folder / "cgroup.procs", str(pid))
+        except OSError as exc:  # the child is gone already, say
+            print(f"isoagent: cannot put child {name} in a cgroup: {exc}", file=sys.stderr)
+            if not cgroup.pids():
+                cgroup.spare(cgroup)
+            return None
+        return cgroup
 
     def _needed(self, kind: str, max_processes: int, memory_mb: int) -> bool:
         """A v1 hierarchy beside a v2 one only holds its limit: without that limit, the
