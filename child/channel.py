@@ -26,6 +26,7 @@ import threading
 import time
 from typing import Any
 
+from isoagent.child.agent.process_tree import QUIET_THREADS
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.protocol import (
     Cancel,
@@ -69,6 +70,7 @@ class ParentChannel:
                 _thread.start_new_thread(target, (heartbeat,))
 
     def _beat(self, silence: float) -> None:
+        QUIET_THREADS.add(threading.get_native_id())
         with contextlib.suppress(OSError):  # the link is gone: the reader or _watch ends us
             while True:
                 self.send(Heartbeat())
@@ -76,6 +78,7 @@ class ParentChannel:
 
     def _watch(self, silence: float) -> None:
         """A thread of its own: a send blocked on a dead link must not keep this one waiting."""
+        QUIET_THREADS.add(threading.get_native_id())
         while (quiet := time.monotonic() - self._heard) < silence:
             time.sleep(min(silence - quiet, silence / 3) + 0.01)
         print(f"isoagent child: parent silent for {silence:g} s: ending", file=sys.stderr)
@@ -101,6 +104,7 @@ class ParentChannel:
         return waiting.get()
 
     def _read_forever(self) -> None:
+        QUIET_THREADS.add(threading.get_native_id())  # before it reads a reply: before any tool
         while True:
             try:
                 frame = self.reader.read()
