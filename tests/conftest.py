@@ -27,13 +27,19 @@ def base_env(**extra: str) -> dict[str, str]:
 def cli_env(server: MessagesServer, **extra: str) -> dict[str, str]:
     """`base_env` pointed at `server`, plus `extra`. With the `api_server`, the warm gateway
     is on (as it is for a user): one per worker keeps the SDK imported, so a test's
-    ``isoagent`` process does not spend a second of CPU importing it."""
+    ``isoagent`` process does not spend a second of CPU importing it. ``run_cli`` turns it
+    off for a command it runs in-process (see `in_process_env`)."""
     env = base_env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test-key")
     if server is _gateways.server:
         env |= _gateways.env
     env |= extra
     _gateways.used(env)
     return env
+
+
+def in_process_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a command run in the worker: see `WarmGateways.in_process`."""
+    return _gateways.in_process(env)
 
 
 @pytest.fixture(scope="session")
@@ -53,9 +59,10 @@ def api_server(_shared_api_server: MessagesServer) -> Iterator[MessagesServer]:
     learned limit reaches the next test."""
     server = _shared_api_server
     server.reset(lambda _req: text_reply("ok"))
+    _gateways.test_started()
     yield server
     if server.retried_replies or not server.running:
-        _gateways.end_all()
+        _gateways.end_this_tests()
     server.start()  # again, on another port, after a test that stopped it
 
 

@@ -45,8 +45,9 @@ def run_cli(
     from click.testing import CliRunner
 
     from isoagent.parent.cli.main import cli
+    from tests.conftest import in_process_env
 
-    with _environment(env), contextlib.chdir(cwd):
+    with _environment(in_process_env(env)), contextlib.chdir(cwd):
         result = CliRunner().invoke(cli, args, input=input, prog_name="isoagent")
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
