@@ -37,6 +37,11 @@ def cli_env(server: MessagesServer, **extra: str) -> dict[str, str]:
     return env
 
 
+def shared_gateway(env: dict[str, str]) -> dict[str, str]:
+    """``env``, pointed at the `api_server`, with the worker's warm gateway on."""
+    return _gateways.on(env)
+
+
 def in_process_env(env: dict[str, str]) -> dict[str, str]:
     """``env`` for a command run in the worker: see `WarmGateways.in_process`."""
     return _gateways.in_process(env)

@@ -16,7 +16,7 @@ import pytest
 from claude_agent_sdk import AssistantMessage, ClaudeAgentOptions, ResultMessage, SystemMessage
 
 from isoagent.parent.model.aliases import CURRENT_MODELS
-from tests.conftest import cli_env
+from tests.conftest import cli_env, shared_gateway
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 
@@ -262,8 +262,9 @@ def run_both(
             "ANTHROPIC_BASE_URL": server.base_url,
             "ANTHROPIC_API_KEY": "test-key",
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "ISOAGENT_WARM_GATEWAY": "0",  # no gateway left running after the test
         }
+        if name == "isoagent":  # the worker's gateway, which has the SDK imported
+            env = shared_gateway(env)
         done = subprocess.run(
             [*command, *args], env=env, cwd=workspace, capture_output=True, text=True,
             input=stdin, timeout=120,

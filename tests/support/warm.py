@@ -33,6 +33,15 @@ class WarmGateways:
             self._addresses.add(warm.address(env))
             self._this_test.add(warm.address(env))
 
+    def on(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` (whose ``ANTHROPIC_*`` point at `server`) with the shared gateway on, and
+        this process's proxy and certificate variables, which its address is made of too."""
+        mine = warm._configuration(os.environ)
+        http = {k: v for k, v in mine.items() if not k.startswith("ANTHROPIC_")}
+        env = {**env, **http, **self.env}
+        self.used(env)
+        return env
+
     def in_process(self, env: dict[str, str]) -> dict[str, str]:
         """``env`` for a command run in this process: the worker's shared gateway off. The
         worker has the SDK imported already, so a gateway would only add a process (and its
