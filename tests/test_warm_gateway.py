@@ -38,24 +38,29 @@ def wait_until(condition: object, what: str) -> None:
 
 
 @pytest.fixture
-def warm_env(api_server: MessagesServer, tmp_path: Path) -> dict[str, str]:
+def warm_env(
+    api_server: MessagesServer, tmp_path: Path, request: pytest.FixtureRequest
+) -> dict[str, str]:
     def handler(req: Request) -> object:
         return tool_reply("bash", {"command": "true"}) if req.turn == 0 else text_reply("done")
 
     api_server.handler = handler  # type: ignore[assignment]
-    # a key of this test's own: its gateway's address is nobody else's
+    # a key of this test's own, so its gateway's address is nobody else's; or, with
+    # shared_gateway, the key of the gateway this module's tests share
+    key = f"key-{tmp_path.name}"
+    if "shared_gateway" in request.fixturenames:
+        key = f"key-shared-{os.getpid()}"
     return cli_env(
         api_server,
         HOME=str(tmp_path),
-        ANTHROPIC_API_KEY=f"key-{tmp_path.name}",
+        ANTHROPIC_API_KEY=key,
         ISOAGENT_WARM_GATEWAY="1",
         ISOAGENT_WARM_GATEWAY_IDLE="2",
     )
 
 
-@contextlib.contextmanager
-def started(env: dict[str, str], *wrapper: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A gateway this test owns (run through ``wrapper``), listening; ended after."""
+def start(env: dict[str, str], *wrapper: str) -> subprocess.Popen[bytes]:
+    """A gateway (run through ``wrapper``), listening."""
     process = subprocess.Popen(
         [*wrapper, sys.executable, "-m", "isoagent.parent.model.warm"],
         env={**env, "ISOAGENT_WARM_GATEWAY_IDLE": "600"},
@@ -63,10 +68,25 @@ def started(env: dict[str, str], *wrapper: str) -> Iterator[subprocess.Popen[byt
     )
     try:
         wait_until(lambda: warm._answers(warm.address(env)), "the gateway listens")
+    except BaseException:
+        end(process)
+        raise
+    return process
+
+
+def end(process: subprocess.Popen[bytes]) -> None:
+    process.kill()
+    process.wait()
+
+
+@contextlib.contextmanager
+def started(env: dict[str, str], *wrapper: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A gateway this test owns (run through ``wrapper``), listening; ended after."""
+    process = start(env, *wrapper)
+    try:
         yield process
     finally:
-        process.kill()
-        process.wait()
+        end(process)
 
 
 @pytest.fixture
@@ -75,12 +95,36 @@ def gateway(warm_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
         yield process
 
 
+@pytest.fixture(scope="module")
+def _shared_gateways() -> Iterator[dict[str, subprocess.Popen[bytes]]]:
+    running: dict[str, subprocess.Popen[bytes]] = {}
+    yield running
+    for process in running.values():
+        end(process)
+
+
+@pytest.fixture
+def shared_gateway(
+    warm_env: dict[str, str], _shared_gateways: dict[str, subprocess.Popen[bytes]]
+) -> subprocess.Popen[bytes]:
+    """A gateway listening at ``warm_env``'s address, which the tests of this module on this
+    worker share (each start imports the SDK, seconds of CPU), ended after the last. For
+    tests that leave no state in it: no learned rate limit, no process of theirs."""
+    where = warm.address(warm_env)  # the shared key, and the server's current address
+    process = _shared_gateways.get(where)
+    if process is None or process.poll() is not None or not warm._answers(where):
+        if process is not None:
+            end(process)
+        process = _shared_gateways[where] = start(warm_env)
+    return process
+
+
 def run_task(env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     return run_cli_listing_modules(["task", "run true"], env, cwd=cwd, timeout=CEILING)
 
 
 def test_an_invocation_sends_its_calls_to_the_running_gateway_and_never_imports_the_sdk(
-    api_server: MessagesServer, warm_env: dict[str, str], gateway: object, tmp_path: Path
+    api_server: MessagesServer, warm_env: dict[str, str], shared_gateway: object, tmp_path: Path
 ) -> None:
     done, modules = run_task(warm_env, tmp_path)
     assert done.returncode == 0 and "done" in done.stdout, done.stderr[-2000:]
@@ -101,7 +145,7 @@ def test_without_a_gateway_the_first_invocation_starts_one_that_leaves_when_idle
 
 
 def test_a_second_gateway_started_at_the_same_time_leaves_before_importing_the_sdk(
-    warm_env: dict[str, str], gateway: object
+    warm_env: dict[str, str], shared_gateway: object
 ) -> None:
     """Sixteen invocations that find no gateway start sixteen: all but one must stop
     before the SDK's second of CPU."""
@@ -157,7 +201,9 @@ def test_another_configuration_gets_a_gateway_of_its_own(warm_env: dict[str, str
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="playing another user needs root")
-def test_the_gateway_answers_no_other_user(warm_env: dict[str, str], gateway: object) -> None:
+def test_the_gateway_answers_no_other_user(
+    warm_env: dict[str, str], shared_gateway: object
+) -> None:
     """Abstract sockets have no permissions: the gateway checks its peer's uid itself."""
     where = warm.address(warm_env)
     call = encode_frame(ModelCall(0, "m", 10, "", [Message("user", [TextBlock("steal")])]))
@@ -216,7 +262,7 @@ def test_a_gateway_address_held_by_another_user_is_not_used(
 
 
 def test_a_sandboxed_child_cannot_reach_the_gateway(
-    api_server: MessagesServer, warm_env: dict[str, str], gateway: object, tmp_path: Path
+    api_server: MessagesServer, warm_env: dict[str, str], shared_gateway: object, tmp_path: Path
 ) -> None:
     from isoagent.child.sandbox import landlock_abi
 
@@ -242,13 +288,13 @@ def test_a_sandboxed_child_cannot_reach_the_gateway(
 
 
 def test_a_client_that_sends_garbage_gets_no_answer_and_the_gateway_stays(
-    warm_env: dict[str, str], gateway: subprocess.Popen[bytes]
+    warm_env: dict[str, str], shared_gateway: subprocess.Popen[bytes]
 ) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.connect(warm.address(warm_env))
         sock.sendall(b"\x00\x00\x00\x03abc")
         assert sock.recv(65536) == b""
-    assert gateway.poll() is None and warm._answers(warm.address(warm_env))
+    assert shared_gateway.poll() is None and warm._answers(warm.address(warm_env))
 
 
 @pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv (util-linux)")
@@ -294,7 +340,7 @@ def test_concurrent_invocations_share_one_rate_limit_and_each_hears_its_waits(
 
 
 def test_partial_messages_cross_the_warm_socket_to_the_invocation_that_asked(
-    api_server: MessagesServer, warm_env: dict[str, str], gateway: object, tmp_path: Path
+    api_server: MessagesServer, warm_env: dict[str, str], shared_gateway: object, tmp_path: Path
 ) -> None:
     args = ["task", "--output-format", "stream-json", "--include-partial-messages", "run true"]
     done, modules = run_cli_listing_modules(args, warm_env, cwd=tmp_path, timeout=CEILING)
