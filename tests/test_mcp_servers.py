@@ -427,13 +427,15 @@ def test_strict_mcp_config_leaves_an_agent_files_own_servers_out_but_not_agents_
     assert "value of k1" in given_requests[1].tool_results[0]["content"]
 
 
-@pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[int]:
-    """The lookup server over streamable HTTP, on every address: its port."""
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """The lookup server over streamable HTTP, on every address: its port. One for the
+    module's tests (a start imports the official server, seconds of CPU)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    args = ["-m", "tests.support.mcp_lookup_server", str(tmp_path), "--http", str(port)]
+    outside = tmp_path_factory.mktemp("http-outside")
+    args = ["-m", "tests.support.mcp_lookup_server", str(outside), "--http", str(port)]
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     server = subprocess.Popen([sys.executable, *args], cwd=REPO, **quiet)
     try:
