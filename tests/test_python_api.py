@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from click.testing import CliRunner
 
 import isoagent
 from isoagent.parent.model.aliases import CURRENT_MODELS
+from tests.conftest import shared_gateway
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 
 README = Path(__file__).parents[1] / "README.md"
@@ -192,6 +194,7 @@ def test_the_api_runs_without_importing_click(server: MessagesServer, workspace:
     )
     done = subprocess.run(
         [sys.executable, "-c", script, str(workspace)],
+        env=shared_gateway(dict(os.environ)),  # not an import of the SDK of its own
         capture_output=True,
         text=True,
         timeout=120,
