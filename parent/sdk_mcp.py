@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from isoagent.child.agent.tools.mcp import content_text
+from isoagent.child.agent.tools.mcp import content_text, tool_name
 from isoagent.parent.mcp_servers import McpServers
 from isoagent.protocol import McpServer, ToolSpec
 
@@ -55,7 +55,7 @@ class SdkServers:
         try:
             result = self._send(server, "tools/call", {"name": tool, "arguments": arguments})
         except RelayError as exc:
-            return f"mcp__{server}__{tool} failed: {exc}", True
+            return f"{tool_name(server, tool)} failed: {exc}", True
         blocks = [
             b.get("text") if isinstance(b, dict) else None for b in result.get("content") or []
         ]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from isoagent.child.agent.tools import TOOL_CLASSES, make_tools
 from isoagent.child.agent.tools.base import ToolContext
-from isoagent.child.agent.tools.mcp import PREFIX, granted
+from isoagent.child.agent.tools.mcp import granted, tool_name
 from isoagent.protocol import McpCall, ModelCall, Task, ToolSpec
 
 
@@ -59,7 +59,7 @@ class CallLimits:
         """Why ``call`` is refused ("": its Task gives it the tool)."""
         if (call.server, call.tool) in self.sdk_tools:
             return ""
-        return f"{PREFIX}{call.server}__{call.tool}"
+        return tool_name(call.server, call.tool)
 
 
 def _describe(spec: ToolSpec) -> str:

@@ -52,7 +52,7 @@ class ServerTool(Tool[msgspec.Struct]):
     @classmethod
     def of(cls, ctx: ToolContext, server: str, spec: ToolSpec, *how: Any) -> ServerTool:
         """The tool, ``how`` its class's own arguments (what it calls the server with)."""
-        name = f"{PREFIX}{server}__{spec.name}"
+        name = tool_name(server, spec.name)
         named = type(name, (cls,), {"name": name, "description": spec.description})
         return named(ctx, server, spec, *how)
 
@@ -151,9 +151,14 @@ class McpSessions:
         return self.run(self.sessions[server].call_tool(tool, args), None)
 
 
+def tool_name(server: str, tool: str) -> str:
+    """What the model calls a server's tool: ``mcp__<server>__<tool>``."""
+    return f"{PREFIX}{server}__{tool}"
+
+
 def granted(names: list[str], server: str, tool: str) -> bool:
     """Whether ``names`` (``mcp__s__t``, or ``mcp__s`` for all of s's) grants the tool."""
-    return f"{PREFIX}{server}" in names or f"{PREFIX}{server}__{tool}" in names
+    return f"{PREFIX}{server}" in names or tool_name(server, tool) in names
 
 
 def mcp_tools(
