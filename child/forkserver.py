@@ -36,6 +36,7 @@ import msgspec
 
 from isoagent.child import main as child_main
 from isoagent.child import sandbox  # preloaded: what a child imports when it confines itself
+from isoagent.child.agent.process_tree import PPID, stat_fields
 from isoagent.child.agent.tools import TOOL_CLASSES
 from isoagent.child.agent.tools.base import input_schema
 from isoagent.protocol.forkserver import (
@@ -90,8 +91,7 @@ def own_children() -> set[int]:
         for entry in os.listdir("/proc"):
             if entry.isdigit():
                 with contextlib.suppress(OSError, IndexError, ValueError):
-                    stat = Path(f"/proc/{entry}/stat").read_text()
-                    if int(stat.rpartition(")")[2].split()[1]) == me:
+                    if int(stat_fields(entry)[PPID]) == me:
                         children.add(int(entry))
         return children
 
