@@ -79,11 +79,14 @@ def _remove_stale(folder: Path) -> None:
     for run in folder.glob("isoagent-*"):
         pid = run.name.removeprefix("isoagent-")
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            for child in run.glob("child-*"):
-                with contextlib.suppress(OSError):
-                    child.rmdir()
-            with contextlib.suppress(OSError):
-                run.rmdir()
+            _remove_run(run)
+
+
+def _remove_run(run: Path) -> None:
+    """Remove a run's folder and its children's, those that are empty."""
+    for folder in [*run.glob("child-*"), run]:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 @dataclass
@@ -206,9 +209,7 @@ class RunCgroups:
         keeps its run's folder too; so does another session of this process still using it)."""
         self._spares.clear()
         for run in self.roots.values():
-            for folder in [*run.glob("child-*"), run]:
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
+            _remove_run(run)
 
     def join(
         self, name: str, pid: int, max_processes: int = 0, memory_mb: int = 0
