@@ -9,21 +9,52 @@ from collections import deque
 from collections.abc import Callable
 from io import FileIO
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from isoagent.parent.run_folder import write_all
-from isoagent.protocol import ChildFrame, FrameError, Heartbeat, ParentFrame, encode_frame
-from isoagent.protocol.framing import FrameAssembler
+from isoagent.protocol import (
+    ChildFrame,
+    FrameError,
+    Heartbeat,
+    McpCall,
+    ModelCall,
+    ParentFrame,
+    Result,
+    encode_frame,
+)
+from isoagent.protocol.framing import FrameAssembler, Spill
+
+if TYPE_CHECKING:
+    from isoagent.parent.children.large_results import ResultFiles
+
+# What the parent holds of a child's frames (a child is untrusted: it may send anything).
+FRAME_IN_MEMORY = 64 << 20
+"""The largest frame body of a child's the parent reads into memory: a ModelCall with the
+design's 50 MB tool output fits (the Messages API takes no request past 32 MB). Only a
+Result may be larger; it goes to the run folder as it arrives (``large_results.py``)."""
+SMALL_FRAME = 64 << 10  # a Hello, Progress or Heartbeat: an honest one has a few hundred bytes
+WAITING_FRAMES = 64  # frames the parent has not taken yet: an honest child has one or two
+
+
+class FrameRefused(FrameError):
+    """A child's frames went past a bound of what the parent holds for it; the message
+    says which. The child is ended: an error of its own, not a corrupt stream."""
 
 
 class FrameInbox(asyncio.Protocol):
     """A child's frames, as the protocol of its stdout pipe: bytes go straight from the
     pipe into the frame they belong to, and decoded frames wait in a queue, so a consumer
     that stops waiting (a timeout) never cuts a frame in half. ``last_heard``: when the
-    last bytes came (a Heartbeat is only that: it is not queued)."""
+    last bytes came (a Heartbeat is only that: it is not queued).
+
+    Each frame is held to its kind's bound; past one the inbox ends with a
+    ``FrameRefused``."""
 
     def __init__(self, grace: float = 1.0) -> None:
         self.last_heard = time.monotonic()
-        self._frames = FrameAssembler(ChildFrame)
+        # where a Result too large to hold goes: the supervisor's to set, before the Task
+        self.results: ResultFiles | None = None
+        self._frames = FrameAssembler(ChildFrame, in_memory=FRAME_IN_MEMORY, spill=self._spill)
         self._queue: asyncio.Queue[ChildFrame | Exception | None] = asyncio.Queue()
         self._grace = grace
         self._ended = False
@@ -45,16 +76,56 @@ class FrameInbox(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self._give_up = loop.call_later(self._grace, self._end, None)
 
+    def unfinished(self) -> str:
+        """The frame the child is in the middle of sending, for a message ("": none)."""
+        if (got := self._frames.received()) is None:
+            return ""
+        length = self._frames.length
+        where = "held in memory"
+        if length > FRAME_IN_MEMORY:
+            where = f"past {FRAME_IN_MEMORY >> 20} MiB a frame is kept on disk, not in memory"
+        return f"inside a frame of {length} bytes: {got} came ({where})"
+
     def data_received(self, data: bytes) -> None:
         if self._ended:
             return
         self.last_heard = time.monotonic()
         try:
             for frame in self._frames.feed(data):
+                frame = self._bounded(frame)  # type: ignore[arg-type]
                 if not isinstance(frame, Heartbeat):
-                    self._queue.put_nowait(frame)  # type: ignore[arg-type]
+                    self._queue.put_nowait(frame)
         except FrameError as exc:
             self._end(exc)
+
+    def _bounded(self, frame: ChildFrame) -> ChildFrame:
+        """``frame`` if it is within the child's bounds (a Result's texts cut to theirs);
+        a ``FrameRefused`` naming the bound if not."""
+        kind, length = type(frame).__name__, self._frames.length
+        if self._queue.qsize() >= WAITING_FRAMES:
+            raise FrameRefused(
+                f"sent frames faster than the parent takes them ({WAITING_FRAMES} waiting)"
+            )
+        match frame:
+            case ModelCall() | McpCall():
+                pass  # held to FRAME_IN_MEMORY: a larger one is spooled, and refused
+            case Result():
+                if self.results is not None and length <= FRAME_IN_MEMORY:
+                    return self.results.bounded(frame)  # a spooled one was, as it was decoded
+            case _ if length > SMALL_FRAME:
+                raise FrameRefused(
+                    f"sent a {kind} frame of {length} bytes: a {kind} may have "
+                    f"{SMALL_FRAME >> 10} KiB"
+                )
+        return frame
+
+    def _spill(self, length: int) -> Spill:
+        if self.results is None:
+            raise FrameRefused(
+                f"sent a frame of {length} bytes before its Task: past "
+                f"{FRAME_IN_MEMORY >> 20} MiB only a Result is taken"
+            )
+        return self.results.spool(length)
 
     def eof_received(self) -> None:
         try:
@@ -72,6 +143,7 @@ class FrameInbox(asyncio.Protocol):
     def _end(self, item: Exception | None) -> None:
         if not self._ended:
             self._ended = True
+            self._frames.close()
             self._queue.put_nowait(item)
 
 

@@ -24,8 +24,9 @@ import msgspec
 from isoagent.child.agent.loop import text_of
 from isoagent.parent.children.call_limits import CallLimits
 from isoagent.parent.children.cleanup import describe_exit
-from isoagent.parent.children.connection import StderrLog, log_cap, write_frame
+from isoagent.parent.children.connection import FrameRefused, StderrLog, log_cap, write_frame
 from isoagent.parent.children.forkserver import ForkServer
+from isoagent.parent.children.large_results import ResultFiles
 from isoagent.parent.children.launch import child_identity
 from isoagent.parent.children.launchers import (
     CANCEL_GRACE,
@@ -238,6 +239,7 @@ class _ChildRun:
             task = self._task()
             self.limits = CallLimits(task)
             process = await launcher.start()
+            process.frames.results = ResultFiles(self.sup.run_folder, self.transcript_path)
             self.pid = process.pid  # on its host: the launcher's here (the child's is there)
             drain = asyncio.create_task(self.stderr.drain(process.stderr))
             self.emit(
@@ -312,9 +314,13 @@ class _ChildRun:
                     result = await self._converse(process, task)
             except TimeoutError:
                 why = f"timed out after {self.sup.settings.timeout:g} s"
+                if unfinished := process.frames.unfinished():
+                    why += f", {unfinished}"
                 result = await self._cancel(process, why)
             await process.wait_exit(1.0)  # after its Result a child exits by itself
             return result
+        except FrameRefused as exc:
+            return self._failure("error", str(exc))
         except FrameError as exc:
             return self._failure("crashed", f"sent a corrupt frame: {exc}")
         except ChildFailed as exc:

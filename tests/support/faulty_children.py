@@ -23,6 +23,14 @@ Behaviours:
   each reply's error (or ``ok``) as a line of ``DIR/replies``, until one is refused.
 - ``forge-mcp``: Hello, takes its Task, calls ``secret`` of the SDK's server ``calc`` (an
   ``McpCall``), notes ``DIR/forged.pid`` and waits for an answer.
+- ``huge-result``, ``big-result``: Hello, takes its Task, sends an ok Result whose summary
+  is ``HUGE_SUMMARY`` (``BIG_SUMMARY``) bytes (``summary_chunks``), written piece by piece,
+  and exits.
+- ``endless-frame``: Hello, takes its Task, announces a frame of ``MAX_FRAME`` bytes,
+  sends ``ENDLESS_SENT`` of them, notes ``DIR/stalled.pid`` and sleeps.
+
+``first-BEHAVIOUR``: the first child of the test to start behaves so, the others are the
+real child (``exec``): a hostile child beside honest siblings in one batch.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from isoagent.protocol import (
@@ -46,14 +55,20 @@ from isoagent.protocol import (
     ModelReply,
     ParentFrame,
     Progress,
+    Result,
     Task,
     TextBlock,
     ToolSpec,
+    Usage,
     encode_frame,
 )
+from isoagent.protocol.framing import HEADER, MAX_FRAME
 
 WRONG_VERSION = PROTOCOL_VERSION + 41
 NOISE_BYTES = 256 * 1024
+HUGE_SUMMARY = 300_000_000
+BIG_SUMMARY = 3_000_000
+ENDLESS_SENT = 256 << 20
 
 
 def note(folder: Path, name: str, pid: int) -> None:
@@ -63,11 +78,28 @@ def note(folder: Path, name: str, pid: int) -> None:
     part.rename(folder / f"{name}.pid")
 
 
+def summary_chunks(size: int) -> Iterator[bytes]:
+    """The summary ``huge-result`` sends, in pieces: numbered lines, cut at ``size`` bytes."""
+    block = b"".join(b"%07d\n" % n for n in range(8192))
+    for start in range(0, size, len(block)):
+        yield block[: size - start]
+
+
+def become_the_real_child() -> None:
+    os.execv(sys.executable, [sys.executable, "-E", "-s", "-P", "-m", "isoagent.child"])
+
+
 def main(behaviour: str, folder: Path) -> int:
+    if behaviour.startswith("first-"):
+        try:
+            os.close(os.open(folder / "first.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            become_the_real_child()
+        behaviour = behaviour.removeprefix("first-")
     note(folder, "child", os.getpid())
     if behaviour == "noisy":
         os.write(2, b"n" * NOISE_BYTES)
-        os.execv(sys.executable, [sys.executable, "-E", "-s", "-P", "-m", "isoagent.child"])
+        become_the_real_child()
     writer = FrameWriter(1)
     if behaviour == "wrong-version":
         writer.write(Hello(WRONG_VERSION, os.getpid()))
@@ -104,6 +136,17 @@ def main(behaviour: str, folder: Path) -> int:
     if behaviour.startswith("forge-") and isinstance(task, Task):
         forge(behaviour, task, writer, reader, folder)
         return 0
+    if behaviour in ("huge-result", "big-result"):
+        send_huge_result(HUGE_SUMMARY if behaviour == "huge-result" else BIG_SUMMARY)
+        return 0
+    if behaviour == "endless-frame":
+        with open(1, "wb", closefd=False) as out:
+            out.write(HEADER.pack(MAX_FRAME))
+            for _ in range(ENDLESS_SENT >> 20):
+                out.write(bytes(1 << 20))
+        note(folder, "stalled", os.getpid())
+        time.sleep(300)
+        return 0
     raise SystemExit(f"unknown behaviour {behaviour!r}")
 
 
@@ -135,6 +178,20 @@ def forge(
             replies.flush()
             if reply.error:
                 return
+
+
+def send_huge_result(size: int) -> None:
+    """An ok Result with a ``size``-byte summary, never held whole: its encoding around
+    the summary, the summary's msgpack str32 header, and the summary piece by piece."""
+    body = encode_frame(Result("@@", "ok", 1, 0, Usage(10, 5), 0.1))[HEADER.size :]
+    before, after = body.split(b"\xa2@@")
+    text_header = b"\xdb" + size.to_bytes(4, "big")
+    with open(1, "wb", closefd=False) as out:
+        out.write(HEADER.pack(len(before) + len(text_header) + size + len(after)))
+        out.write(before + text_header)
+        for chunk in summary_chunks(size):
+            out.write(chunk)
+        out.write(after)
 
 
 if __name__ == "__main__":
