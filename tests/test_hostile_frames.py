@@ -143,6 +143,23 @@ def test_an_endless_frame_holds_no_memory_while_it_comes(
     assert f"past {FRAME_IN_MEMORY >> 20} MiB a frame is kept on disk" in hostile["error"]
 
 
+def test_a_child_that_pipelines_model_calls_is_ended_and_its_siblings_calls_complete(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    lines, _ = hostile_batch(api_server, tmp_path, "flood-calls")
+
+    hostile, honest = split(lines)
+    assert_honest_ones_ok(honest)
+    assert hostile["status"] == "error"
+    assert hostile["error"] == (
+        "child sent a ModelCall before its last call was answered: a child makes one model "
+        "or MCP call at a time"
+    )
+    flood = [r for r in api_server.requests if r.first_user_text == "flood"]
+    assert len(flood) <= 1  # its first call; none of the 99 it sent behind it
+    assert len(api_server.requests) - len(flood) == 2  # each sibling's call
+
+
 def test_the_task_tool_result_says_the_summary_was_cut_and_where_it_is_whole(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
@@ -187,6 +204,22 @@ def received(inbox: FrameInbox, *frames: bytes) -> list[object]:
             taken.append(frame)
 
     return asyncio.run(take())
+
+
+def call(turn: int) -> bytes:
+    return encode_frame(ModelCall(turn, "m", 1, "", [Message("user", [TextBlock("hi")])]))
+
+
+def test_a_second_call_before_the_answer_to_the_first_is_refused(inbox: FrameInbox) -> None:
+    *taken, refused = received(inbox, call(0), call(1))
+    assert [type(frame) for frame in taken] == [ModelCall]
+    assert isinstance(refused, FrameRefused) and "one model or MCP call at a time" in str(refused)
+
+
+def test_a_call_after_its_answer_is_taken(inbox: FrameInbox) -> None:
+    inbox.data_received(call(0))
+    inbox.answered()
+    assert [type(frame) for frame in received(inbox, call(1))] == [ModelCall, ModelCall]
 
 
 def test_a_progress_frame_past_its_bound_is_refused(inbox: FrameInbox) -> None:

@@ -47,8 +47,9 @@ class FrameInbox(asyncio.Protocol):
     that stops waiting (a timeout) never cuts a frame in half. ``last_heard``: when the
     last bytes came (a Heartbeat is only that: it is not queued).
 
-    Each frame is held to its kind's bound; past one the inbox ends with a
-    ``FrameRefused``."""
+    Each frame is held to its kind's bound, and a child makes one call (``ModelCall``,
+    ``McpCall``) at a time, as its agent loop does: the next only once the parent
+    ``answered`` the last. Past a bound the inbox ends with a ``FrameRefused``."""
 
     def __init__(self, grace: float = 1.0) -> None:
         self.last_heard = time.monotonic()
@@ -59,6 +60,7 @@ class FrameInbox(asyncio.Protocol):
         self._grace = grace
         self._ended = False
         self._give_up: asyncio.TimerHandle | None = None
+        self._calling = False  # a call of the child's waits for its answer
 
     async def next(self) -> ChildFrame | None:
         """The next frame; ``None`` at EOF, or when the child exited and its stdout did not
@@ -86,6 +88,10 @@ class FrameInbox(asyncio.Protocol):
             where = f"past {FRAME_IN_MEMORY >> 20} MiB a frame is kept on disk, not in memory"
         return f"inside a frame of {length} bytes: {got} came ({where})"
 
+    def answered(self) -> None:
+        """The parent answers the child's call (or cancels it): the child may call again."""
+        self._calling = False
+
     def data_received(self, data: bytes) -> None:
         if self._ended:
             return
@@ -108,7 +114,12 @@ class FrameInbox(asyncio.Protocol):
             )
         match frame:
             case ModelCall() | McpCall():
-                pass  # held to FRAME_IN_MEMORY: a larger one is spooled, and refused
+                if self._calling:
+                    raise FrameRefused(
+                        f"sent a {kind} before its last call was answered: a child makes "
+                        "one model or MCP call at a time"
+                    )
+                self._calling = True
             case Result():
                 if self.results is not None and length <= FRAME_IN_MEMORY:
                     return self.results.bounded(frame)  # a spooled one was, as it was decoded

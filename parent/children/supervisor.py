@@ -332,6 +332,7 @@ class _ChildRun:
         """Ask the child to stop (Cancel) and take the Result it sends within a moment."""
         failure = self._failure("timeout", why)
         self.cancelled = True
+        process.frames.answered()  # a Cancel answers the call it was making, if any
         if not await write_frame(process.stdin, Cancel(why)):
             return failure
         with contextlib.suppress(TimeoutError, FrameError, ChildFailed):
@@ -383,6 +384,7 @@ class _ChildRun:
                 assert self.limits is not None
                 if refused := self.limits.refusal(frame):  # a child is untrusted
                     error = ModelError("bad_request", f"refused by the parent: {refused}")
+                    process.frames.answered()
                     await write_frame(process.stdin, ModelReply(frame.turn, error=error))
                     raise ChildFailed(
                         f"sent a model call its Task does not allow: {refused}", "error"
@@ -396,9 +398,12 @@ class _ChildRun:
                 self.usage = self.usage + reply.usage
                 self.retries += reply.retries
                 self.last_text = text_of(reply.content) or self.last_text
+                process.frames.answered()
                 await write_frame(process.stdin, reply)
             case McpCall():
-                await write_frame(process.stdin, await self._call_sdk_tool(frame))
+                answer = await self._call_sdk_tool(frame)
+                process.frames.answered()
+                await write_frame(process.stdin, answer)
             case Progress():
                 self.last_progress = frame
                 event = ChildProgress(self.id, self.agent.name, self.request.description, frame)

@@ -28,6 +28,9 @@ Behaviours:
   and exits.
 - ``endless-frame``: Hello, takes its Task, announces a frame of ``MAX_FRAME`` bytes,
   sends ``ENDLESS_SENT`` of them, notes ``DIR/stalled.pid`` and sleeps.
+- ``flood-calls``: Hello, takes its Task, sends ``FLOOD_CALLS`` model calls without waiting
+  for a reply, writes a line to ``DIR/replies`` for each reply, and once every call was
+  answered an ok Result.
 
 ``first-BEHAVIOUR``: the first child of the test to start behaves so, the others are the
 real child (``exec``): a hostile child beside honest siblings in one batch.
@@ -69,6 +72,7 @@ NOISE_BYTES = 256 * 1024
 HUGE_SUMMARY = 300_000_000
 BIG_SUMMARY = 3_000_000
 ENDLESS_SENT = 256 << 20
+FLOOD_CALLS = 100
 
 
 def note(folder: Path, name: str, pid: int) -> None:
@@ -147,6 +151,9 @@ def main(behaviour: str, folder: Path) -> int:
         note(folder, "stalled", os.getpid())
         time.sleep(300)
         return 0
+    if behaviour == "flood-calls" and isinstance(task, Task):
+        flood(task, writer, reader, folder)
+        return 0
     raise SystemExit(f"unknown behaviour {behaviour!r}")
 
 
@@ -192,6 +199,21 @@ def send_huge_result(size: int) -> None:
         for chunk in summary_chunks(size):
             out.write(chunk)
         out.write(after)
+
+
+def flood(task: Task, writer: FrameWriter, reader: FrameReader, folder: Path) -> None:
+    """``FLOOD_CALLS`` model calls at once, a line per reply, and an ok Result once each
+    call was answered."""
+    message = [Message("user", [TextBlock("flood")])]
+    for turn in range(FLOOD_CALLS):
+        writer.write(ModelCall(turn, task.model, task.limits.max_tokens, "", message))
+    with (folder / "replies").open("a") as replies:
+        for _ in range(FLOOD_CALLS):
+            if not isinstance(reply := reader.read(), ModelReply):
+                return
+            replies.write(f"{reply.error.message if reply.error else 'ok'}\n")
+            replies.flush()
+    writer.write(Result("flooded", "ok", FLOOD_CALLS, 0, Usage(), 0.1))
 
 
 if __name__ == "__main__":
