@@ -41,6 +41,9 @@ class FrameRefused(FrameError):
     says which. The child is ended: an error of its own, not a corrupt stream."""
 
 
+Queued = ChildFrame | asyncio.Future[ChildFrame] | Exception | None
+
+
 class FrameInbox(asyncio.Protocol):
     """A child's frames, as the protocol of its stdout pipe: bytes go straight from the
     pipe into the frame they belong to, and decoded frames wait in a queue, so a consumer
@@ -56,7 +59,8 @@ class FrameInbox(asyncio.Protocol):
         # where a Result too large to hold goes: the supervisor's to set, before the Task
         self.results: ResultFiles | None = None
         self._frames = FrameAssembler(ChildFrame, in_memory=FRAME_IN_MEMORY, spill=self._spill)
-        self._queue: asyncio.Queue[ChildFrame | Exception | None] = asyncio.Queue()
+        # a spooled frame is made in a thread: its future waits in its place
+        self._queue: asyncio.Queue[Queued] = asyncio.Queue()
         self._grace = grace
         self._ended = False
         self._give_up: asyncio.TimerHandle | None = None
@@ -67,6 +71,12 @@ class FrameInbox(asyncio.Protocol):
         end within ``grace`` seconds after (a grandchild may hold it open forever).
         A corrupt stream raises ``FrameError``. The end, once reached, is returned again."""
         item = await self._queue.get()
+        if isinstance(item, asyncio.Future):
+            try:
+                return await item
+            except FrameError as exc:
+                self._end(exc)
+                raise
         if item is None or isinstance(item, Exception):
             self._queue.put_nowait(item)
         if isinstance(item, Exception):
@@ -104,7 +114,9 @@ class FrameInbox(asyncio.Protocol):
         except FrameError as exc:
             self._end(exc)
 
-    def _bounded(self, frame: ChildFrame) -> ChildFrame:
+    def _bounded(
+        self, frame: ChildFrame | asyncio.Future[ChildFrame]
+    ) -> ChildFrame | asyncio.Future[ChildFrame]:
         """``frame`` if it is within the child's bounds (a Result's texts cut to theirs);
         a ``FrameRefused`` naming the bound if not."""
         kind, length = type(frame).__name__, self._frames.length
@@ -121,8 +133,10 @@ class FrameInbox(asyncio.Protocol):
                     )
                 self._calling = True
             case Result():
-                if self.results is not None and length <= FRAME_IN_MEMORY:
-                    return self.results.bounded(frame)  # a spooled one was, as it was decoded
+                if self.results is not None:
+                    return self.results.bounded(frame)
+            case asyncio.Future():
+                pass  # a spooled Result, bounded as it is made
             case _ if length > SMALL_FRAME:
                 raise FrameRefused(
                     f"sent a {kind} frame of {length} bytes: a {kind} may have "

@@ -8,12 +8,13 @@ A frame body past ``FRAME_IN_MEMORY`` (``connection.py``) may only be a Result. 
 written to a nameless file of the run folder as it arrives (``Spool``), and decoded from a
 read-only mapping of that file with its texts as ``msgspec.Raw``: views of the mapping,
 not copies, so decoding touches a few pages. The summary goes from there to its file a
-window at a time, each window's pages let go once written: a 300 MB summary costs the
-parent a window of memory, never the whole.
+window at a time, each window's pages let go once written, in a thread: a 300 MB summary
+costs the parent a window of memory, never the whole, and the event loop no wait.
 """
 
 from __future__ import annotations
 
+import asyncio
 import codecs
 import contextlib
 import mmap
@@ -121,8 +122,13 @@ class Spool:
         except OSError as exc:
             raise _unkept(self.length, exc) from None
 
-    def frame(self) -> Result:
+    def frame(self) -> asyncio.Future[Result]:
+        """The Result, made in a thread: copying a summary of hundreds of MB to its file
+        takes seconds, which the event loop (every other child) must not wait for."""
         body = mmap.mmap(self.file.fileno(), 0, access=mmap.ACCESS_READ)
+        return asyncio.get_running_loop().run_in_executor(None, self._result, body)
+
+    def _result(self, body: mmap.mmap) -> Result:
         try:
             try:
                 kind = _KIND.decode(body).type
