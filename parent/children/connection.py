@@ -119,7 +119,6 @@ class FrameInbox(asyncio.Protocol):
     ) -> ChildFrame | asyncio.Future[ChildFrame]:
         """``frame`` if it is within the child's bounds (a Result's texts cut to theirs);
         a ``FrameRefused`` naming the bound if not."""
-        kind, length = type(frame).__name__, self._frames.length
         if self._queue.qsize() >= WAITING_FRAMES:
             raise FrameRefused(
                 f"sent frames faster than the parent takes them ({WAITING_FRAMES} waiting)"
@@ -128,8 +127,8 @@ class FrameInbox(asyncio.Protocol):
             case ModelCall() | McpCall():
                 if self._calling:
                     raise FrameRefused(
-                        f"sent a {kind} before its last call was answered: a child makes "
-                        "one model or MCP call at a time"
+                        f"sent a {type(frame).__name__} before its last call was answered: "
+                        "a child makes one model or MCP call at a time"
                     )
                 self._calling = True
             case Result():
@@ -137,7 +136,8 @@ class FrameInbox(asyncio.Protocol):
                     return self.results.bounded(frame)
             case asyncio.Future():
                 pass  # a spooled Result, bounded as it is made
-            case _ if length > SMALL_FRAME:
+            case _ if (length := self._frames.length) > SMALL_FRAME:
+                kind = type(frame).__name__
                 raise FrameRefused(
                     f"sent a {kind} frame of {length} bytes: a {kind} may have "
                     f"{SMALL_FRAME >> 10} KiB"
