@@ -125,6 +125,12 @@ def test_mcp_tools_an_agent_names_are_kept_for_its_servers_less_those_it_disallo
     assert spec.mcp_tools == ["mcp__x__y", "mcp__z"]
 
 
+def test_a_servers_wildcard_grants_and_takes_away_every_tool_of_it(tmp_path: Path) -> None:
+    front = ("tools: Read, mcp__calc__*, mcp__z__*", "disallowedTools: mcp__z__*")
+    spec, missing = parse_agent_file(write(tmp_path, "a.md", agent_md("a", *front)))
+    assert (spec.tools, spec.mcp_tools, missing) == (["read_file"], ["mcp__calc"], [])
+
+
 def test_disallowing_one_tool_of_a_server_given_whole_refuses_the_agent(tmp_path: Path) -> None:
     front = ("tools: mcp__z", "disallowedTools: mcp__z__drop")
     with pytest.raises(AgentFileErrorException, match="mcp__z__drop"):

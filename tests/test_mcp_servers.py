@@ -128,6 +128,21 @@ def test_an_agent_naming_a_server_nobody_configured_is_warned_about_and_runs_wit
     assert "mcp__ctx__lookup" not in request.tool_names
 
 
+def test_a_servers_wildcard_in_an_agents_tools_gives_its_child_the_servers_tools(
+    api_server: MessagesServer, workspace_with_server: Path
+) -> None:
+    ws = workspace_with_server
+    add_agent(ws, "mcp__ctx__*")
+    listed = run_cli(["agents"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    assert "tools: mcp__ctx\n" in listed.stdout
+    api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
+    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    assert done.returncode == 0, done.stderr
+    first, second = child_requests(api_server)
+    assert "mcp__ctx__lookup" in first.tool_names
+    assert "value of k1" in second.tool_results[0]["content"]
+
+
 def test_a_server_that_cannot_start_ends_its_child_with_an_error_saying_which(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:

@@ -54,7 +54,7 @@ from yaml.reader import ReaderError
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS, WRITE_TOOLS
 from isoagent.parent.claude_code.mcp_servers import PREFIX as MCP_PREFIX
-from isoagent.parent.claude_code.mcp_servers import agent_entry, server_of
+from isoagent.parent.claude_code.mcp_servers import agent_entry, server_of, whole_server
 from isoagent.parent.model.aliases import agent_model
 from isoagent.protocol import AgentSpec, McpServer
 
@@ -425,6 +425,7 @@ def _grant(entries: list[str], missing: list[str], mcp: list[str]) -> tuple[list
     unrestricted_bash = False
     for entry in entries:
         tool, rule = _split_rule(entry)
+        tool = whole_server(tool)
         ours = CLAUDE_TOOLS.get(tool)
         if tool.startswith(MCP_PREFIX) and rule is None:
             mcp.append(tool)
@@ -453,6 +454,7 @@ def _take_away(entries: list[str], granted: list[str], mcp: list[str]) -> list[s
     deny: list[str] = []
     for entry in entries:
         tool, rule = _split_rule(entry)
+        tool = whole_server(tool)
         ours = CLAUDE_TOOLS.get(tool)
         if tool.startswith(MCP_PREFIX):  # itself, or a whole server's: every tool of it
             mcp[:] = [t for t in mcp if t != tool and not t.startswith(f"{tool}__")]

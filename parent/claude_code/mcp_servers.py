@@ -121,6 +121,12 @@ def strict_agents(agents: Mapping[str, AgentSpec]) -> tuple[dict[str, AgentSpec]
     return kept, [f"MCP servers left out ({why}): {', '.join(dropped)}"] if dropped else []
 
 
+def whole_server(tool: str) -> str:
+    """``mcp__ctx__*`` -> ``mcp__ctx``: Claude Code's wildcard for every tool of a server,
+    spelt as isoagent's grant for it; any other name as it is."""
+    return tool.removesuffix("__*") if tool.startswith(PREFIX) else tool
+
+
 def server_of(tool: str) -> str:
     """``mcp__ctx__lookup`` and ``mcp__ctx`` -> ``ctx``."""
     return tool.removeprefix(PREFIX).split("__", 1)[0]
