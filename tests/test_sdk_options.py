@@ -100,6 +100,46 @@ def test_the_sdk_hears_a_refused_option_as_the_answer_to_initialize(
     assert api_server.requests == []
 
 
+@pytest.mark.parametrize("value", [None, "v", "-v"])
+def test_the_sdk_hears_an_unknown_extra_arg_refused_by_name_at_initialize(
+    value: str | None, api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(workspace),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+        extra_args={"no-such-flag": value},
+    )
+
+    async def ask() -> None:
+        async for _ in claude_agent_sdk.query(prompt="hi", options=options):
+            pass
+
+    refusal = "--no-such-flag is not supported: isoagent does not know this flag"
+    with pytest.raises(Exception, match=refusal):
+        asyncio.run(asyncio.wait_for(ask(), 60))
+    assert api_server.requests == []
+
+
+def test_debug_to_stderr_from_the_sdk_is_accepted(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = lambda req: text_reply("fine")
+    lines = run_sdk_args(
+        api_server, tmp_path, workspace, "hi", extra_args={"debug-to-stderr": None}
+    )
+    assert lines[-1]["result"] == "fine"
+
+
+def test_a_misspelt_flag_in_print_mode_is_clicks_error_with_the_nearest_name(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    done = run_cli(["-p", "--modle", "x", "hi"], cli_env(api_server), cwd=workspace, input="")
+    assert done.returncode == 2
+    assert "No such option '--modle'. Did you mean '--model'?" in done.stderr
+    assert done.stderr.count("\n") == 1 and api_server.requests == []
+
+
 def test_tools_sets_the_parents_base_tools(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:

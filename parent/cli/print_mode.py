@@ -35,7 +35,7 @@ from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import output_options
 from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
-from isoagent.parent.cli.sdk_options import sdk_flags, sdk_settings_options
+from isoagent.parent.cli.sdk_options import KnowsItsFlags, sdk_flags, sdk_settings_options
 from isoagent.parent.cli.settings_flag import ClaudeSettings, Unsupported, read_settings
 from isoagent.parent.settings import Settings
 
@@ -48,7 +48,7 @@ _WIDTH = {"default": 1, "acceptEdits": 2, "plan": 0, "bypassPermissions": 3, "do
 PERMISSION_MODES = list(_WIDTH)
 
 
-@click.command(name="isoagent -p", epilog=EXIT_CODES_HELP)
+@click.command(name="isoagent -p", epilog=EXIT_CODES_HELP, cls=KnowsItsFlags)
 @click.argument("prompt", required=False)
 @click.option("-p", "--print", "print_flag", is_flag=True, help="Print mode (this command).")
 @click.option("--system-prompt", default="", help="Replace the parent's system prompt.")
