@@ -21,6 +21,7 @@ from claude_agent_sdk import ClaudeAgentOptions, ResultMessage
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
 import isoagent
+from isoagent.parent.agent.parent_agent import INTERRUPTED
 from isoagent.parent.cli.sdk_options import REFUSED
 from isoagent.parent.model.aliases import CURRENT_MODELS
 from tests.conftest import cli_env
@@ -515,6 +516,37 @@ def test_interrupt_ends_a_running_child(
     assert isinstance(result, ResultMessage) and result.subtype == "error_during_execution"
     (ended,) = [m for m in messages if getattr(m, "subtype", "") == "task_notification"]
     assert ended.data["status"] == "stopped" and ended.data["result"]["status"] == "cancelled"
+
+
+def test_the_session_goes_on_after_an_interrupt_with_the_interrupted_turn_in_it(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """As in Claude Code: the message after an interrupt continues the same session, and its
+    request carries the first prompt and the interrupted task call, answered as such."""
+    api_server.handler = delegating("touch started; sleep 600", lambda req: "answered")
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(workspace),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+    )
+
+    async def talk() -> list[ResultMessage]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("go")
+            while not (workspace / "started").exists():
+                await asyncio.sleep(0.05)
+            await client.interrupt()
+            results = [m async for m in client.receive_response() if isinstance(m, ResultMessage)]
+            await client.query("after")
+            results += [m async for m in client.receive_response() if isinstance(m, ResultMessage)]
+            return results
+
+    interrupted, after = asyncio.run(asyncio.wait_for(talk(), 120))
+    assert interrupted.is_error and (after.is_error, after.result) == (False, "answered")
+    assert after.session_id == interrupted.session_id
+    last = [r for r in api_server.requests if r.is_parent][-1]
+    assert last.first_user_text == "go" and "after" in last.text()
+    assert INTERRUPTED in last.text() and last.messages[1]["content"][0]["name"] == "task"
 
 
 def test_can_use_tool_is_asked_about_the_parents_calls(
