@@ -352,6 +352,7 @@ class ModelReply(msgspec.Struct, tag=True, omit_defaults=True):
     error: ModelError | None = None
     retries: int = 0  # refused or failed attempts the gateway retried before this answer
     model: str = ""  # the model that answered, when not the call's (--fallback-model)
+    id: str = ""  # the API's id of the message (its message_start's)
 
 
 class Cancel(msgspec.Struct, tag=True):

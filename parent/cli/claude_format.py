@@ -72,6 +72,7 @@ class ClaudeFormat:
         self.tools = [*BASE_TOOLS, TASK_TOOL] if tools is None else list(tools)
         self.session_id = ""
         self.model = ""
+        self.stop_reason: str | None = None  # of the parent's last answer, for the result
         self._pending_tasks: list[ToolUseBlock] = []  # the parent's task calls not yet started
         self._calls: dict[str, ToolUseBlock] = {}  # tool calls by id, for permission_denials
         self._denials: list[dict[str, Any]] = []  # commands their Bash(...) rules refused
@@ -194,6 +195,7 @@ class ClaudeFormat:
         self._count(event.child, model, usage)
         self._calls.update((b.id, b) for b in event.content if isinstance(b, ToolUseBlock))
         if not event.child:
+            self.stop_reason = event.stop_reason or None
             self._pending_tasks += [
                 b for b in event.content if isinstance(b, ToolUseBlock) and b.name == TASK_TOOL
             ]
@@ -201,7 +203,7 @@ class ClaudeFormat:
             {
                 "type": "assistant",
                 "message": {
-                    "id": f"msg_{uuid.uuid4().hex[:24]}",
+                    "id": event.id or f"msg_{uuid.uuid4().hex[:24]}",
                     "type": "message",
                     "role": "assistant",
                     "model": model,
@@ -244,7 +246,7 @@ class ClaudeFormat:
             "duration_api_ms": round(final.api_seconds * 1000),
             "num_turns": result.turns,
             "result": result.summary,
-            "stop_reason": None,
+            "stop_reason": self.stop_reason,
             "session_id": self.session_id,
             "total_cost_usd": self.cost_before + self.run_cost,
             "usage": _usage(result.usage),

@@ -48,6 +48,8 @@ class MessageAdded(Event, tag="message"):
     child: str = ""
     usage: Usage | None = None
     model: str = ""  # the model that answered, when not the one asked (--fallback-model)
+    id: str = ""  # an answer's id, as the API gave it
+    stop_reason: str = ""  # why an answer ended, as the API said
 
 
 class ChildProgress(Event, tag="child_progress"):
