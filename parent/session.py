@@ -15,6 +15,7 @@ import signal
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Sequence
 
 import msgspec
@@ -128,6 +129,8 @@ class Session:
         """Use ``Session.open``, which also starts and ends what the session owns."""
         self.settings = settings
         self.run = RunFolder.create(settings.runs_dir)
+        # the conversation's id: a UUID, as Claude Code's, unless it goes on with another
+        self.session_id = settings.session_id or str(uuid.uuid4())
         self.events = Broadcast()
         log = self.run.path / "run.jsonl"
         self.log = TranscriptWriter(log, self.run.opener(log))
@@ -303,7 +306,7 @@ class Session:
                 model=self.settings.model,
                 workdir=str(self.settings.workdir),
                 agents=list(self.settings.agents),
-                session_id=self.settings.session_id,
+                session_id=self.session_id,
             )
         )
 

@@ -421,7 +421,7 @@ def test_session_ids_resume_and_fork_as_in_claude_code(
     forked = run_sdk_args(
         api_server, tmp_path, workspace, "four", resume=SESSION, fork_session=True
     )
-    assert forked[-1]["session_id"] == forked[0]["run_id"] != SESSION
+    assert uuid.UUID(forked[-1]["session_id"]) and forked[-1]["session_id"] != SESSION
     assert forked[-1]["result"] == "7 messages"  # the newest run of the session went on
     assert (
         run_sdk_args(api_server, tmp_path, workspace, "five", resume=SESSION)[-1]["result"]

@@ -27,7 +27,7 @@ class Result:
     result: str
     status: Status
     usage: Usage
-    session_id: str  # the run's session (its run id, or Options.session_id): ``resume=`` it
+    session_id: str  # the run's session (a UUID, or Options.session_id): ``resume=`` it
     transcript: Path  # the agent's conversation, one JSON event per line
     run_dir: Path
     error: str = ""
@@ -90,14 +90,14 @@ async def run_one(prompt: str, agent_name: str | None, options: Options) -> Resu
                 transcript = session.run.path / Path(finished.transcript).name
             final = session.finish(result)
             run_dir = session.run.path
-            run_id = session.run.run_id
+            session_id = session.session_id
     except (SessionError, Interrupted) as exc:
         raise IsoagentError(str(exc)) from None
     return Result(
         result=result.summary,
         status=result.status,
         usage=result.usage,
-        session_id=settings.session_id or run_id,
+        session_id=session_id,
         transcript=transcript,
         run_dir=run_dir,
         error=result.error,

@@ -333,7 +333,9 @@ def _serve_stream(
                 return code  # a signal ended it (the SDK's disconnect): start nothing queued
             settings = dataclasses.replace(settings, budget_spent=inbox.spent)
             if run_id and _can_continue(settings, run_id):
-                session = settings.session_id or run_id  # the next message goes on with it
+                from isoagent.parent.agent.parent_agent import run_session
+
+                session = settings.session_id or run_session(settings.runs_dir, run_id)
                 settings = dataclasses.replace(settings, resume=run_id, session_id=session)
     if unsupported:
         fail(f"error: {unsupported}")

@@ -25,7 +25,7 @@ class RunStarted(Event, tag="init"):
     model: str
     workdir: str
     agents: list[str]
-    session_id: str = ""  # the conversation it goes on with (--resume, --session-id); "": its own
+    session_id: str = ""  # its conversation's UUID (an earlier run's with --resume); "": its run id
 
 
 class ChildStarted(Event, tag="child_started"):
