@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import claude_agent_sdk
 import pytest
@@ -19,6 +20,7 @@ from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.processes import alive, wait_for
+from tests.test_print_mode import CLAUDE, needs_claude
 from tests.test_sdk_options import ISOAGENT_SCRIPT, sdk_args
 
 REPO = Path(__file__).resolve().parent.parent
@@ -194,6 +196,54 @@ def sdk_calc(secrets: list[str] | None = None) -> object:
     return claude_agent_sdk.create_sdk_mcp_server("calc", tools=[add, secret])
 
 
+def mcp_status_through_the_sdk(cli: Path, server: MessagesServer, tmp_path: Path) -> Any:
+    """Init's mcp_servers, get_mcp_status's answer and the result of a query with an http
+    server no one can reach and the SDK's calc server, through the SDK and ``cli``."""
+    options = claude_agent_sdk.ClaudeAgentOptions(
+        cli_path=str(cli),
+        cwd=str(tmp_path),
+        env={
+            **cli_env(server, HOME=str(tmp_path)),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        },
+        mcp_servers={"web": {"type": "http", "url": "http://127.0.0.1:9/mcp"}, "calc": sdk_calc()},
+    )
+
+    async def talk() -> Any:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("hi")
+            messages = [m async for m in client.receive_response()]
+            status = await client.get_mcp_status()
+        init = next(m for m in messages if getattr(m, "subtype", "") == "init")
+        by_name = {s["name"]: s["status"] for s in status["mcpServers"]}
+        return init.data["mcp_servers"], by_name, messages[-1]
+
+    return asyncio.run(asyncio.wait_for(talk(), 120))
+
+
+def test_a_server_that_cannot_start_is_failed_in_init_and_mcp_status_and_the_session_runs_on(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = lambda req: text_reply("fine")
+    init, status, result = mcp_status_through_the_sdk(ISOAGENT_SCRIPT, api_server, tmp_path)
+    web = next(s for s in init if s["name"] == "web")
+    assert (web["status"], web["source"]) == ("failed", "dynamic")
+    assert "needs --child-network on" in web["error"]
+    assert status == {"web": "failed", "calc": "connected"}
+    assert isinstance(result, claude_agent_sdk.ResultMessage) and result.result == "fine"
+
+
+@needs_claude
+def test_claude_code_shows_the_same_servers_the_same_way(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = lambda req: text_reply("fine")
+    init, status, result = mcp_status_through_the_sdk(CLAUDE, api_server, tmp_path)
+    assert {s["name"]: s["status"] for s in init} == {"web": "failed", "calc": "connected"}
+    assert status == {"web": "failed", "calc": "connected"}
+    assert isinstance(result, claude_agent_sdk.ResultMessage) and result.result == "fine"
+
+
 def test_an_sdk_in_process_servers_tool_reaches_a_subagent_through_the_parent(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
@@ -276,16 +326,27 @@ def test_a_child_cannot_call_an_sdk_servers_tool_its_task_does_not_give(
     assert "called an MCP tool its Task does not give it: mcp__calc__secret" in str(result.result)
 
 
-def test_an_sdk_in_process_server_without_the_sdk_is_refused_by_name(
+def test_a_server_no_child_can_use_is_failed_in_init_and_the_run_goes_on(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    """``-p`` with text input: no SDK on stdin to reach the server through."""
-    config = json.dumps({"mcpServers": {"calc": {"type": "sdk", "name": "calc"}}})
-    env = cli_env(api_server, HOME=str(tmp_path))
-    done = run_cli(["-p", "hi", "--mcp-config", config], env, cwd=tmp_path, input="")
-    assert done.returncode == 1
-    assert "--mcp-config is not supported for server 'calc': its type is sdk" in done.stderr
-    assert api_server.requests == []
+    """As Claude Code shows a server it cannot reach: ``-p`` with text input has no SDK to
+    reach an in-process server through, and children without network no http server."""
+    api_server.handler = lambda req: text_reply("fine")
+    servers = {"calc": {"type": "sdk", "name": "calc"}, "web": {"type": "http", "url": "http://a"}}
+    args = ["-p", "hi", "--mcp-config", json.dumps({"mcpServers": servers})]
+    args += ["--output-format", "stream-json", "--verbose"]
+    done = run_cli(args, cli_env(api_server, HOME=str(tmp_path)), cwd=tmp_path, input="")
+    assert done.returncode == 0, done.stderr
+    assert "warning: MCP server 'calc' failed: its type is sdk" in done.stderr
+    assert "warning: MCP server 'web' failed: an http or sse server needs --child-network on" in (
+        done.stderr
+    )
+    init, *_, result = (json.loads(line) for line in done.stdout.splitlines())
+    assert [(s["name"], s["status"], s["source"]) for s in init["mcp_servers"]] == [
+        ("calc", "failed", "dynamic"),
+        ("web", "failed", "dynamic"),
+    ]
+    assert result["result"] == "fine"
 
 
 def lookup_server(outside: Path) -> dict[str, object]:

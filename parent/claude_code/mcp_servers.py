@@ -36,9 +36,9 @@ _NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
 
 
 class McpServers:
-    """The servers a run may start, by name, and those it cannot (name -> why); ``refused``:
+    """The servers a run may start, by name, and those it cannot (name -> why); ``failed``:
     those of them a ``--mcp-config`` gave (the SDK's ``mcp_servers``), not a workspace's
-    ``.mcp.json``: ``isoagent -p`` refuses them at ``initialize``."""
+    ``.mcp.json``: ``isoagent -p`` names each on stderr and runs on, as Claude Code does."""
 
     def __init__(
         self,
@@ -50,7 +50,7 @@ class McpServers:
         self.servers = dict(servers or {})
         self.unusable = dict(unusable or {})
         self.given = tuple(given)  # the names a --mcp-config gave
-        self.refused = {name: self.unusable[name] for name in given if name in self.unusable}
+        self.failed = {name: self.unusable[name] for name in given if name in self.unusable}
         self.relay = relay  # calls the tools of the SDK's servers (type sdk)
 
     @property
@@ -76,6 +76,24 @@ class McpServers:
         failed = {k: v for k, v in listed.items() if isinstance(v, str)}
         unusable = {k: v for k, v in self.unusable.items() if k not in listed}
         return McpServers({**self.servers, **servers}, {**unusable, **failed}, self.given, relay)
+
+    def status(self, *, sdk: bool = False) -> list[dict[str, str]]:
+        """Each server as Claude Code's ``init`` and ``get_mcp_status`` list it. isoagent's
+        parent connects to none: a child starts the stdio and http servers its agent uses,
+        so they are ``pending``; an SDK server whose tools were listed is ``connected`` (one
+        not listed yet is ``pending`` while the ``sdk`` is there to list it); one no child
+        can use is ``failed``, with the reason."""
+        listed = [
+            {"name": name, "status": "connected" if server.type == "sdk" else "pending"}
+            for name, server in self.servers.items()
+        ] + [
+            {"name": name, "status": "pending"} if sdk and why == SDK_ONLY
+            else {"name": name, "status": "failed", "error": why}
+            for name, why in self.unusable.items()
+        ]  # fmt: skip
+        for entry in listed:  # where Claude Code says a server came from
+            entry["source"] = "dynamic" if entry["name"] in self.given else "project"
+        return listed
 
     def for_agent(self, agent: AgentSpec) -> list[McpServer]:
         """The servers whose tools ``agent`` names, in the order it names them: its own

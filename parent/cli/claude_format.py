@@ -81,6 +81,7 @@ class ClaudeFormat:
         # what earlier runs of the session cost: Claude Code's total_cost_usd is the session's
         self.cost_before = 0.0
         self.plugins: list[dict[str, str]] = []  # for init: the plugins loaded
+        self.mcp_servers: list[dict[str, str]] = []  # for init: the MCP servers and status
 
     def __call__(self, event: Event) -> None:
         message = self.convert(event)
@@ -150,7 +151,7 @@ class ClaudeFormat:
             "init",
             cwd=event.workdir,
             tools=self.tools,
-            mcp_servers=[],
+            mcp_servers=self.mcp_servers,
             model=event.model,
             permissionMode=self.permission_mode,
             slash_commands=[],

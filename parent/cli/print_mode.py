@@ -37,6 +37,7 @@ from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
 from isoagent.parent.cli.sdk_options import KnowsItsFlags, sdk_flags, sdk_settings_options
 from isoagent.parent.cli.settings_flag import ClaudeSettings, Unsupported, read_settings
+from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 
 if TYPE_CHECKING:
@@ -173,10 +174,10 @@ def print_mode(
             unsupported = unsupported or f"--plugin-dir is not supported: {exc}"
         except ValueError as exc:
             fail(f"error: {exc}", ExitCode.USAGE)
-    for name, why in settings.mcp_servers.refused.items():
+    for name, why in settings.mcp_servers.failed.items():
         if why == SDK_ONLY and input_format == "stream-json":
             continue  # the SDK is there: its tools are listed before the first run
-        unsupported = unsupported or f"--mcp-config is not supported for server {name!r}: {why}"
+        warn(f"warning: MCP server {name!r} failed: {why}")  # and so in init, as Claude Code
     if unsupported and input_format != "stream-json":  # the SDK hears it at initialize
         fail(f"error: {unsupported}")
     for given, file, flag in (
@@ -275,6 +276,7 @@ def run_prompt(
     output.claude.plugins = [
         {"name": name, "path": path, "source": f"{name}@inline"} for name, path in settings.plugins
     ]  # as Claude Code's init lists a --plugin-dir
+    output.claude.mcp_servers = settings.mcp_servers.status()
     if inbox is not None:
         output.claude.cost_before = inbox.cost
 
@@ -322,6 +324,7 @@ def _serve_stream(
 
                 servers = with_sdk_servers(settings.mcp_servers, inbox.control)
                 settings = dataclasses.replace(settings, mcp_servers=servers)
+            inbox.mcp_status = settings.mcp_servers.status()
             inbox.running.set()
             interrupts = inbox.interrupts
             try:
@@ -353,6 +356,7 @@ class _Inbox:
         self.interrupts = 0  # interrupt requests so far
         self.spent = 0.0  # US dollars the session's runs spent, under --max-budget-usd
         self.cost = 0.0  # what the session's runs cost, as their results say
+        self.mcp_status: list[dict[str, str]] = []  # the running session's servers
         self._queue: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
         self._asked: dict[str, queue.Queue[dict[str, Any] | None]] = {}  # by request id
         self._ids = itertools.count(1)
@@ -437,6 +441,8 @@ class _Inbox:
             if self.interrupt is not None:
                 self.interrupt()
             _respond(message, {}, "")
+        elif isinstance(request, dict) and request.get("subtype") == "mcp_status":
+            _respond(message, {"mcpServers": self.mcp_status}, "")
         elif isinstance(request, dict) and request.get("subtype") == "set_model":
             _respond(message, {}, "")  # the next run's model: set when this one ends
             self._queue.put({**message, "answered": True})
@@ -500,6 +506,9 @@ def _answer(message: dict[str, Any], settings: Settings) -> Settings:
         return settings
     if subtype == "interrupt":  # between runs: nothing to interrupt
         _respond(message, {}, "")
+        return settings
+    if subtype == "mcp_status":
+        _respond(message, {"mcpServers": settings.mcp_servers.status(sdk=True)}, "")
         return settings
     if subtype == "set_permission_mode":
         mode = str(request.get("mode", ""))
