@@ -648,6 +648,30 @@ def test_settings_apply_permissions_and_model_and_refuse_the_rest(
         assert done.stderr.startswith("isoagent: error: --settings is not supported: " + error)
 
 
+def test_an_agents_effort_reaches_its_childs_requests_and_no_other_option_does(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """An agent's ``effort`` (``AgentDefinition(effort=...)``, ``--agents``, front matter):
+    Claude Code applies it to the subagent's requests."""
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent and req.turn == 0:
+            return tool_reply("task", {"description": "d", "prompt": "p", "subagent_type": "eager"})
+        return text_reply("done")
+
+    api_server.handler = handler
+    eager = {"eager": {"description": "E.", "prompt": "Try hard.", "effort": "max"}}
+    args = ["-p", "hi", "--agents", json.dumps(eager), "--effort", "low"]
+    done = run_cli(args, cli_env(api_server, HOME=str(tmp_path)), cwd=workspace, input="")
+    assert done.returncode == 0, done.stderr
+    parent = api_server.requests[0]
+    (child,) = [r for r in api_server.requests if not r.is_parent]
+    assert (parent.body["output_config"], child.body["output_config"]) == (
+        {"effort": "low"},
+        {"effort": "max"},
+    )
+
+
 def test_effort_thinking_task_budget_and_betas_reach_the_parents_requests(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
