@@ -244,6 +244,55 @@ def test_claude_code_shows_the_same_servers_the_same_way(
     assert isinstance(result, claude_agent_sdk.ResultMessage) and result.result == "fine"
 
 
+def test_the_sdks_control_requests_about_servers_and_context_are_answered(
+    api_server: MessagesServer, workspace_with_server: Path
+) -> None:
+    """get_context_usage is the parent's context as the API counted it; toggle_mcp_server
+    turns a server off for the children after it; rewind_files and reconnect_mcp_server,
+    which have nothing to act on in isoagent, are refused with the reason."""
+    ws = workspace_with_server
+    add_agent(ws, "Read, mcp__ctx__lookup")
+    to_child = delegate("ctx-user")
+
+    def handler(req: Request) -> Reply:
+        said = [b.get("text") for b in req.messages[-1]["content"] if isinstance(b, dict)]
+        if req.is_parent and "hi" in said:
+            return Reply([{"type": "text", "text": "hello"}], usage=(1200, 34), cache=(0, 800))
+        if req.is_parent and "look" in said:
+            task = {"description": "look", "prompt": "look k1", "subagent_type": "ctx-user"}
+            return tool_reply("task", task)
+        return to_child(req)  # type: ignore[operator, no-any-return]
+
+    api_server.handler = handler
+    options = claude_agent_sdk.ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT), cwd=str(ws), env=cli_env(api_server, HOME=str(ws.parent))
+    )
+
+    async def talk() -> tuple[Any, ...]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("hi")
+            _ = [m async for m in client.receive_response()]
+            usage = await client.get_context_usage()
+            await client.toggle_mcp_server("ctx", False)
+            status = await client.get_mcp_status()
+            refusals = []
+            for ask in (client.rewind_files("u1"), client.reconnect_mcp_server("ctx")):
+                try:
+                    await ask
+                except Exception as exc:
+                    refusals.append(str(exc))
+            await client.query("look")
+            _ = [m async for m in client.receive_response()]
+            return usage, status, refusals
+
+    usage, status, refusals = asyncio.run(asyncio.wait_for(talk(), 120))
+    assert (usage["totalTokens"], usage["maxTokens"]) == (2034, 200_000)
+    assert [s["status"] for s in status["mcpServers"] if s["name"] == "ctx"] == ["disabled"]
+    assert "keeps no file checkpoints" in refusals[0] and "no MCP connection" in refusals[1]
+    (child,) = [r for r in child_requests(api_server)]
+    assert "read_file" in child.tool_names and "mcp__ctx__lookup" not in child.tool_names
+
+
 def test_an_sdk_in_process_servers_tool_reaches_a_subagent_through_the_parent(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:

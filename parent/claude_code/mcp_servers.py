@@ -46,8 +46,10 @@ class McpServers:
         unusable: Mapping[str, str] | None = None,
         given: Sequence[str] = (),
         relay: SdkRelay | None = None,
+        disabled: frozenset[str] = frozenset(),
     ) -> None:
         self.servers = dict(servers or {})
+        self.disabled = disabled  # turned off by the SDK's toggle_mcp_server: no child gets it
         self.unusable = dict(unusable or {})
         self.given = tuple(given)  # the names a --mcp-config gave
         self.failed = {name: self.unusable[name] for name in given if name in self.unusable}
@@ -67,7 +69,15 @@ class McpServers:
             {**self.unusable, **dict.fromkeys(remote, why)},
             self.given,
             self.relay,
+            self.disabled,
         )
+
+    def toggled(self, name: str, enabled: bool) -> McpServers:
+        """These servers with ``name`` turned on or off (``ValueError``: no such server)."""
+        if name not in self.servers and name not in self.unusable:
+            raise ValueError(f"no MCP server {name!r}")
+        disabled = self.disabled - {name} if enabled else self.disabled | {name}
+        return McpServers(self.servers, self.unusable, self.given, self.relay, disabled)
 
     def with_sdk(self, listed: Mapping[str, McpServer | str], relay: SdkRelay) -> McpServers:
         """With the SDK's servers listed (a server, or why it could not be listed), their
@@ -75,7 +85,9 @@ class McpServers:
         servers = {k: v for k, v in listed.items() if isinstance(v, McpServer)}
         failed = {k: v for k, v in listed.items() if isinstance(v, str)}
         unusable = {k: v for k, v in self.unusable.items() if k not in listed}
-        return McpServers({**self.servers, **servers}, {**unusable, **failed}, self.given, relay)
+        return McpServers(
+            {**self.servers, **servers}, {**unusable, **failed}, self.given, relay, self.disabled
+        )
 
     def status(self, *, sdk: bool = False) -> list[dict[str, str]]:
         """Each server as Claude Code's ``init`` and ``get_mcp_status`` list it. isoagent's
@@ -93,6 +105,9 @@ class McpServers:
         ]  # fmt: skip
         for entry in listed:  # where Claude Code says a server came from
             entry["source"] = "dynamic" if entry["name"] in self.given else "project"
+            if entry["name"] in self.disabled:
+                entry["status"] = "disabled"
+                entry.pop("error", None)
         return listed
 
     def for_agent(self, agent: AgentSpec) -> list[McpServer]:
@@ -100,7 +115,7 @@ class McpServers:
         (inline in its ``mcpServers``) before the run's of the same name."""
         names = dict.fromkeys(server_of(tool) for tool in agent.mcp_tools)
         servers = {**self.servers, **{server.name: server for server in agent.mcp_servers}}
-        return [servers[name] for name in names if name in servers]
+        return [servers[name] for name in names if name in servers and name not in self.disabled]
 
     def problems(self, agents: Iterable[AgentSpec]) -> list[str]:
         """One line for every server agents name that cannot be started, by reason."""

@@ -73,6 +73,7 @@ class ClaudeFormat:
         self.session_id = ""
         self.model = ""
         self.stop_reason: str | None = None  # of the parent's last answer, for the result
+        self.context_tokens = 0  # the parent's context after its last answer
         self._pending_tasks: list[ToolUseBlock] = []  # the parent's task calls not yet started
         self._calls: dict[str, ToolUseBlock] = {}  # tool calls by id, for permission_denials
         self._denials: list[dict[str, Any]] = []  # commands their Bash(...) rules refused
@@ -341,6 +342,8 @@ class ClaudeFormat:
                 )
 
     def _count(self, child: str, model: str, usage: Usage) -> None:
+        if not child:  # what the parent's next request holds, as the API counts it
+            self.context_tokens = usage.total
         if child in self._children:
             self._children[child].usage = self._children[child].usage + usage
         self._usage_by_model[model] = self._usage_by_model.get(model, Usage()) + usage

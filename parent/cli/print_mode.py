@@ -279,6 +279,7 @@ def run_prompt(
     output.claude.mcp_servers = settings.mcp_servers.status()
     if inbox is not None:
         output.claude.cost_before = inbox.cost
+        output.claude.context_tokens = inbox.context_tokens
 
     async def main() -> int:
         nonlocal run_id
@@ -298,6 +299,7 @@ def run_prompt(
             final = session.finish(result)
             if inbox is not None:
                 inbox.cost = output.claude.cost_before + output.claude.run_cost
+                inbox.context_tokens = output.claude.context_tokens
             return output.finish(final)
 
     return run_session_body(main), run_id
@@ -317,14 +319,14 @@ def _serve_stream(
                 _respond(message, None, unsupported)
             break
         if message.get("type") == "control_request":
-            settings = _answer(message, settings)
+            settings = _answer(message, settings, inbox)
         elif message.get("type") == "user" and (text := _user_text(message)).strip():
             if settings.mcp_servers.sdk_names:
                 from isoagent.parent.claude_code.sdk_mcp import with_sdk_servers
 
                 servers = with_sdk_servers(settings.mcp_servers, inbox.control)
                 settings = dataclasses.replace(settings, mcp_servers=servers)
-            inbox.mcp_status = settings.mcp_servers.status()
+            inbox.settings = settings
             inbox.running.set()
             interrupts = inbox.interrupts
             try:
@@ -356,7 +358,8 @@ class _Inbox:
         self.interrupts = 0  # interrupt requests so far
         self.spent = 0.0  # US dollars the session's runs spent, under --max-budget-usd
         self.cost = 0.0  # what the session's runs cost, as their results say
-        self.mcp_status: list[dict[str, str]] = []  # the running session's servers
+        self.settings: Settings | None = None  # the running (or last) run's
+        self.context_tokens = 0  # the parent's context after its last answer
         self._queue: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
         self._asked: dict[str, queue.Queue[dict[str, Any] | None]] = {}  # by request id
         self._ids = itertools.count(1)
@@ -441,8 +444,9 @@ class _Inbox:
             if self.interrupt is not None:
                 self.interrupt()
             _respond(message, {}, "")
-        elif isinstance(request, dict) and request.get("subtype") == "mcp_status":
-            _respond(message, {"mcpServers": self.mcp_status}, "")
+        elif isinstance(request, dict) and request.get("subtype") in _ANY_TIME:
+            assert self.settings is not None  # set before a run starts
+            _respond(message, _ANY_TIME[request["subtype"]](self.settings, self), "")
         elif isinstance(request, dict) and request.get("subtype") == "set_model":
             _respond(message, {}, "")  # the next run's model: set when this one ends
             self._queue.put({**message, "answered": True})
@@ -478,7 +482,45 @@ def _can_continue(settings: Settings, run_id: str) -> bool:
         return False
 
 
-def _answer(message: dict[str, Any], settings: Settings) -> Settings:
+def _mcp_status(settings: Settings, inbox: _Inbox) -> dict[str, Any]:
+    """``get_mcp_status``: the session's servers (an SDK's not yet listed before a run)."""
+    return {"mcpServers": settings.mcp_servers.status(sdk=not inbox.running.is_set())}
+
+
+def _context_usage(settings: Settings, inbox: _Inbox) -> dict[str, Any]:
+    """``get_context_usage``: the parent's context as the API counted it at its last
+    answer (system prompt, tools and messages: isoagent does not count them apart)."""
+    betas = settings.call_options.betas if settings.call_options is not None else ()
+    window = 1_000_000 if any("context-1m" in beta for beta in betas) else 200_000
+    used = inbox.context_tokens
+    return {
+        "categories": [
+            {"name": "Context, as the API counted it", "tokens": used, "color": "claude"},
+            {"name": "Free space", "tokens": max(window - used, 0), "color": "promptBorder"},
+        ],
+        "totalTokens": used, "maxTokens": window, "rawMaxTokens": window,
+        "percentage": round(100 * used / window, 1), "model": settings.model,
+        "isAutoCompactEnabled": False, "memoryFiles": [], "mcpTools": [], "gridRows": [],
+        "agents": [{"agentType": name, "source": a.source} for name, a in settings.agents.items()],
+    }  # fmt: skip
+
+
+# control requests that have nothing to act on in isoagent, and why (README: the SDK)
+_NOTHING_TO_DO = {
+    "rewind_files": "isoagent keeps no file checkpoints to rewind to: a writing child "
+    "changes the workspace itself, as Claude Code's tools do without checkpointing; use git",
+    "mcp_reconnect": "isoagent's parent holds no MCP connection to renew: each child starts "
+    "the servers its agent uses, so the next one tries a failed server again",
+}
+
+# control requests answered during a run as between runs
+_ANY_TIME: dict[str, Callable[[Settings, _Inbox], dict[str, Any]]] = {
+    "mcp_status": _mcp_status,
+    "get_context_usage": _context_usage,
+}
+
+
+def _answer(message: dict[str, Any], settings: Settings, inbox: _Inbox) -> Settings:
     """Claude Code's reply to a control request: ``initialize`` succeeds (adding the agent
     types it carries) unless it registers hooks, which isoagent cannot run (a hook meant to
     block a tool call must not be ignored) or asks for skills; ``set_model`` sets the next
@@ -507,9 +549,20 @@ def _answer(message: dict[str, Any], settings: Settings) -> Settings:
     if subtype == "interrupt":  # between runs: nothing to interrupt
         _respond(message, {}, "")
         return settings
-    if subtype == "mcp_status":
-        _respond(message, {"mcpServers": settings.mcp_servers.status(sdk=True)}, "")
+    if subtype in _ANY_TIME:
+        _respond(message, _ANY_TIME[subtype](settings, inbox), "")
         return settings
+    if subtype == "mcp_toggle":
+        try:
+            servers = settings.mcp_servers.toggled(
+                str(request.get("serverName")), bool(request.get("enabled"))
+            )
+        except ValueError as exc:
+            subtype, error = None, str(exc)
+        else:
+            _respond(message, {}, "")
+            return dataclasses.replace(settings, mcp_servers=servers)
+    error = _NOTHING_TO_DO.get(str(subtype), error)
     if subtype == "set_permission_mode":
         mode = str(request.get("mode", ""))
         try:
