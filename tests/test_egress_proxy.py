@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from isoagent.child.agent.tools.web import domain_allowed
+from isoagent.child.agent.tools.web import NotAllowed, allowed_address, domain_allowed
 from isoagent.parent.children.egress_proxy import EgressPolicy, EgressProxy
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
@@ -267,6 +267,41 @@ def test_an_allow_list_that_could_not_hold_is_refused_before_any_call(
 )
 def test_allowed_domains_match_a_name_or_its_subdomains(host: str, allowed: bool) -> None:
     assert domain_allowed(host, ["example.com", "*.python.org"]) is allowed
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "64:ff9b::7f00:1",  # NAT64, well-known prefix: 127.0.0.1
+        "64:ff9b::a9fe:a9fe",  # NAT64: the metadata service, 169.254.169.254
+        "64:ff9b:1::a00:1",  # NAT64, local-use prefix: 10.0.0.1
+        "64:ff9b:1::808:808",  # local-use: its IPv4 may sit anywhere, so never public
+        "2002:7f00:1::",  # 6to4: 127.0.0.1
+        "2002:a9fe:a9fe::",  # 6to4: 169.254.169.254
+        "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo: client 192.0.2.45
+        "::7f00:1",  # IPv4-compatible: 127.0.0.1
+        "::ffff:0:7f00:1",  # SIIT, IPv4-translated: 127.0.0.1
+        "::ffff:127.0.0.1",  # IPv4-mapped
+        "::ffff:a9fe:a9fe",  # IPv4-mapped: 169.254.169.254
+    ],
+)
+def test_an_ipv6_address_carrying_a_refused_ipv4_one_is_refused(address: str) -> None:
+    with pytest.raises(NotAllowed, match="not a public address"):
+        allowed_address(address, 80, (), ())
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "2606:4700:4700::1111",  # a global IPv6 address
+        "64:ff9b::808:808",  # NAT64 of a public IPv4 address (8.8.8.8)
+        "2002:808:808::1",  # 6to4 of 8.8.8.8
+        "::ffff:8.8.8.8",  # IPv4-mapped 8.8.8.8
+    ],
+)
+def test_an_ipv6_address_carrying_a_public_ipv4_one_is_allowed(address: str) -> None:
+    """Nothing is sent: the check resolves a literal address and says where to connect."""
+    assert allowed_address(address, 80, (), ())[4][0] == address
 
 
 def test_a_childs_listener_closes_when_the_child_exits(tmp_path: Path) -> None:
