@@ -187,7 +187,8 @@ class Session:
         try:
             if settings.child_network == "on":
                 policy = EgressPolicy(settings.allowed_domains, settings.local_fetch_hosts)
-                proxy = EgressProxy(policy, once_per_host(warn))
+                # no connection of a child needs to outlast the child
+                proxy = EgressProxy(policy, once_per_host(warn), settings.timeout)
                 settings = dataclasses.replace(settings, egress_socket=proxy.path)
             if fork_server is not None:  # it loads while the SDK is imported
                 with contextlib.suppress(ForkServerUnavailable):
@@ -210,6 +211,8 @@ class Session:
                     f"cannot create the run folder in {where}: {exc.strerror or exc}"
                 ) from None
             session.waits = waits
+            if proxy is not None:
+                proxy.on_over_budget = session.supervisor.over_budget
             session.events.sinks.extend(sinks)
             session._stop_on_signals()
             session._start()
