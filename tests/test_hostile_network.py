@@ -113,3 +113,31 @@ def test_a_child_flooding_its_proxy_is_ended_and_its_siblings_finish(
     assert flood["status"] == "error"
     budget = f"more than {MAX_CONNECTIONS} connections to the egress proxy at once"
     assert budget in flood["error"]
+
+
+def test_a_child_gets_a_bounded_file_limit_and_the_parent_its_own_hard_one(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """The CLI starts with a soft limit of 256 below a hard one of 8192: it raises its own
+    to the hard one (a child's fork server inherits it), and the child holds at most
+    ``CHILD_OPEN_FILES``, soft and hard, whatever the parent has."""
+    from isoagent.child.sandbox.limits import CHILD_OPEN_FILES
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply("bash", {"command": "echo soft $(ulimit -Sn) hard $(ulimit -Hn)"})
+        return text_reply(req.tool_results[0]["content"].strip())
+
+    api_server.handler = handler  # type: ignore[assignment]
+    done = subprocess.run(
+        [*ISOAGENT, "task", "go"],
+        env=cli_env(api_server, HOME=str(tmp_path / "home")),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: open_files_limit(256, 8192),
+    )
+    assert done.returncode == 0, done.stderr
+    limit = min(CHILD_OPEN_FILES, 8192)
+    assert done.stdout.strip() == f"soft {limit} hard {limit}"
