@@ -1,6 +1,6 @@
 """A hostile child with ``--child-network on`` beside honest ones: whatever it does to its
 way out (the parent's egress proxy), the parent stays up and bounded, and its siblings
-finish.
+finish; and what files a child and the parent may hold.
 
 The site stands on 127.0.0.2, reached through the proxy as in ``test_egress_proxy.py``.
 """
@@ -26,8 +26,9 @@ from tests.support.cli import ISOAGENT, read_jsonl
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.test_egress_proxy import LET_OUT, SITE_HOST, Site, fetch
 
-pytestmark = pytest.mark.skipif(
-    not mount_namespaces_available(), reason="no namespaces for children here (user namespaces)"
+# a child's network namespace needs what its mount namespace does: root, or user namespaces
+needs_namespaces = pytest.mark.skipif(
+    not mount_namespaces_available(), reason="children get no network namespace here"
 )
 
 # a child's bash: 1,100 connections to its proxy, each an unfinished request head, held
@@ -69,6 +70,7 @@ def count(folder: str) -> int:
         return 0
 
 
+@needs_namespaces
 def test_a_child_flooding_its_proxy_is_ended_and_its_siblings_finish(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
