@@ -357,7 +357,7 @@ def test_a_request_head_that_never_ends_is_answered_408(monkeypatch: pytest.Monk
 def test_a_tunnel_ends_at_the_connections_deadline(site: Site) -> None:
     policy = EgressPolicy((SITE_HOST,), (SITE_HOST,))
     with (
-        serving(policy, connection_seconds=0.5) as proxy,
+        serving(policy, connection_seconds=2) as proxy,
         handed_over(proxy) as (_, port),
         socket.create_connection(("127.0.0.1", port), timeout=10) as connection,
     ):
