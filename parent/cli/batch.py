@@ -127,14 +127,14 @@ def open_output(settings: Settings, path: Path) -> tuple[ResultFile, Previous]:
     """``-o``, held, and what an earlier batch left in it; a file that cannot be is one line."""
     try:
         results = ResultFile(settings.runs_dir, path)
+        try:
+            previous = results.previous()
+        except BaseException:
+            results.close()
+            raise
     except OSError as exc:
         fail(f"cannot write {exc.filename}: {exc.strerror or exc}")
     except BatchRefused as exc:
-        fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR)
-    try:
-        previous = results.previous()
-    except BatchRefused as exc:
-        results.close()
         fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR)
     if forged := previous.forged:
         click.echo(
