@@ -30,7 +30,7 @@ import click
 
 from isoagent.parent.claude_code.mcp_servers import SDK_ONLY
 from isoagent.parent.claude_code.plugins import PluginRefused, plugin_agents
-from isoagent.parent.cli.errors import fail, run_session_body
+from isoagent.parent.cli.errors import OutputErrorsCommand, fail, run_session_body
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import output_options
 from isoagent.parent.cli.output import Output, end_when_reader_goes
@@ -49,7 +49,11 @@ _WIDTH = {"default": 1, "acceptEdits": 2, "plan": 0, "bypassPermissions": 3, "do
 PERMISSION_MODES = list(_WIDTH)
 
 
-@click.command(name="isoagent -p", epilog=EXIT_CODES_HELP, cls=KnowsItsFlags)
+class _PrintModeCommand(OutputErrorsCommand, KnowsItsFlags):
+    """Print mode's command: the SDK's unknown flags set aside, and output errors one line."""
+
+
+@click.command(name="isoagent -p", epilog=EXIT_CODES_HELP, cls=_PrintModeCommand)
 @click.argument("prompt", required=False)
 @click.option("-p", "--print", "print_flag", is_flag=True, help="Print mode (this command).")
 @click.option("--system-prompt", default="", help="Replace the parent's system prompt.")
