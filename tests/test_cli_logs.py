@@ -138,9 +138,7 @@ def test_logs_json_holds_each_agents_transcript_as_written(
     assert child["status"] == "ok" and child["tool_calls"] == 1
 
 
-def test_logs_shows_a_childs_timeout_on_its_run(
-    api_server: MessagesServer, tmp_path: Path
-) -> None:
+def test_logs_shows_a_childs_timeout_on_its_run(api_server: MessagesServer, tmp_path: Path) -> None:
     def hanging_child(req: Request) -> Reply:
         if not req.is_parent:
             return tool_reply("bash", {"command": "sleep 60"})
@@ -175,7 +173,7 @@ def test_logs_full_shows_whole_tool_inputs_and_outputs(
     assert run_cli(["run", "go"], env, cwd=tmp_path, input="").returncode == 0
     short = run_cli(["logs", "last"], env, cwd=tmp_path).stdout
     assert "END-OF-COMMAND" not in short and "SECOND-LINE" not in short
-    assert "        bash {\"command\": \"echo xxx" in short
+    assert '        bash {"command": "echo xxx' in short
     full = run_cli(["logs", "last", "--full"], env, cwd=tmp_path).stdout.splitlines()
     assert f'               "command": {json.dumps(command)}' in full  # the input whole
     output = full.index("        -> " + "x" * 100 + " END-OF-COMMAND")

@@ -2,12 +2,14 @@
 
 Read from the transcripts in ``<workdir>/.isoagent/runs/`` (``records/past_run.py``). The
 totals of a run are its transcripts' own, every child's included; ``--json`` prints the same
-figures, and with RUN each agent's events as its transcript holds them.
+figures, and with RUN each agent's events as its transcript holds them; ``--html`` draws
+RUN as a timeline (``records/timeline.py``).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -87,15 +89,22 @@ class RunRecord(msgspec.Struct, omit_defaults=True):
     is_flag=True,
     help="Print JSON: the runs, or RUN with each agent's transcript events.",
 )
+@click.option("--html", is_flag=True, help="Write RUN's timeline as one self-contained HTML page.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Where --html writes (default: stdout).")  # fmt: skip
 def logs(
     run_id: str | None,
     workdir: Path,
     count: int,
     full: bool,
     as_json: bool,
+    html: bool,
+    output: Path | None,
 ) -> None:
     """List the latest runs, or show RUN (an id, a unique prefix of one, or 'last') as a
     tree of its agents, their turns and tool calls. Tokens and cost include every child."""
+    if html and (run_id is None or as_json):
+        fail("--html draws one RUN, as a page: give RUN, without --json", ExitCode.USAGE)
     runs_dir = workdir / RUNS
     runs = sorted(_runs(runs_dir), key=_started)
     if run_id is None:
@@ -112,7 +121,9 @@ def logs(
         why = "no run" if not matches else f"{len(matches)} runs"
         fail(f"{why} matching {run_id!r} in {runs_dir}", ExitCode.USAGE)
     run = PastRun.read(matches[0])
-    if as_json:
+    if html:
+        _write_page(run, output)
+    elif as_json:
         click.echo(_json(record(run, events=True)))
     else:
         for line in run_tree(run, full=full):  # a model's and its tools' words, escaped
@@ -129,6 +140,24 @@ def _started(run: Path) -> tuple[str, float]:
         return run.name[:15], (run / "run.jsonl").stat().st_mtime
     except OSError:
         return run.name[:15], 0.0
+
+
+def _write_page(run: PastRun, output: Path | None) -> None:
+    from isoagent.parent.records.timeline import NoTimes, timeline_page
+
+    if output is None and sys.stdout.isatty():
+        fail("--html writes a page: give -o FILE, or redirect stdout", ExitCode.USAGE)
+    try:
+        page = timeline_page(run)
+    except NoTimes as exc:
+        fail(str(exc))
+    if output is None:
+        sys.stdout.write(page)
+        return
+    try:
+        output.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror or exc}")
 
 
 def _json(value: object) -> str:
