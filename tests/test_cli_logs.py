@@ -13,16 +13,18 @@ from tests.support.messages_server import MessagesServer, Reply, Request, text_r
 
 
 def delegating(req: Request) -> Reply:
+    """A parent of two turns and a child of two, each answer with usage of its own."""
     if req.is_parent:
         if req.turn == 0:
             return tool_reply(
                 "task",
                 {"description": "look around", "prompt": "list files", "subagent_type": "Explore"},
+                usage=(200, 40),
             )
-        return text_reply("PARENT-ANSWER")
+        return text_reply("PARENT-ANSWER", usage=(230, 10))
     if req.turn == 0:
-        return tool_reply("glob", {"pattern": "*.txt"})
-    return text_reply("CHILD-SUMMARY")
+        return tool_reply("glob", {"pattern": "*.txt"}, usage=(150, 30))
+    return text_reply("CHILD-SUMMARY", usage=(170, 10))
 
 
 def test_logs_lists_runs_and_shows_one_as_a_tree(
@@ -67,21 +69,6 @@ def test_logs_of_an_unknown_run_is_one_clear_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-def priced(req: Request) -> Reply:
-    """A parent of two turns and a child of two, each answer with usage of its own."""
-    if req.is_parent:
-        if req.turn == 0:
-            return tool_reply(
-                "task",
-                {"description": "count", "prompt": "count files", "subagent_type": "Explore"},
-                usage=(200, 40),
-            )
-        return text_reply("PARENT-ANSWER", usage=(230, 10))
-    if req.turn == 0:
-        return tool_reply("glob", {"pattern": "*"}, usage=(150, 30))
-    return text_reply("CHILD-SUMMARY", usage=(170, 10))
-
-
 def transcripts_usage(run: Path) -> tuple[int, float]:
     """Tokens and cost of every answer in the run folder's JSONL files, read as plain JSON."""
     tokens, cost = 0, 0.0
@@ -101,7 +88,7 @@ def transcripts_usage(run: Path) -> tuple[int, float]:
 def test_logs_totals_are_every_agents_tokens_as_the_transcripts_count_them(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    api_server.handler = priced
+    api_server.handler = delegating
     env = cli_env(api_server)
     assert run_cli(["run", "how many?"], env, cwd=tmp_path, input="").returncode == 0
     run = next((tmp_path / ".isoagent" / "runs").iterdir())
@@ -121,7 +108,7 @@ def test_logs_totals_are_every_agents_tokens_as_the_transcripts_count_them(
 def test_logs_json_holds_each_agents_transcript_as_written(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    api_server.handler = priced
+    api_server.handler = delegating
     env = cli_env(api_server)
     assert run_cli(["run", "how many?"], env, cwd=tmp_path, input="").returncode == 0
     run = next((tmp_path / ".isoagent" / "runs").iterdir())

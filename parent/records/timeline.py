@@ -181,7 +181,7 @@ def _lane_svg(lane: Lane, top: int, scale: float) -> list[str]:
         f'<g class="bar" data-agent="{escape(lane.name)}">',
         f'<text x="8" y="{y + 11}" class="name">{escape(_short(name, 36))}</text>',
         f'<text x="8" y="{y + 25}" class="facts">{agent.usage.total:,} tokens · '
-        f"${agent.cost:.4f} · {len(agent.answers)} turns</text>",
+        f"${agent.cost:.4f} · {plural(len(agent.answers), 'turn')}</text>",
         f'<rect x="{x:.1f}" y="{y}" width="{width:.1f}" height="{BAR}" fill="{TRACK}">'
         f"<title>{escape(title)}</title></rect>",
     ]
