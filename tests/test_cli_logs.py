@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from isoagent.parent.model.prices import cost_usd
 from isoagent.protocol import Usage
 from tests.conftest import cli_env
@@ -85,13 +87,19 @@ def transcripts_usage(run: Path) -> tuple[int, float]:
     return tokens, cost
 
 
-def test_logs_totals_are_every_agents_tokens_as_the_transcripts_count_them(
-    api_server: MessagesServer, tmp_path: Path
-) -> None:
+@pytest.fixture
+def delegated(api_server: MessagesServer, tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """A finished ``run`` whose parent delegated once: its environment and run folder."""
     api_server.handler = delegating
     env = cli_env(api_server)
     assert run_cli(["run", "how many?"], env, cwd=tmp_path, input="").returncode == 0
-    run = next((tmp_path / ".isoagent" / "runs").iterdir())
+    return env, next((tmp_path / ".isoagent" / "runs").iterdir())
+
+
+def test_logs_totals_are_every_agents_tokens_as_the_transcripts_count_them(
+    delegated: tuple[dict[str, str], Path], tmp_path: Path
+) -> None:
+    env, run = delegated
     tokens, cost = transcripts_usage(run)
     assert tokens == 240 + 240 + 180 + 180  # the parent's 480, the child's 360
 
@@ -106,12 +114,9 @@ def test_logs_totals_are_every_agents_tokens_as_the_transcripts_count_them(
 
 
 def test_logs_json_holds_each_agents_transcript_as_written(
-    api_server: MessagesServer, tmp_path: Path
+    delegated: tuple[dict[str, str], Path], tmp_path: Path
 ) -> None:
-    api_server.handler = delegating
-    env = cli_env(api_server)
-    assert run_cli(["run", "how many?"], env, cwd=tmp_path, input="").returncode == 0
-    run = next((tmp_path / ".isoagent" / "runs").iterdir())
+    env, run = delegated
     shown = json.loads(run_cli(["logs", run.name, "--json"], env, cwd=tmp_path).stdout)
     listed = json.loads(run_cli(["logs", "--json"], env, cwd=tmp_path).stdout)
     assert {k: v for k, v in shown.items() if k != "agents"} == listed[0]
