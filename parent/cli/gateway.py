@@ -49,7 +49,7 @@ def gateway() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print them as a JSON array.")
 def list_gateways(as_json: bool) -> None:
     """List them: id, pid, server, age, memory (RSS) and calls served."""
-    found = [g for g in map(_describe, warm.listening()) if g is not None]
+    found = [g for g in map(_describe, _listening()) if g is not None]
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(found), indent=2).decode())
         return
@@ -81,12 +81,19 @@ def stop(ids: tuple[str, ...], every: bool) -> None:
     it has, takes no more and exits. The next invocation starts one again."""
     if bool(ids) == every:
         fail("name the gateways to stop (from 'isoagent gateway list'), or --all", ExitCode.USAGE)
-    running = {_id(where): where for where in warm.listening()}
+    running = {_id(where): where for where in _listening()}
     targets = sorted(running) if every else [_one(running, prefix) for prefix in ids]
     if not targets:
         click.echo("isoagent: no warm gateway is running", err=True)
     for name in dict.fromkeys(targets):
         _stop(name, running[name])
+
+
+def _listening() -> list[str]:
+    try:
+        return warm.listening()
+    except OSError as exc:
+        fail(f"cannot list the warm gateways: {exc.strerror or exc}")
 
 
 def _one(running: dict[str, str], prefix: str) -> str:
