@@ -321,6 +321,7 @@ class Session:
                 workdir=str(self.settings.workdir),
                 agents=list(self.settings.agents),
                 session_id=self.session_id,
+                batch_input=self.settings.batch_input,
             )
         )
 

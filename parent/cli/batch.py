@@ -78,6 +78,7 @@ def batch(
     source = open_tasks(source_name)
     if output_path is not None and same_file(source, output_path):
         fail(f"--output {output_path} is the input file: name another file", ExitCode.USAGE)
+    settings = dataclasses.replace(settings, batch_input=source_name)
     if jobs is not None:
         settings = dataclasses.replace(settings, max_parallel=jobs)
     pick_agent(settings.agents, agent_name)

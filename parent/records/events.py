@@ -8,6 +8,7 @@ One shape serves three readers: the JSONL transcripts on disk, the
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, Literal
 
 import msgspec
@@ -15,8 +16,9 @@ import msgspec
 from isoagent.protocol import Block, Progress, Result, Status, Usage
 
 
-class Event(msgspec.Struct, tag_field="type", omit_defaults=True):
-    pass
+class Event(msgspec.Struct, tag_field="type", omit_defaults=True, kw_only=True):
+    # when it was written to its transcript (``TranscriptWriter`` sets it): a run's timeline
+    timestamp: datetime | None = None
 
 
 class RunStarted(Event, tag="init"):
@@ -26,6 +28,7 @@ class RunStarted(Event, tag="init"):
     workdir: str
     agents: list[str]
     session_id: str = ""  # its conversation's UUID (an earlier run's with --resume); "": its run id
+    batch_input: str = ""  # isoagent batch: the file its tasks came from ("-": stdin)
 
 
 class ChildStarted(Event, tag="child_started"):
