@@ -78,7 +78,7 @@ async def run_one(prompt: str, agent_name: str | None, options: Options) -> Resu
         if agent is None:
             raise IsoagentError(unknown_agent(agent_name, settings.agents))
     try:
-        async with Session.open(settings) as session:
+        async with Session.open(settings, signals=False) as session:
             if agent is None:
                 result = await session.run_parent(prompt)
                 transcript = session.run.path / "run.jsonl"
