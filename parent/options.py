@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from isoagent.parent import mcp_servers
 from isoagent.parent.children.hosts import HostSpecError, RemoteSettings, parse_hosts
+from isoagent.parent.claude_code import mcp_servers
 from isoagent.parent.model.aliases import resolve_model
 from isoagent.parent.settings import (
     DEFAULT_MODEL,
@@ -157,8 +157,8 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
     """The ``Settings`` of a run with ``options``: agent files read, models resolved, paths
     checked. A ``ValueError`` says in one line what cannot be used. ``on_warning`` is told
     each problem with an agent file (they are never fatal)."""
-    from isoagent.parent.parent_agent import claude_settings
-    from isoagent.parent.structured_output import check_schema
+    from isoagent.parent.agent.parent_agent import claude_settings
+    from isoagent.parent.agent.structured_output import check_schema
 
     _check_ranges(options)
     workdir = Path(os.path.realpath(options.workdir))
@@ -318,7 +318,7 @@ def load_catalog(
     is handed to ``on_warning`` as one line, never fatal. ``sources`` (Claude Code's
     ``--setting-sources``): ``user`` reads ~/.claude/agents, ``project`` the workspace's
     .claude/agents; None: both."""
-    from isoagent.parent.agent_files import load_agents
+    from isoagent.parent.claude_code.agent_files import load_agents
 
     unknown = set(sources or ()) - {"user", "project", "local"}
     if unknown:

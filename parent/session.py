@@ -27,7 +27,19 @@ from isoagent.child.agent.tools.base import ToolContext
 from isoagent.child.agent.tools.workspace import add_dirs_note
 from isoagent.child.confine_command import Confinement, command_prefix
 from isoagent.child.sandbox.privileges import make_undumpable
-from isoagent.parent.bridge import GatewayBridge, run_in_thread
+from isoagent.parent.agent.bridge import GatewayBridge, run_in_thread
+from isoagent.parent.agent.cost_budget import CostBudget
+from isoagent.parent.agent.parent_agent import (
+    allowed_spec,
+    earlier_conversation,
+    parent_prompt,
+    parent_tools,
+)
+from isoagent.parent.agent.permission_prompt import Ask, asking_tools
+from isoagent.parent.agent.structured_output import ENFORCE as ENFORCE_STRUCTURED
+from isoagent.parent.agent.structured_output import StructuredOutputTool
+from isoagent.parent.agent.task_tool import TaskTool
+from isoagent.parent.children.egress_proxy import EgressPolicy, EgressProxy, once_per_host
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
 from isoagent.parent.children.launch import fork_server_for, nesting_depth
 from isoagent.parent.children.sandbox_policy import (
@@ -38,9 +50,11 @@ from isoagent.parent.children.sandbox_policy import (
     unsandboxed_warning,
 )
 from isoagent.parent.children.supervisor import Supervisor
-from isoagent.parent.cost_budget import CostBudget
-from isoagent.parent.egress_proxy import EgressPolicy, EgressProxy, once_per_host
-from isoagent.parent.events import (
+from isoagent.parent.model.conversation import ConversationRecorder
+from isoagent.parent.model.gateway import Gateway, ModelSource
+from isoagent.parent.model.retry import WaitNotices
+from isoagent.parent.model.sdk import KEY_VARIABLES
+from isoagent.parent.records.events import (
     Broadcast,
     ChildFinished,
     ChildStarted,
@@ -50,23 +64,9 @@ from isoagent.parent.events import (
     RunStarted,
     Sink,
 )
-from isoagent.parent.model.conversation import ConversationRecorder
-from isoagent.parent.model.gateway import Gateway, ModelSource
-from isoagent.parent.model.retry import WaitNotices
-from isoagent.parent.model.sdk import KEY_VARIABLES
-from isoagent.parent.parent_agent import (
-    allowed_spec,
-    earlier_conversation,
-    parent_prompt,
-    parent_tools,
-)
-from isoagent.parent.permission_prompt import Ask, asking_tools
-from isoagent.parent.run_folder import RunFolder, TranscriptWriter
+from isoagent.parent.records.run_folder import RunFolder, TranscriptWriter
+from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
-from isoagent.parent.structured_output import ENFORCE as ENFORCE_STRUCTURED
-from isoagent.parent.structured_output import StructuredOutputTool
-from isoagent.parent.task_tool import TaskTool
-from isoagent.parent.terminal_text import warn
 from isoagent.protocol import Result, SandboxPolicy
 
 # the signals that end a run: each cancels the session's task, which ends every child

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from isoagent.parent.children.hosts import RemoteSettings
-from isoagent.parent.mcp_servers import McpServers
+from isoagent.parent.claude_code.mcp_servers import McpServers
 from isoagent.protocol import AgentSpec, CallOptions, Limits
 
 DEFAULT_MODEL = "claude-sonnet-5"

@@ -1,4 +1,4 @@
-"""Loading agent types from Claude Code's agent files (parent/agent_files.py)."""
+"""Loading agent types from Claude Code's agent files (parent/claude_code/agent_files.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS, writes
-from isoagent.parent.agent_files import (
+from isoagent.parent.claude_code.agent_files import (
     AgentCatalog,
     AgentFileError,
     AgentFileErrorException,

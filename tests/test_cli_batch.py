@@ -17,7 +17,7 @@ import pytest
 
 from isoagent.parent.batch.display import BatchDisplay
 from isoagent.parent.children.sandbox_policy import landlock_available, mount_namespaces_available
-from isoagent.parent.events import TaskRecord
+from isoagent.parent.records.events import TaskRecord
 from tests.conftest import cli_env
 from tests.support.cli import ISOAGENT, read_jsonl, run_cli, shell, start_cli
 from tests.support.messages_server import (

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from isoagent.child.agent.tools.web import domain_allowed
-from isoagent.parent.egress_proxy import EgressPolicy, EgressProxy
+from isoagent.parent.children.egress_proxy import EgressPolicy, EgressProxy
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from isoagent.parent.events import ChildFinished
 from isoagent.parent.options import Options, settings_for
+from isoagent.parent.records.events import ChildFinished
 from isoagent.protocol import Status, Usage
 
 T = TypeVar("T")

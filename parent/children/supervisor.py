@@ -37,12 +37,12 @@ from isoagent.parent.children.placement import attempt_stem
 from isoagent.parent.children.planted import FOLDER_LIMIT, PlantedNames, may_write
 from isoagent.parent.children.process import ChildProcess
 from isoagent.parent.children.sandbox_policy import PROTECTED, SandboxRefused, policy_for
-from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway
-from isoagent.parent.run_folder import RunFolder, TranscriptWriter
+from isoagent.parent.records.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
+from isoagent.parent.records.run_folder import RunFolder, TranscriptWriter
+from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
-from isoagent.parent.terminal_text import warn
 from isoagent.protocol import (
     PROTOCOL_VERSION,
     AgentSpec,

@@ -10,7 +10,7 @@ import msgspec
 
 from isoagent.parent.cli.exit_codes import ExitCode
 from isoagent.parent.cli.options import load_catalog, workdir_option
-from isoagent.parent.terminal_text import for_stdout
+from isoagent.parent.records.terminal_text import for_stdout
 
 
 @click.command()

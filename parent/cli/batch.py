@@ -30,7 +30,7 @@ from isoagent.parent.cli.errors import fail, run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import pick_agent, settings_options
 from isoagent.parent.cli.output import JsonLines, end_when_reader_goes
-from isoagent.parent.events import ChildFinished, TaskRecord
+from isoagent.parent.records.events import ChildFinished, TaskRecord
 from isoagent.parent.settings import Settings
 from isoagent.protocol import Result
 

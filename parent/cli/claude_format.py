@@ -20,7 +20,9 @@ import msgspec
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL
 from isoagent.child.agent.tools.bash import REFUSED
-from isoagent.parent.events import (
+from isoagent.parent.agent.permission_prompt import CLAUDE_NAMES, DENIED
+from isoagent.parent.model.prices import cost_usd
+from isoagent.parent.records.events import (
     ChildFinished,
     ChildProgress,
     ChildStarted,
@@ -29,8 +31,6 @@ from isoagent.parent.events import (
     RunFinished,
     RunStarted,
 )
-from isoagent.parent.model.prices import cost_usd
-from isoagent.parent.permission_prompt import CLAUDE_NAMES, DENIED
 from isoagent.protocol import Result, ThinkingBlock, ToolUseBlock, Usage
 
 Message = dict[str, Any]

@@ -22,12 +22,12 @@ import click
 
 from isoagent.parent.cli.errors import fail, run_session_body
 from isoagent.parent.cli.exit_codes import exit_code_for
-from isoagent.parent.events import MessageAdded
+from isoagent.parent.records.events import MessageAdded
 from isoagent.protocol import Limits, Result, ToolResultBlock, ToolUseBlock
 
 if TYPE_CHECKING:
-    from isoagent.parent.events import ChildFinished, Event, Sink
     from isoagent.parent.model.gateway import ModelSource
+    from isoagent.parent.records.events import ChildFinished, Event, Sink
 
 EXAMPLES = (
     "Use a subtask to find what testing framework this project uses",

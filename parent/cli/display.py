@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from isoagent.parent.cli.output import silence
-from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted, Event
-from isoagent.parent.terminal_text import terminal_line
+from isoagent.parent.records.events import ChildFinished, ChildProgress, ChildStarted, Event
+from isoagent.parent.records.terminal_text import terminal_line
 
 TICK = 0.5  # seconds between redraws of the live lines
 

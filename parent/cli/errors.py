@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 import click
 
 from isoagent.parent.cli.exit_codes import ExitCode
-from isoagent.parent.terminal_text import terminal_line
+from isoagent.parent.records.terminal_text import terminal_line
 
 
 def fail(message: str, code: int = ExitCode.ERROR) -> NoReturn:

@@ -16,7 +16,7 @@ import msgspec
 
 from isoagent.parent.cli.exit_codes import ExitCode
 from isoagent.parent.cli.options import workdir_option
-from isoagent.parent.events import (
+from isoagent.parent.records.events import (
     AnyEvent,
     ChildFinished,
     ChildStarted,
@@ -24,7 +24,7 @@ from isoagent.parent.events import (
     RunFinished,
     RunStarted,
 )
-from isoagent.parent.terminal_text import for_stdout
+from isoagent.parent.records.terminal_text import for_stdout
 from isoagent.protocol import Result, TextBlock, ToolResultBlock, ToolUseBlock
 
 _decode = msgspec.json.Decoder(AnyEvent).decode

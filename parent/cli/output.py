@@ -25,12 +25,12 @@ import msgspec
 
 from isoagent.parent.cli.claude_format import ClaudeFormat
 from isoagent.parent.cli.exit_codes import ExitCode, exit_code_for
-from isoagent.parent.events import RunFinished
-from isoagent.parent.terminal_text import for_stdout, terminal_line
+from isoagent.parent.records.events import RunFinished
+from isoagent.parent.records.terminal_text import for_stdout, terminal_line
 
 if TYPE_CHECKING:
-    from isoagent.parent.events import Sink
     from isoagent.parent.model.gateway import Gateway
+    from isoagent.parent.records.events import Sink
     from isoagent.parent.session import Session
 
 

@@ -9,7 +9,7 @@ stdin (an ``initialize`` request answered first, then the prompt as a user messa
 each further user message continues the conversation). Nothing goes to stderr but
 warnings and errors, as with ``claude -p``. The SDK's other flags: ``sdk_options.py``
 (those that are ``Options`` fields, and those refused by name), ``settings_flag.py``
-(``--settings``), ``parent/plugins.py`` (``--plugin-dir``).
+(``--settings``), ``parent/claude_code/plugins.py`` (``--plugin-dir``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
+from isoagent.parent.claude_code.mcp_servers import SDK_ONLY
+from isoagent.parent.claude_code.plugins import PluginRefused, plugin_agents
 from isoagent.parent.cli.errors import fail, run_session_body
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import output_options
@@ -35,12 +37,10 @@ from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
 from isoagent.parent.cli.sdk_options import sdk_flags, sdk_settings_options
 from isoagent.parent.cli.settings_flag import ClaudeSettings, Unsupported, read_settings
-from isoagent.parent.mcp_servers import SDK_ONLY
-from isoagent.parent.plugins import PluginRefused, plugin_agents
 from isoagent.parent.settings import Settings
 
 if TYPE_CHECKING:
-    from isoagent.parent.permission_prompt import Decision
+    from isoagent.parent.agent.permission_prompt import Decision
 
 # the permission modes, and how much each lets run unasked where --allowedTools names what does
 _WIDTH = {"default": 1, "acceptEdits": 2, "plan": 0, "bypassPermissions": 3, "dontAsk": 1,
@@ -144,7 +144,7 @@ def print_mode(
 
     Without PROMPT the prompt is read from stdin; with one, piped stdin is attached.
     """
-    from isoagent.parent.parent_agent import claude_settings
+    from isoagent.parent.agent.parent_agent import claude_settings
 
     if permission_prompt_tool is not None and not unsupported:
         if permission_prompt_tool != "stdio":
@@ -262,7 +262,7 @@ def run_prompt(
     """One parent run, printed in ``output_format`` (with ``partial``, every streamed
     event too): its exit status and run id. An ``inbox`` (stream-json input) may
     interrupt it."""
-    from isoagent.parent.parent_agent import parent_tools
+    from isoagent.parent.agent.parent_agent import parent_tools
     from isoagent.parent.session import Session
 
     output = Output(
@@ -318,7 +318,7 @@ def _serve_stream(
             settings = _answer(message, settings)
         elif message.get("type") == "user" and (text := _user_text(message)).strip():
             if settings.mcp_servers.sdk_names:
-                from isoagent.parent.sdk_mcp import with_sdk_servers
+                from isoagent.parent.claude_code.sdk_mcp import with_sdk_servers
 
                 servers = with_sdk_servers(settings.mcp_servers, inbox.control)
                 settings = dataclasses.replace(settings, mcp_servers=servers)
@@ -387,7 +387,7 @@ class _Inbox:
     def ask(self, tool: str, tool_input: dict[str, Any], cancelled: threading.Event) -> Decision:
         """Claude Code's ``can_use_tool`` request, and the SDK's answer (a cancelled run, or
         stdin's end, is a no)."""
-        from isoagent.parent.permission_prompt import Decision
+        from isoagent.parent.agent.permission_prompt import Decision
 
         request = {"subtype": "can_use_tool", "tool_name": tool, "input": tool_input}
         response = self.control(request, cancelled)
@@ -462,7 +462,7 @@ def _lines(fd: int) -> Iterator[bytes]:
 def _can_continue(settings: Settings, run_id: str) -> bool:
     """Whether run ``run_id`` holds a conversation the next message can go on with (a
     first turn that was interrupted does not)."""
-    from isoagent.parent.parent_agent import ResumeError, earlier_conversation
+    from isoagent.parent.agent.parent_agent import ResumeError, earlier_conversation
 
     try:
         return bool(earlier_conversation(settings.runs_dir, run_id))
@@ -476,10 +476,10 @@ def _answer(message: dict[str, Any], settings: Settings) -> Settings:
     block a tool call must not be ignored) or asks for skills; ``set_model`` sets the next
     run's model; anything else is refused by name, so the SDK does not wait for an answer
     that never comes. The settings the session runs with."""
-    from isoagent.parent.agent_files import inline_agents
+    from isoagent.parent.agent.parent_agent import restrict_agents
+    from isoagent.parent.claude_code.agent_files import inline_agents
     from isoagent.parent.model.aliases import resolve_model
     from isoagent.parent.options import default_model
-    from isoagent.parent.parent_agent import restrict_agents
 
     request = message.get("request")
     request = request if isinstance(request, dict) else {}
@@ -534,7 +534,7 @@ def _with_permission_mode(settings: Settings, mode: str) -> Settings:
     """``settings`` in permission ``mode`` from the next run on (``set_permission_mode``).
     Agent types are narrowed to it; one that would widen them (out of plan mode, or to
     more than ``--allowedTools`` gave) is a ``ValueError``: what they lost is not kept."""
-    from isoagent.parent.parent_agent import restrict_agents
+    from isoagent.parent.agent.parent_agent import restrict_agents
 
     if mode not in _WIDTH:
         raise ValueError(f"unknown permission mode {mode!r}")

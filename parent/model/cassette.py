@@ -27,7 +27,7 @@ import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.parent.model.gateway import ModelSource
-from isoagent.parent.run_folder import TranscriptWriter
+from isoagent.parent.records.run_folder import TranscriptWriter
 from isoagent.protocol import (
     Block,
     Message,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from isoagent.parent.events import MessageAdded, Sink
+from isoagent.parent.records.events import MessageAdded, Sink
 from isoagent.protocol import ModelCall, ModelReply
 
 # the child whose conversation the task's model call belongs to ("": the parent's), for

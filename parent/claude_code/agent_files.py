@@ -53,8 +53,8 @@ import yaml
 from yaml.reader import ReaderError
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS, WRITE_TOOLS
-from isoagent.parent.mcp_servers import PREFIX as MCP_PREFIX
-from isoagent.parent.mcp_servers import agent_entry, server_of
+from isoagent.parent.claude_code.mcp_servers import PREFIX as MCP_PREFIX
+from isoagent.parent.claude_code.mcp_servers import agent_entry, server_of
 from isoagent.parent.model.aliases import agent_model
 from isoagent.protocol import AgentSpec, McpServer
 

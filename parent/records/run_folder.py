@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from isoagent.parent.events import Event
+from isoagent.parent.records.events import Event
 
 _encoder = msgspec.json.Encoder()
 

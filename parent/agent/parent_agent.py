@@ -15,14 +15,14 @@ from typing import Any
 import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL, WRITE_TOOLS
-from isoagent.parent.agent_files import (
+from isoagent.parent.claude_code.agent_files import (
     PLAN_MODE,
     InvalidAgent,
     build_spec,
     inline_agents,
     tool_entries,
 )
-from isoagent.parent.events import AnyEvent, MessageAdded, RunStarted
+from isoagent.parent.records.events import AnyEvent, MessageAdded, RunStarted
 from isoagent.parent.settings import Settings
 from isoagent.protocol import AgentSpec, Message, ToolUseBlock
 
