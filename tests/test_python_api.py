@@ -99,7 +99,7 @@ def test_options_are_the_clis_and_wrong_ones_fail_clearly(
 ) -> None:
     with pytest.raises(TypeError, match="unknown option 'modle'"):
         isoagent.task("x", workdir=workspace, modle="haiku")
-    with pytest.raises(isoagent.IsoagentError, match="max-turns"):
+    with pytest.raises(isoagent.OptionError, match="max_turns=-1"):
         isoagent.task("x", workdir=workspace, max_turns=-1)
     with pytest.raises(isoagent.IsoagentError, match="unknown agent 'nope'"):
         isoagent.task("x", agent="nope", workdir=workspace)
@@ -142,9 +142,8 @@ def test_the_readmes_click_command_delegates_to_a_subagent(
                                        error_message="invalid x-api-key")  # fmt: skip
     failed = CliRunner().invoke(namespace["review"], ["app.py"])
     assert failed.exit_code == 1
-    assert (
-        failed.output.startswith("Error: error: ") and "rejected the credentials" in failed.output
-    )
+    assert failed.stderr.startswith("review: error: ")
+    assert "rejected the credentials" in failed.stderr
 
 
 def test_importing_isoagent_imports_nothing_else() -> None:
@@ -201,3 +200,18 @@ def test_the_api_runs_without_importing_click(server: MessagesServer, workspace:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["done done", "[]"]
+
+
+def test_dir_and_help_show_the_api() -> None:
+    import pydoc
+
+    public = {"task", "run", "atask", "arun", "Session", "Options", "Result", "AgentDefinition"}
+    errors = {name for name in isoagent.__all__ if name.endswith("Error")}
+    assert public | errors == set(isoagent.__all__)
+    assert {"IsoagentError", "OptionError", "AuthenticationError", "TurnLimitError"} <= errors
+    assert set(isoagent.__all__) <= set(dir(isoagent))
+    for name in errors:
+        assert issubclass(getattr(isoagent, name), isoagent.IsoagentError)
+    text = pydoc.render_doc(isoagent)
+    assert "isoagent.Options" in text and "KeyboardInterrupt" in text
+    assert all(getattr(isoagent, name).__doc__ for name in isoagent.__all__)
