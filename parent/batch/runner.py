@@ -10,15 +10,14 @@ import asyncio
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from isoagent.parent.batch.display import BatchDisplay
 from isoagent.parent.batch.input import BatchTask, TaskId, label
-from isoagent.parent.batch.result_file import ResultFile
+from isoagent.parent.batch.result_file import BatchRefused, ResultFile
 from isoagent.parent.events import ChildFinished, TaskRecord
 from isoagent.protocol import Result
 
@@ -30,28 +29,10 @@ def say_on_stderr(line: str) -> None:
     print(f"isoagent: {line}", file=sys.stderr, flush=True)
 
 
-class BatchRefused(Exception):
-    """The batch cannot start: ``usage`` when the command line names the wrong file."""
-
-    def __init__(self, message: str, *, usage: bool = False) -> None:
-        super().__init__(message)
-        self.usage = usage
-
-
-@dataclass
-class Previous:
-    """What an earlier batch left in ``-o``: the ids done (ok), the invalid lines reported,
-    and how many ok lines were not the parent's (their tasks run again)."""
-
-    done: set[TaskId] = field(default_factory=set)
-    reported: set[tuple[TaskId, str]] = field(default_factory=set)
-    forged: int = 0
-
-
 @dataclass
 class Outcome:
     """How a batch ended: ``failed`` of ``total`` not ok; ``stopped``, why it stopped early;
-    ``unwritten``, whether some line could not be written to ``-o``."""
+    ``unwritten``, whether some line could not be written."""
 
     total: int
     failed: int
@@ -64,13 +45,21 @@ class _Stopped(Exception):
 
 
 class BatchRun:
+    """One batch in a session: each line to ``results`` (``-o``) if given, else to
+    ``stdout``, which also gets the lines ``results`` could not take.
+
+    When ``stdout`` fails (a full disk), no task starts any more; the lines so far and
+    those of the tasks still running are kept in the run folder's ``results.jsonl``,
+    which a batch run again with it as ``-o`` resumes from.
+    """
+
     def __init__(
         self,
         pending: list[BatchTask],
         invalid: list[TaskRecord],
         reported: set[tuple[TaskId, str]],
-        write: Callable[[TaskRecord], None],
-        results: ResultFile | None,  # -o, if given (write is its)
+        results: ResultFile | None,
+        stdout: Callable[[TaskRecord], None],
         *,
         live: bool = False,
         say: Callable[[str], None] = say_on_stderr,
@@ -78,23 +67,33 @@ class BatchRun:
         self.pending = pending
         self.invalid = invalid
         self.reported = reported
-        self.write = write
         self.results = results
-        self.resumable = results is not None
+        self.stdout = stdout
         self.say = say
         self.waiting_told = False  # that -o could not be written, once
+        self.written: list[TaskRecord] = []  # the lines of this batch, in order
         self.records: list[TaskRecord] = []
+        self.stdout_error: OSError | None = None  # why stdout failed, if it did
+        self.kept: ResultFile | None = None  # the run folder's results, once stdout failed
+        self.kept_error = ""  # why its lines could not be kept in the run folder then
         self.display = BatchDisplay(len(pending) + len(invalid), live=live)
 
     async def run(self, session: Session) -> Outcome:
+        try:
+            return await self._run(session)
+        finally:
+            if self.kept is not None:
+                self.kept.close()
+
+    async def _run(self, session: Session) -> Outcome:
         self.display.start(session.waits)
         for record in self.invalid:  # each bad line once in the output, on stderr every time
             if (record.id, record.error) not in self.reported:
-                self.write(record)
+                self._write(session, record)
             self.display.task_finished(record, ran=False)
         queue = iter(self.pending)
         ticker = asyncio.create_task(self._tick())
-        again = ": run it again with the same -o to resume" if self.resumable else ""
+        again = ": run it again with the same -o to resume" if self.results else ""
         stopped = ""
         try:
             try:
@@ -109,6 +108,7 @@ class BatchRun:
             raise
         finally:
             ticker.cancel()
+        stopped = stopped or self._stdout_failed()
         self.display.close("; stopped" if stopped else "")
         unwritten = self._hand_back_unwritten()
         outcome = self._finish(session)
@@ -118,33 +118,71 @@ class BatchRun:
         outcome.unwritten = unwritten
         return outcome
 
+    def _write(self, session: Session, record: TaskRecord) -> None:
+        """The task's line, written before the task counts as done."""
+        self.written.append(record)
+        if self.results is None and self.stdout_error is None:
+            try:
+                self.stdout(record)
+                return
+            except OSError as exc:
+                self._keep_in_run_folder(session, exc)
+        if self.results is not None:
+            self.results(record)
+
+    def _keep_in_run_folder(self, session: Session, error: OSError) -> None:
+        """stdout failed: the lines so far, and from now on, go to the run folder's
+        ``results.jsonl`` (``kept_error`` says why not, if it cannot be made either)."""
+        self.stdout_error = error
+        try:
+            path = session.run.path / "results.jsonl"
+            self.results = self.kept = ResultFile(session.settings.runs_dir, path)
+        except (OSError, BatchRefused) as exc:
+            self.kept_error = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+            return
+        for record in self.written[:-1]:
+            self.results(record)
+
+    def _stdout_failed(self) -> str:
+        """Why the batch stopped because stdout failed, or "" if it did not."""
+        if self.stdout_error is None:
+            return ""
+        why = f"cannot write to stdout ({self.stdout_error.strerror})"
+        if self.results is None:
+            return f"{why}, nor keep its lines in the run folder ({self.kept_error})"
+        where = self.results.path
+        return f"{why}: its lines are in {where}: run it again with -o {where} to resume"
+
     def _hand_back_unwritten(self) -> bool:
         """Put on stdout the result lines -o could not take (a full disk), and say so."""
         results = self.results
         if results is None or not (lines := results.unwritten()):
             return False
+        where = "they are on stdout instead"
         try:
-            sys.stdout.buffer.write(b"".join(line + b"\n" for line in lines))
-            sys.stdout.buffer.flush()
-        except OSError:
-            pass
+            if self.stdout_error is not None:
+                raise self.stdout_error
+            for line in lines:
+                self.stdout(_record_decoder.decode(line))
+        except OSError as exc:
+            where = f"nor to stdout ({exc.strerror})"
         why = results.error.strerror if results.error else "?"
         count = f"{len(lines)} result {'line' if len(lines) == 1 else 'lines'}"
         self.say(
-            f"error: cannot write {count} to {results.path} ({why}): they are on "
-            "stdout instead; their tasks run again when the batch is resumed"
+            f"error: cannot write {count} to {results.path} ({why}): {where}; "
+            "their tasks run again when the batch is resumed"
         )
         return True
 
     async def _worker(self, session: Session, queue: Iterator[BatchTask]) -> None:
         from isoagent.parent.children.supervisor import ChildRequest, describe
 
-        for task in queue:
+        while self.stdout_error is None and (task := next(queue, None)) is not None:
             self.display.task_started()
             title = f"{label(task.id, task.line)}: {describe(task.prompt)}"
             request = ChildRequest(title, task.prompt, task.agent)
             record = task_record(task, await session.supervisor.run(request))
-            self.write(record)
+            self._write(session, record)
             if self.results and self.results.waiting and not self.waiting_told:
                 self.waiting_told = True
                 why = self.results.error.strerror if self.results.error else "?"
@@ -180,6 +218,9 @@ class BatchRun:
         return Outcome(total, failed)
 
 
+_record_decoder = msgspec.json.Decoder(TaskRecord)
+
+
 def task_record(task: BatchTask, finished: ChildFinished) -> TaskRecord:
     result = finished.result
     return TaskRecord(
@@ -196,67 +237,3 @@ def task_record(task: BatchTask, finished: ChildFinished) -> TaskRecord:
         error=result.error,
         retries=finished.retries,
     )
-
-
-def read_previous(path: Path, ledger: ResultFile) -> Previous:
-    """The ids with an ok line in ``path``, and the invalid lines already reported there:
-    of the lines ``ledger`` says isoagent wrote; the others are counted (``forged``).
-
-    Every line must be a result line, or the file is someone else's: refused, untouched. A
-    last line cut short (the batch was killed while writing it) is cut off; a whole one that
-    only lacks its newline gets it, so the lines appended next stay lines.
-    """
-    try:
-        with path.open("r+b") as file:
-            data = file.read()
-            complete, _, last = data.rpartition(b"\n")
-            lines = complete.split(b"\n") if complete else []
-            records = [
-                (_result_line(path, line, number), ledger.trusts(line))
-                for number, line in enumerate(lines, 1)
-                if line.strip()
-            ]
-            if last:
-                if _is_json(last):
-                    records.append((_result_line(path, last, len(lines) + 1), ledger.trusts(last)))
-                    file.write(b"\n")
-                elif last.startswith(CUT_LINE_START):
-                    file.truncate(len(data) - len(last))
-                else:
-                    _refuse(path, len(lines) + 1)
-    except FileNotFoundError:
-        return Previous()
-    except OSError as exc:
-        raise BatchRefused(f"cannot read {path}: {exc.strerror or exc}") from None
-    forged = sum(not trusted and r.status == "ok" for r, trusted in records)
-    trusted_records = [r for r, trusted in records if trusted]
-    done = {r.id for r in trusted_records if r.status == "ok"}
-    reported = {(r.id, r.error) for r in trusted_records if r.status == "invalid"}
-    return Previous(done, reported, forged)
-
-
-CUT_LINE_START = b'{"id":'  # how a result line starts, as JsonLines writes it
-_record_decoder = msgspec.json.Decoder(TaskRecord)
-
-
-def _result_line(path: Path, line: bytes, number: int) -> TaskRecord:
-    try:
-        return _record_decoder.decode(line)
-    except msgspec.DecodeError:
-        _refuse(path, number)
-
-
-def _refuse(path: Path, number: int) -> NoReturn:
-    raise BatchRefused(
-        f"--output {path} is not isoagent batch output (line {number} is not a result line): "
-        "name another file",
-        usage=True,
-    )
-
-
-def _is_json(data: bytes) -> bool:
-    try:
-        msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        return False
-    return True

@@ -11,8 +11,8 @@ from typing import BinaryIO
 import click
 
 from isoagent.parent.batch.input import BatchTask, LineTooLong, parse_tasks, read_lines
-from isoagent.parent.batch.result_file import ResultFile
-from isoagent.parent.batch.runner import BatchRefused, BatchRun, Outcome, Previous, read_previous
+from isoagent.parent.batch.result_file import BatchRefused, Previous, ResultFile
+from isoagent.parent.batch.runner import BatchRun, Outcome
 from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import fail, run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
@@ -92,21 +92,7 @@ def batch(
     results = None
     previous = Previous()
     if output_path is not None:
-        try:
-            results = ResultFile(settings.runs_dir, output_path)
-        except OSError as exc:
-            fail(f"cannot write {exc.filename}: {exc.strerror or exc}")
-        try:
-            previous = read_previous(output_path, results)
-        except BatchRefused as exc:
-            fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR)
-        if forged := previous.forged:
-            click.echo(
-                f"isoagent: warning: {forged} ok {'line' if forged == 1 else 'lines'} in "
-                f"{output_path} not written by isoagent batch (changed, added by another "
-                "process, or older): their tasks run again",
-                err=True,
-            )
+        results, previous = open_output(settings, output_path)
         # a writing child must not truncate or unlink it under the parent's open file
         settings = dataclasses.replace(settings, kept_files=(output_path.resolve(),))
     done = previous.done
@@ -118,7 +104,7 @@ def batch(
         click.echo(f"isoagent: skipping {skipped} {tasks} already done in {output_path}", err=True)
     stdout = JsonLines()
     live = sys.stderr.isatty()
-    runner = BatchRun(pending, invalid, previous.reported, results or stdout, results, live=live)
+    runner = BatchRun(pending, invalid, previous.reported, results, stdout, live=live)
     # on a terminal the batch line replaces the per-child progress lines
     sinks = [] if live else [ProgressDisplay(verbose=settings.verbose)]
 
@@ -130,7 +116,34 @@ def batch(
                 end_when_reader_goes(session, stdout)
             return exit_code(await runner.run(session))
 
-    run_command(main)
+    try:
+        run_command(main)
+    finally:
+        if results is not None:
+            results.close()
+
+
+def open_output(settings: Settings, path: Path) -> tuple[ResultFile, Previous]:
+    """``-o``, held, and what an earlier batch left in it; a file that cannot be is one line."""
+    try:
+        results = ResultFile(settings.runs_dir, path)
+    except OSError as exc:
+        fail(f"cannot write {exc.filename}: {exc.strerror or exc}")
+    except BatchRefused as exc:
+        fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR)
+    try:
+        previous = results.previous()
+    except BatchRefused as exc:
+        results.close()
+        fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR)
+    if forged := previous.forged:
+        click.echo(
+            f"isoagent: warning: {forged} ok {'line' if forged == 1 else 'lines'} in {path} "
+            "not written by isoagent batch (changed, added by another process, or older): "
+            "their tasks run again",
+            err=True,
+        )
+    return results, previous
 
 
 def exit_code(outcome: Outcome) -> ExitCode:
