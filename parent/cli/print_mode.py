@@ -30,7 +30,7 @@ import click
 
 from isoagent.parent.claude_code.mcp_servers import SDK_ONLY
 from isoagent.parent.claude_code.plugins import PluginRefused, plugin_agents
-from isoagent.parent.cli.errors import fail, run_session_body
+from isoagent.parent.cli.errors import OutputErrorsCommand, fail, run_session_body
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import output_options
 from isoagent.parent.cli.output import Output, end_when_reader_goes
@@ -48,7 +48,7 @@ _WIDTH = {"default": 1, "acceptEdits": 2, "plan": 0, "bypassPermissions": 3, "do
 PERMISSION_MODES = list(_WIDTH)
 
 
-@click.command(name="isoagent -p", epilog=EXIT_CODES_HELP)
+@click.command(name="isoagent -p", cls=OutputErrorsCommand, epilog=EXIT_CODES_HELP)
 @click.argument("prompt", required=False)
 @click.option("-p", "--print", "print_flag", is_flag=True, help="Print mode (this command).")
 @click.option("--system-prompt", default="", help="Replace the parent's system prompt.")
