@@ -205,7 +205,8 @@ def test_the_api_runs_without_importing_click(server: MessagesServer, workspace:
 def test_dir_and_help_show_the_api() -> None:
     import pydoc
 
-    public = {"task", "run", "atask", "arun", "Session", "Options", "Result", "AgentDefinition"}
+    public = {"task", "run", "atask", "arun", "batch", "abatch", "Session", "Options", "Result"}
+    public |= {"AgentDefinition", "TaskRecord"}
     errors = {name for name in isoagent.__all__ if name.endswith("Error")}
     assert public | errors == set(isoagent.__all__)
     assert {"IsoagentError", "OptionError", "AuthenticationError", "TurnLimitError"} <= errors

@@ -11,7 +11,9 @@ The Python API, for scripts, services and a user's own click commands::
 
 ``task`` runs one subagent in its own process; ``run`` runs the parent agent, which may
 delegate with its ``task`` tool. ``atask`` and ``arun`` are the same from asyncio;
-``Session`` runs several over one fork server, gateway and run folder. All work from any
+``Session`` runs several over one fork server, gateway and run folder; ``batch`` (and
+``abatch``) is ``isoagent batch``: each task's ``TaskRecord`` as it finishes, resumable from
+its ``output`` file. All work from any
 thread and install no signal handler: Ctrl-C reaches the caller as ``KeyboardInterrupt``
 (``asyncio.CancelledError`` in a task) once every child is ended.
 
@@ -36,6 +38,7 @@ TYPE_CHECKING = False  # typing itself is not imported: a child must start fast
 if TYPE_CHECKING:
     from typing import Any
 
+    from isoagent._batch import abatch, batch
     from isoagent._calls import Result
     from isoagent._session import Session
     from isoagent.errors import (
@@ -53,6 +56,7 @@ if TYPE_CHECKING:
         TurnLimitError,
     )
     from isoagent.parent.options import AgentDefinition, Options
+    from isoagent.parent.records.events import TaskRecord
 
 __all__ = [
     "APIConnectionError",
@@ -70,9 +74,12 @@ __all__ = [
     "Result",
     "RunInterruptedError",
     "Session",
+    "TaskRecord",
     "TurnLimitError",
+    "abatch",
     "arun",
     "atask",
+    "batch",
     "run",
     "task",
 ]  # fmt: skip
@@ -86,6 +93,9 @@ _LAZY = {
     "AgentDefinition": "isoagent.parent.options",
     "Result": "isoagent._calls",
     "Session": "isoagent._session",
+    "batch": "isoagent._batch",
+    "abatch": "isoagent._batch",
+    "TaskRecord": "isoagent.parent.records.events",
     **dict.fromkeys(_ERRORS, "isoagent.errors"),
 }
 

@@ -37,9 +37,10 @@ class Session:
         self._core: core.Session | None = None
         self._opened: Any = None  # Session.open's context manager, while open
         self._results: list[AgentResult] = []
+        self._settings: Settings | None = None  # made from ``options`` when None
 
     async def __aenter__(self) -> Session:
-        settings = _settings(self.options)
+        settings = self._settings or _settings(self.options)
         self._costs = Costs(settings.model)
         sinks: list[Sink] = [self._costs, _record_finished]
         self._opened = core.Session.open(settings, sinks=sinks, signals=False)
