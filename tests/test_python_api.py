@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +17,7 @@ import isoagent
 from isoagent.parent.model.aliases import CURRENT_MODELS
 from tests.conftest import shared_gateway
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
-
-README = Path(__file__).parents[1] / "README.md"
+from tests.support.readme import readme_example
 
 
 @pytest.fixture
@@ -119,13 +117,6 @@ def test_claude_code_options_shape_the_parent(server: MessagesServer, workspace:
     assert "- rev: d" in json.dumps(server.requests[0].body["tools"])
 
 
-def readme_example(name: str) -> str:
-    text = README.read_text()
-    match = re.search(rf"<!-- readme-example: {name} -->\n```python\n(.*?)```", text, re.S)
-    assert match, f"README has no example {name!r}"
-    return match.group(1)
-
-
 def test_the_readmes_click_command_delegates_to_a_subagent(
     server: MessagesServer, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -216,3 +207,24 @@ def test_dir_and_help_show_the_api() -> None:
     text = pydoc.render_doc(isoagent)
     assert "isoagent.Options" in text and "KeyboardInterrupt" in text
     assert all(getattr(isoagent, name).__doc__ for name in isoagent.__all__)
+
+
+def test_a_session_runs_several_tasks_over_one_run_folder_and_gateway(
+    server: MessagesServer, workspace: Path
+) -> None:
+    server.handler = lambda req: text_reply(req.first_user_text.upper())
+
+    async def three() -> tuple[isoagent.Session, list[isoagent.Result]]:
+        async with isoagent.Session(workdir=workspace) as session:
+            asked = [session.task(prompt) for prompt in ("a", "b", "c")]
+            return session, list(await asyncio.gather(*asked))
+
+    session, results = asyncio.run(three())
+    assert [r.result for r in results] == ["A", "B", "C"]
+    assert {r.run_dir for r in results} == {session.run_dir}
+    assert {r.session_id for r in results} == {session.session_id}
+    assert len({r.transcript for r in results}) == 3
+    assert [r.cost_usd > 0 for r in results] == [True] * 3
+    final = json.loads((session.run_dir / "run.jsonl").read_text().splitlines()[-1])
+    assert final["result"]["summary"] == "3 of 3 tasks ok"
+    assert final["result"]["usage"]["input_tokens"] == 30  # one gateway counted all three
