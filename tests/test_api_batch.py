@@ -12,14 +12,13 @@ from pathlib import Path
 import pytest
 
 import isoagent
-from tests.conftest import cli_env
+from tests.support.api_env import use_server
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply
 
 
 @pytest.fixture(autouse=True)
 def env(api_server: MessagesServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name, value in cli_env(api_server, HOME=str(tmp_path / "home")).items():
-        monkeypatch.setenv(name, value)
+    use_server(monkeypatch, api_server, tmp_path / "home")
 
 
 def test_a_hundred_tasks_at_sixteen_resume_after_a_stop_without_running_a_done_one_again(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_env
+from tests.support.api_env import use_server
 from tests.support.messages_server import MessagesServer, Reply, Request, error_reply, text_reply
 from tests.support.readme import readme_example
 
@@ -17,8 +17,7 @@ from tests.support.readme import readme_example
 def in_workspace(
     api_server: MessagesServer, monkeypatch: pytest.MonkeyPatch, workspace: Path, tmp_path: Path
 ) -> None:
-    for name, value in cli_env(api_server, HOME=str(tmp_path / "home")).items():
-        monkeypatch.setenv(name, value)
+    use_server(monkeypatch, api_server, tmp_path / "home")
     monkeypatch.chdir(workspace)
 
 

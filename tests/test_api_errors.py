@@ -16,7 +16,7 @@ from isoagent.parent.cli.exit_codes import ExitCode, exit_code_for
 from isoagent.parent.model.aliases import CURRENT_MODELS
 from isoagent.parent.model.prices import cost_usd
 from isoagent.protocol import Usage
-from tests.conftest import cli_env
+from tests.support.api_env import use_server
 from tests.support.messages_server import (
     MessagesServer,
     Reply,
@@ -32,8 +32,7 @@ REPO = Path(__file__).parents[1]
 
 @pytest.fixture
 def env(api_server: MessagesServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name, value in cli_env(api_server, HOME=str(tmp_path / "home")).items():
-        monkeypatch.setenv(name, value)
+    use_server(monkeypatch, api_server, tmp_path / "home")
 
 
 def always_a_tool(req: Request) -> Reply:

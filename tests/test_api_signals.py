@@ -14,6 +14,7 @@ import pytest
 
 import isoagent
 from tests.conftest import cli_env
+from tests.support.api_env import use_server
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.processes import alive, wait_for
 
@@ -31,8 +32,7 @@ def hang_or_answer(req: Request) -> Reply:
 def test_task_runs_from_eight_threads_at_once(
     api_server: MessagesServer, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in cli_env(api_server).items():
-        monkeypatch.setenv(name, value)
+    use_server(monkeypatch, api_server, workspace.parent / "home")
     results: list[object] = []
 
     def one() -> None:
@@ -55,8 +55,7 @@ def test_asyncio_run_of_atask_inside_a_thread(
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
 
-    for name, value in cli_env(api_server).items():
-        monkeypatch.setenv(name, value)
+    use_server(monkeypatch, api_server, workspace.parent / "home")
     with ThreadPoolExecutor(1) as pool:
         result = pool.submit(asyncio.run, isoagent.atask("x", workdir=workspace)).result(120)
     assert result.status == "ok"

@@ -82,7 +82,7 @@ def options_with(options: Options | None, changes: Mapping[str, Any]) -> Options
     """``options`` (or the defaults) with keyword ``changes``, checked (``OptionError``)."""
     if options is not None and not isinstance(options, Options):
         raise OptionError(f"options must be an isoagent.Options, not {type(options).__name__}")
-    return (options or Options()).replace(**changes)
+    return Options(**changes) if options is None else options.replace(**changes)
 
 
 class Costs:
