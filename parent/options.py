@@ -54,6 +54,9 @@ class AgentDefinition:
     # MCP servers: a name of one the run configures, or {name: {command, args, env}} its own
     mcp_servers: Sequence[str | Mapping[str, Mapping[str, Any]]] = ()
 
+    def __post_init__(self) -> None:
+        _check_types(self, "AgentDefinition")
+
     def as_claude_json(self) -> dict[str, Any]:
         """The definition in ``--agents`` JSON's names."""
         fields = {
@@ -174,22 +177,31 @@ def _did_you_mean(word: Any, choices: Iterable[Any]) -> str:
     return f"; did you mean {near[0]!r}?" if near else ""
 
 
-@functools.cache
-def _field_types() -> dict[str, Any]:
-    return typing.get_type_hints(Options)
+_FIELD_TYPES: dict[type, dict[str, Any]] = {}  # each class's, resolved once
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    if cls not in _FIELD_TYPES:
+        _FIELD_TYPES[cls] = typing.get_type_hints(cls)
+    return _FIELD_TYPES[cls]
+
+
+def _check_types(made: Options | AgentDefinition, what: str) -> None:
+    """An ``OptionError`` naming the first field of ``made`` whose value is not of its
+    type, and what it may be."""
+    for name, hint in _field_types(type(made)).items():
+        value = getattr(made, name)
+        if not conforms(value, hint):
+            raise OptionError(
+                f"invalid {what} {name}={value!r}: it must be {describe(hint)}"
+                + _did_you_mean(value, literals(hint))
+            )
 
 
 def _check_values(options: Options) -> None:
-    """An ``OptionError`` naming the first field whose value is not of its type, out of its
-    range, or a path that is not there, and what it may be."""
-    for name, hint in _field_types().items():
-        value = getattr(options, name)
-        if not conforms(value, hint):
-            allowed = literals(hint)
-            raise OptionError(
-                f"{_invalid(name, value)}: it must be {describe(hint)}"
-                + _did_you_mean(value, allowed)
-            )
+    """``_check_types``, then an ``OptionError`` for a value out of its range or a path
+    that is not there."""
+    _check_types(options, "option")
     for name, least in _AT_LEAST.items():
         value = getattr(options, name)
         if value is not None and not value >= least:  # NaN is not

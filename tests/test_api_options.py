@@ -44,6 +44,11 @@ def test_each_bad_value_is_refused_when_options_are_built_naming_the_field(
     assert str(raised.value).endswith(says)
 
 
+def test_an_agent_definition_checks_its_values_too() -> None:
+    with pytest.raises(isoagent.OptionError, match=r"AgentDefinition max_turns='3'.* an int"):
+        isoagent.AgentDefinition(description="d", prompt="p", max_turns="3")  # type: ignore[arg-type]
+
+
 def test_a_misspelt_keyword_of_task_says_the_nearest_option_and_nothing_starts(
     api_server: MessagesServer, workspace: Path
 ) -> None:
