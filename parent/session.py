@@ -10,11 +10,13 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import resource
 import shutil
 import signal
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Sequence
 
 import msgspec
@@ -97,6 +99,15 @@ class Interrupted(Exception):
         self.quiet = signum == signal.SIGPIPE
 
 
+def raise_open_files_limit() -> None:
+    """The soft limit on open files up to the hard one: what the parent holds for its
+    children is bounded per child, and the usual soft 1024 would bound their number."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(OSError, ValueError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def model_source(settings: Settings, waits: WaitNotices | None = None) -> ModelSource:
     """Replayed, or the SDK (credentials from the environment), optionally recorded."""
     from isoagent.parent.model import warm
@@ -128,6 +139,8 @@ class Session:
         """Use ``Session.open``, which also starts and ends what the session owns."""
         self.settings = settings
         self.run = RunFolder.create(settings.runs_dir)
+        # the conversation's id: a UUID, as Claude Code's, unless it goes on with another
+        self.session_id = settings.session_id or str(uuid.uuid4())
         self.events = Broadcast()
         log = self.run.path / "run.jsonl"
         self.log = TranscriptWriter(log, self.run.opener(log))
@@ -183,12 +196,14 @@ class Session:
                 "refusing to start model-backed work inside an isoagent child (nesting depth 1)"
             )
         make_undumpable()  # this process holds the key: its environ and memory, not for children
+        raise_open_files_limit()
         fork_server = fork_server_for(settings.child_command)
         proxy: EgressProxy | None = None
         try:
             if settings.child_network == "on":
                 policy = EgressPolicy(settings.allowed_domains, settings.local_fetch_hosts)
-                proxy = EgressProxy(policy, once_per_host(warn))
+                # no connection of a child needs to outlast the child
+                proxy = EgressProxy(policy, once_per_host(warn), settings.timeout)
                 settings = dataclasses.replace(settings, egress_socket=proxy.path)
             if fork_server is not None:  # it loads while the SDK is imported
                 with contextlib.suppress(ForkServerUnavailable):
@@ -211,6 +226,8 @@ class Session:
                     f"cannot create the run folder in {where}: {exc.strerror or exc}"
                 ) from None
             session.waits = waits
+            if proxy is not None:
+                proxy.on_over_budget = session.supervisor.over_budget
             session.events.sinks.extend(sinks)
             session._task = asyncio.current_task()
             if signals:
@@ -308,7 +325,8 @@ class Session:
                 model=self.settings.model,
                 workdir=str(self.settings.workdir),
                 agents=list(self.settings.agents),
-                session_id=self.settings.session_id,
+                session_id=self.session_id,
+                batch_input=self.settings.batch_input,
             )
         )
 

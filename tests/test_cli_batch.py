@@ -718,3 +718,19 @@ def test_two_batches_on_one_output_run_no_task_twice(
         )
     else:  # one ended before the other read -o: that one had nothing left to do
         assert codes == [0, 0], ends
+
+
+def test_a_batch_whose_stdout_reader_goes_exits_141_quietly(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = answer(delay=1.0)
+    tasks_file(tmp_path / "tasks.txt", ["one", "two", "three"])
+    done = shell(
+        f"isoagent batch tasks.txt -C {shlex.quote(str(workspace))} | true; "
+        'echo "status ${PIPESTATUS[0]}"',
+        env_for(api_server, tmp_path),
+        tmp_path,
+    )
+    assert done.stdout == "status 141\n", done.stderr
+    assert "Traceback" not in done.stderr
+    assert "isoagent:" not in done.stderr

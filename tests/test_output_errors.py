@@ -131,3 +131,19 @@ def test_a_strict_replay_miss_prints_no_partial_answer(
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""
     assert "replay" in done.stderr or "recorded" in done.stderr
+
+
+def test_a_batch_whose_recording_fails_makes_no_further_model_call(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    (tmp_path / "tasks.txt").write_text("one\ntwo\nthree\n")
+    done = run_cli(
+        ["batch", "tasks.txt", "-j", "1", "-C", str(workspace), "--record", "/dev/full"],
+        cli_env(api_server),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 6, done.stderr
+    assert len(api_server.requests) == 1  # paid for once, never again
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["status"] for r in records] == ["error"] * 3
+    assert all("cannot write the recording /dev/full" in r["error"] for r in records)

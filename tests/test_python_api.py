@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ def test_task_runs_one_subagent_and_returns_its_result(
     assert (result.status, result.is_error, result.turns, result.tool_calls) == ("ok", False, 2, 1)
     assert result.usage.input_tokens == 20 and result.usage.output_tokens == 10
     assert result.transcript.is_file() and result.transcript.parent == result.run_dir
-    assert result.run_dir.name == result.session_id
+    assert uuid.UUID(result.session_id).version == 4  # a new session's id, as Claude Code's
     assert {r.model for r in server.requests} == {CURRENT_MODELS["haiku"]}
     events = [json.loads(line) for line in result.transcript.read_text().splitlines()]
     assert events[-1]["type"] == "child_result"

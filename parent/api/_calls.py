@@ -32,7 +32,7 @@ class Result:
     result: str
     status: Status
     usage: Usage  # the agent's own (the parent's, for ``run``; the subagent's, for ``task``)
-    session_id: str  # the run's session (its run id, or Options.session_id): ``resume=`` it
+    session_id: str  # the run's session (a UUID, or Options.session_id): ``resume=`` it
     transcript: Path  # the agent's conversation, one JSON event per line
     run_dir: Path
     error: str = ""

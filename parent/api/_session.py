@@ -69,7 +69,8 @@ class Session:
 
     @property
     def session_id(self) -> str:
-        return self._session.settings.session_id or self._session.run.run_id
+        """The run's session (a UUID, or ``Options.session_id``): ``resume=`` it."""
+        return self._session.session_id
 
     def interrupt(self) -> None:
         """End every running child now, from any thread (the claude-agent-sdk's

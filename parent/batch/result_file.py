@@ -37,7 +37,7 @@ from isoagent.parent.records.events import TaskRecord
 from isoagent.parent.records.run_folder import open_base
 
 _APPEND = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-MAX_LINE_BYTES = 64 << 20  # of a result line read back: a summary is cut far below that
+MAX_LINE_BYTES = 64 << 20  # of a line read back from -o: a longer one is refused, unread
 CUT_LINE_START = b'{"id":'  # how a result line starts, as it is written
 
 

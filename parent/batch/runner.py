@@ -7,6 +7,7 @@ a Python caller can drive the same run. Notices for the user go to ``say`` (one 
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -103,7 +104,8 @@ class BatchRun:
             except* _Stopped as group:  # the other tasks were ended: it says why
                 stopped = str(group.exceptions[0])
         except asyncio.CancelledError:
-            self.display.close(f"; interrupted{again}")
+            if session.signal != signal.SIGPIPE:  # stdout's reader left: it ends quietly
+                self.display.close(f"; interrupted{again}")
             self._hand_back_unwritten()
             raise
         finally:

@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -96,6 +98,8 @@ class Supervisor:
         self.finished: list[ChildFinished] = []
         self.launchers = Launchers(settings, fork_server, run.run_id)
         self._running: set[asyncio.Task[ChildFinished]] = set()
+        self._loop = asyncio.get_running_loop()
+        self.by_pid: dict[int, _ChildRun] = {}  # the running children here, for over_budget
         self.planted = None
         self._planted_lock = asyncio.Lock()
         # the repositories and .claude folders below the workspace's top, read-only to
@@ -121,6 +125,16 @@ class Supervisor:
         for run in running:
             run.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+
+    def over_budget(self, pid: int, why: str) -> None:
+        """From any thread (the egress proxy's): end the child ``pid`` of this machine,
+        which broke a budget of the parent's; ``why`` becomes its error."""
+        self._loop.call_soon_threadsafe(self._end_over_budget, pid, why)
+
+    def _end_over_budget(self, pid: int, why: str) -> None:
+        run = self.by_pid.get(pid)
+        if run is not None and not run.broke.done():
+            run.broke.set_result(why)
 
     async def _run(self, request: ChildRequest) -> ChildFinished:
         writing = self.planted is not None and may_write(request.agent, self.settings)
@@ -216,6 +230,8 @@ class _ChildRun:
         self.started = asyncio.get_running_loop().time()
         self._finished: ChildFinished | None = None
         self.limits: CallLimits | None = None  # its model calls' limits, from its Task
+        # set to why, when it broke a budget of the parent's (the egress proxy's)
+        self.broke: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
     @property
     def launched(self) -> bool | None:
@@ -239,6 +255,7 @@ class _ChildRun:
             self.limits = CallLimits(task)
             process = await launcher.start()
             self.pid = process.pid  # on its host: the launcher's here (the child's is there)
+            self.sup.by_pid[self.pid] = self
             drain = asyncio.create_task(self.stderr.drain(process.stderr))
             self.emit(
                 ChildStarted(
@@ -265,6 +282,7 @@ class _ChildRun:
                 if drain is not None:
                     await _finish(drain)
             finally:
+                self.sup.by_pid.pop(self.pid, None)
                 if drain is not None:
                     drain.cancel()
                 if process is not None:  # a grandchild may still hold the pipes
@@ -359,7 +377,21 @@ class _ChildRun:
             )
         if not await write_frame(process.stdin, task):
             raise ChildFailed("closed its input before taking its Task")
-        return await launcher.watch(self._talk(process), process)
+        return await launcher.watch(self._within_budget(self._talk(process)), process)
+
+    async def _within_budget(self, talk: Coroutine[Any, Any, Result]) -> Result:
+        """``talk``'s Result, unless the child breaks a budget of the parent's first."""
+        talking = asyncio.ensure_future(talk)
+        either: list[asyncio.Future[Any]] = [talking, self.broke]
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not talking.done():
+                talking.cancel()
+                await asyncio.gather(talking, return_exceptions=True)
+        if not talking.cancelled():
+            return talking.result()
+        raise ChildFailed(self.broke.result(), "error")
 
     async def _talk(self, process: ChildProcess) -> Result:
         while True:

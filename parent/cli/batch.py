@@ -78,6 +78,7 @@ def batch(
     source = open_tasks(source_name)
     if output_path is not None and same_file(source, output_path):
         fail(f"--output {output_path} is the input file: name another file", ExitCode.USAGE)
+    settings = dataclasses.replace(settings, batch_input=source_name)
     if jobs is not None:
         settings = dataclasses.replace(settings, max_parallel=jobs)
     pick_agent(settings.agents, agent_name)
@@ -127,14 +128,14 @@ def open_output(settings: Settings, path: Path) -> tuple[ResultFile, Previous]:
     """``-o``, held, and what an earlier batch left in it; a file that cannot be is one line."""
     try:
         results = ResultFile(settings.runs_dir, path)
+        try:
+            previous = results.previous()
+        except BaseException:
+            results.close()
+            raise
     except OSError as exc:
         fail(f"cannot write {exc.filename}: {exc.strerror or exc}")
     except BatchRefused as exc:
-        fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR)
-    try:
-        previous = results.previous()
-    except BatchRefused as exc:
-        results.close()
         fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR)
     if forged := previous.forged:
         click.echo(

@@ -42,6 +42,10 @@ COMMANDS = {
         "isoagent.parent.cli.logs",
         "List the latest runs, or show RUN as a tree of its agents, turns and tool calls.",
     ),
+    "gateway": (
+        "isoagent.parent.cli.gateway",
+        "List this user's warm gateways (server, age, memory, calls), or stop them.",
+    ),
     "demo": (
         "isoagent.parent.cli.demo",
         "Run three subagent examples offline: scripted model turns, real child processes.",

@@ -61,7 +61,8 @@ class RecordingSource:
     """Passes calls to ``inner`` and appends each call and its reply to ``path``.
 
     A call whose line cannot be written (a full disk) fails, saying so: a run recorded
-    in part must not end as if its recording were whole.
+    in part must not end as if its recording were whole. Every later call fails the same
+    way without being made: it could only be paid for and lost.
     """
 
     def __init__(self, inner: ModelSource, path: Path) -> None:
@@ -72,18 +73,23 @@ class RecordingSource:
         self.inner = inner
         self.path = path
         self._end = 0  # of the last whole line
+        self._broken: ModelError | None = None  # why a line could not be written
 
     async def complete(self, call: ModelCall) -> ModelReply:
-        reply = await self.inner.complete(call)
-        try:
-            write_all(self._file, _encoder.encode(Recorded(call, reply)) + b"\n")
-        except OSError as exc:
-            with contextlib.suppress(OSError):  # no line cut short: the cassette stays loadable
-                self._file.truncate(self._end)
-            why = f"cannot write the recording {self.path}: {exc.strerror}"
-            return ModelReply(turn=call.turn, error=ModelError("replay", why))
-        self._end = self._file.tell()
-        return reply
+        if self._broken is None:
+            reply = await self.inner.complete(call)
+            line = _encoder.encode(Recorded(call, reply)) + b"\n"
+            try:
+                write_all(self._file, line)
+                self._end += len(line)
+                return reply
+            except OSError as exc:
+                with contextlib.suppress(OSError):  # no line cut short: it stays loadable
+                    self._file.truncate(self._end)
+                self._broken = ModelError(
+                    "replay", f"cannot write the recording {self.path}: {exc.strerror}"
+                )
+        return ModelReply(turn=call.turn, error=self._broken)
 
     async def aclose(self) -> None:
         self._file.close()
