@@ -274,6 +274,15 @@ class Session:
         self.stop_parent.set()
         self._loop.call_soon_threadsafe(self._end_children)
 
+    def stop_child(self, child: str) -> bool:
+        """The SDK's ``stop_task``, from another thread: end child ``child`` alone; False
+        when no such child is running."""
+        ask = asyncio.run_coroutine_threadsafe(self._stop_child(child), self._loop)
+        return ask.result()
+
+    async def _stop_child(self, child: str) -> bool:
+        return self.supervisor.stop(child)
+
     def _end_children(self) -> None:
         self._ending = asyncio.ensure_future(self.supervisor.end_all())
 

@@ -518,6 +518,52 @@ def test_interrupt_ends_a_running_child(
     assert ended.data["status"] == "stopped" and ended.data["result"]["status"] == "cancelled"
 
 
+def test_stop_task_ends_one_child_and_the_parent_goes_on(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """The SDK's stop_task, as in Claude Code: that subagent ends (stopped), its task call
+    says so to the parent's model, and the parent's turn goes on to its answer."""
+    api_server.handler = delegating("touch started; sleep 600", lambda req: "answered")
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(workspace),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+    )
+
+    async def talk() -> tuple[list[Any], str]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("go")
+            messages = []
+            async for message in client.receive_messages():
+                messages.append(message)
+                if getattr(message, "subtype", "") == "task_started":
+                    while not (workspace / "started").exists():
+                        await asyncio.sleep(0.05)
+                    await client.stop_task(message.data["task_id"])
+                if isinstance(message, ResultMessage):
+                    break
+            try:
+                await client.stop_task("999")
+                refused = ""
+            except Exception as exc:
+                refused = str(exc)
+            return messages, refused
+
+    messages, refused = asyncio.run(asyncio.wait_for(talk(), 120))
+    (ended,) = [m for m in messages if getattr(m, "subtype", "") == "task_notification"]
+    assert ended.data["status"] == "stopped" and "stopped (stop_task)" in ended.data[
+        "summary"
+    ] + str(ended.data["result"])
+    result = messages[-1]
+    assert isinstance(result, ResultMessage) and (result.is_error, result.result) == (
+        False,
+        "answered",
+    )
+    parent_saw = [r for r in api_server.requests if r.is_parent][-1].tool_results[0]
+    assert parent_saw["is_error"] and "cancelled" in str(parent_saw["content"])
+    assert refused == "no task '999' is running"
+
+
 def test_the_session_goes_on_after_an_interrupt_with_the_interrupted_turn_in_it(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:

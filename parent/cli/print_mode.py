@@ -293,6 +293,7 @@ def run_prompt(
             output.hear(session.gateway)
             if inbox is not None:
                 inbox.interrupt = session.interrupt
+                inbox.stop_task = session.stop_child
                 if settings.permission_prompt_tool:
                     session.ask = inbox.ask
             result = await session.run_parent(prompt)
@@ -337,7 +338,7 @@ def _serve_stream(
                 code, run_id = run_prompt(settings, text, output_format, inbox, partial=partial)
             finally:
                 inbox.running.clear()
-                inbox.interrupt = None
+                inbox.interrupt = inbox.stop_task = None
             if code > 128 and inbox.interrupts == interrupts:
                 return code  # a signal ended it (the SDK's disconnect): start nothing queued
             settings = dataclasses.replace(settings, budget_spent=inbox.spent)
@@ -359,6 +360,7 @@ class _Inbox:
     def __init__(self) -> None:
         self.running = threading.Event()
         self.interrupt: Callable[[], None] | None = None  # the running session's
+        self.stop_task: Callable[[str], bool] | None = None  # and its stop_child
         self.interrupts = 0  # interrupt requests so far
         self.spent = 0.0  # US dollars the session's runs spent, under --max-budget-usd
         self.cost = 0.0  # what the session's runs cost, as their results say
@@ -448,6 +450,12 @@ class _Inbox:
             if self.interrupt is not None:
                 self.interrupt()
             _respond(message, {}, "")
+        elif isinstance(request, dict) and request.get("subtype") == "stop_task":
+            task = str(request.get("task_id"))
+            if self.stop_task is not None and self.stop_task(task):
+                _respond(message, {}, "")
+            else:
+                _respond(message, None, f"no task {task!r} is running")
         elif isinstance(request, dict) and request.get("subtype") in _ANY_TIME:
             assert self.settings is not None  # set before a run starts
             _respond(message, _ANY_TIME[request["subtype"]](self.settings, self), "")
@@ -567,6 +575,8 @@ def _answer(message: dict[str, Any], settings: Settings, inbox: _Inbox) -> Setti
             _respond(message, {}, "")
             return dataclasses.replace(settings, mcp_servers=servers)
     error = _NOTHING_TO_DO.get(str(subtype), error)
+    if subtype == "stop_task":  # between runs
+        error = f"no task {str(request.get('task_id'))!r} is running"
     if subtype == "set_permission_mode":
         mode = str(request.get("mode", ""))
         try:
