@@ -179,10 +179,14 @@ class Session:
         *,
         source: ModelSource | None = None,
         sinks: Sequence[Sink] = (),
+        signals: bool = True,
     ) -> AsyncIterator[Session]:
         """A started session with ``sinks`` attached before its first event; on the way out,
-        whatever the end, its fork server is closed. SIGINT, SIGTERM and SIGHUP cancel the
-        task that opened it, which ends every child, and leave as ``Interrupted``.
+        whatever the end, its fork server is closed. With ``signals`` (the CLI's), SIGINT,
+        SIGTERM and SIGHUP cancel the task that opened it, which ends every child, and leave
+        as ``Interrupted``. Without (the Python API's: the signals are its caller's), the
+        session installs no handler; cancelling the task that opened it (as ``asyncio.run``
+        does on Ctrl-C) ends every child just the same and leaves as ``CancelledError``.
 
         ``source``: the model (default: from ``settings``: a replay, or the SDK); the
         session closes it.
@@ -225,7 +229,9 @@ class Session:
             if proxy is not None:
                 proxy.on_over_budget = session.supervisor.over_budget
             session.events.sinks.extend(sinks)
-            session._stop_on_signals()
+            session._task = asyncio.current_task()
+            if signals:
+                session._stop_on_signals()
             session._start()
             try:
                 yield session
@@ -288,7 +294,6 @@ class Session:
         """Signals stop the current task from now on; the handlers stay until the loop
         closes, so a late signal is not a traceback."""
         loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, self.stop, signum)
 
