@@ -23,7 +23,7 @@ from isoagent.parent.children.connection import (
     FrameRefused,
 )
 from isoagent.parent.children.large_results import SUMMARY_LIMIT, ResultFiles
-from isoagent.parent.run_folder import RunFolder
+from isoagent.parent.records.run_folder import RunFolder
 from isoagent.protocol import (
     FrameError,
     Heartbeat,

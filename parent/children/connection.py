@@ -11,7 +11,7 @@ from io import FileIO
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from isoagent.parent.run_folder import write_all
+from isoagent.parent.records.run_folder import write_all
 from isoagent.protocol import (
     ChildFrame,
     FrameError,

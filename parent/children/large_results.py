@@ -27,7 +27,7 @@ import msgspec
 
 from isoagent.child.agent.truncate import MARKER_ROOM, mark_cut
 from isoagent.parent.children.connection import FRAME_IN_MEMORY, FrameRefused
-from isoagent.parent.run_folder import RunFolder, write_all
+from isoagent.parent.records.run_folder import RunFolder, write_all
 from isoagent.protocol import FrameError, Result
 
 SUMMARY_LIMIT = 1 << 20  # bytes of a child's summary, or of its error, the parent holds
