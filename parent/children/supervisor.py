@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import itertools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -61,6 +62,9 @@ from isoagent.protocol import (
     Usage,
 )
 
+if TYPE_CHECKING:
+    from isoagent.parent.telemetry.run_trace import RunTrace
+
 
 @dataclass
 class ChildRequest:
@@ -101,6 +105,7 @@ class Supervisor:
         # the repositories and .claude folders below the workspace's top, read-only to
         # writing children: found once, before the first of them starts
         self.nested_protected: tuple[str, ...] = ()
+        self.trace: RunTrace | None = None  # the run's telemetry, when on (the session's)
         if settings.sandbox != "off":
             roots = (settings.workdir, *settings.add_dirs)
             self.planted = PlantedNames(roots, run.path / "planted")
@@ -216,6 +221,7 @@ class _ChildRun:
         self.started = asyncio.get_running_loop().time()
         self._finished: ChildFinished | None = None
         self.limits: CallLimits | None = None  # its model calls' limits, from its Task
+        self.span = sup.trace.child_started(self.id) if sup.trace is not None else None
 
     @property
     def launched(self) -> bool | None:
@@ -302,6 +308,7 @@ class _ChildRun:
             heartbeat=launcher.heartbeat,
             add_dirs=[str(path) for path in settings.add_dirs],
             mcp_servers=settings.mcp_servers.for_agent(self.agent),
+            trace=self.span is not None,
         )
 
     async def _outcome(self, process: ChildProcess, task: Task) -> Result:
@@ -430,6 +437,8 @@ class _ChildRun:
         )
 
     def _finish(self, result: Result, process: ChildProcess | None) -> None:
+        spans = result.spans  # for telemetry only: records and callers never see them
+        result = msgspec.structs.replace(result, spans=[])
         lines = self.stderr.last_lines()
         if result.status in ("crashed", "launch_failed") and lines:
             result = msgspec.structs.replace(
@@ -447,6 +456,9 @@ class _ChildRun:
         )
         self._finished = finished
         self.emit(finished)
+        if self.span is not None:
+            assert self.sup.trace is not None
+            self.sup.trace.child_finished(self.span, finished, spans, self.launcher.host_name)
 
 
 async def _finish(drain: asyncio.Task[None], seconds: float = 1.0) -> None:

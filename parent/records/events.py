@@ -26,6 +26,7 @@ class RunStarted(Event, tag="init"):
     workdir: str
     agents: list[str]
     session_id: str = ""  # the conversation it goes on with (--resume, --session-id); "": its own
+    trace_id: str = ""  # its OpenTelemetry trace, when telemetry is on
 
 
 class ChildStarted(Event, tag="child_started"):
@@ -76,6 +77,7 @@ class RunFinished(Event, tag="result"):
     retries: int = 0  # model-call attempts the gateway retried, all agents together
     structured_output: Any = None  # --json-schema: the parent's last valid answer
     structured_output_failed: bool = False  # it gave no valid answer in five tries
+    trace_id: str = ""  # its OpenTelemetry trace, when telemetry is on
 
 
 class TaskRecord(msgspec.Struct):
@@ -97,6 +99,8 @@ class TaskRecord(msgspec.Struct):
     transcript: str = ""
     error: str = ""
     retries: int = 0  # model-call attempts retried (rate limit, overload, server, connection)
+    # the batch's OpenTelemetry trace, when telemetry is on (else the line has no such key)
+    trace_id: str | msgspec.UnsetType = msgspec.UNSET
 
 
 AnyEvent = RunStarted | ChildStarted | MessageAdded | ChildProgress | ChildFinished | RunFinished

@@ -1,0 +1,212 @@
+"""OpenTelemetry: one trace per run, whose spans cross the process boundary, received by an
+OTLP/HTTP receiver on 127.0.0.1 and decoded with the official protobuf classes."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from tests.conftest import cli_env
+from tests.support.cli import read_jsonl, run_cli, run_cli_listing_modules, run_dirs
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+
+
+class Received:
+    """What an OTLP receiver was sent: each span with its resource's attributes."""
+
+    def __init__(self) -> None:
+        self.spans: list[dict[str, Any]] = []
+        self.metrics: dict[str, float] = {}
+        self.requests = 0
+
+    def take(self, path: str, body: bytes) -> None:
+        self.requests += 1
+        if path == "/v1/traces":
+            traces = ExportTraceServiceRequest.FromString(body)
+            for resource in traces.resource_spans:
+                process = _attributes(resource.resource.attributes)
+                for scope in resource.scope_spans:
+                    for span in scope.spans:
+                        self.spans.append(
+                            {
+                                "name": span.name,
+                                "trace": span.trace_id.hex(),
+                                "id": span.span_id.hex(),
+                                "parent": span.parent_span_id.hex(),
+                                "start": span.start_time_unix_nano,
+                                "end": span.end_time_unix_nano,
+                                "error": span.status.code == 2,
+                                "attributes": _attributes(span.attributes),
+                                "resource": process,
+                            }
+                        )
+        elif path == "/v1/metrics":
+            metrics = ExportMetricsServiceRequest.FromString(body)
+            for resource in metrics.resource_metrics:
+                for scope in resource.scope_metrics:
+                    for metric in scope.metrics:
+                        points = metric.sum.data_points
+                        total = sum(p.as_int or p.as_double for p in points)
+                        self.metrics[metric.name] = total  # cumulative: the last is the total
+
+    def named(self, prefix: str) -> list[dict[str, Any]]:
+        return [span for span in self.spans if span["name"].startswith(prefix)]
+
+
+def _attributes(pairs: Any) -> dict[str, Any]:
+    values = {}
+    for pair in pairs:
+        kind = pair.value.WhichOneof("value")
+        values[pair.key] = getattr(pair.value, kind) if kind else None
+    return values
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[str, Received]]:
+    """An OTLP/HTTP receiver (protobuf) on 127.0.0.1: its endpoint and what it received."""
+    received = Received()
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            with lock:
+                received.take(self.path, body)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def telemetry_env(server: MessagesServer, tmp_path: Path, endpoint: str) -> dict[str, str]:
+    return cli_env(
+        server,
+        HOME=str(tmp_path / "home"),
+        CLAUDE_CODE_ENABLE_TELEMETRY="1",
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+        OTEL_RESOURCE_ATTRIBUTES="team=tests",
+    )
+
+
+def delegate_reading(req: Request) -> Reply:
+    """The parent delegates one task; the child reads a file and answers."""
+    if req.is_parent:
+        if req.turn == 0:
+            task = {"description": "read", "prompt": "read notes", "subagent_type": "Explore"}
+            return tool_reply("task", task, usage=(120, 30))
+        return text_reply("done", usage=(200, 7))
+    if req.turn == 0:
+        return tool_reply("read_file", {"path": "notes.txt"}, usage=(50, 11))
+    return text_reply("the notes say 42", usage=(70, 13))
+
+
+def transcript_usage(run: Path) -> dict[str, int]:
+    """Every model reply's usage in the run folder's transcripts, summed."""
+    total = {"input_tokens": 0, "output_tokens": 0}
+    for path in run.glob("*.jsonl"):
+        for event in read_jsonl(path):
+            if event["type"] == "message" and event.get("usage"):
+                for key in total:
+                    total[key] += event["usage"][key]
+    return total
+
+
+def test_a_run_is_one_trace_whose_spans_cross_into_its_child(
+    api_server: MessagesServer,
+    tmp_path: Path,
+    workspace: Path,
+    receiver: tuple[str, Received],
+) -> None:
+    endpoint, received = receiver
+    (workspace / "notes.txt").write_text("42\n")
+    api_server.handler = delegate_reading
+    env = telemetry_env(api_server, tmp_path, endpoint)
+    done = run_cli(
+        ["run", "go", "-C", str(workspace), "--output-format", "json"], env, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+
+    spans = received.spans
+    traces = {span["trace"] for span in spans}
+    assert len(traces) == 1
+    (trace,) = traces
+    assert json.loads(done.stdout)["trace_id"] == trace
+    (run,) = run_dirs(workspace)
+    assert read_jsonl(run / "run.jsonl")[0]["trace_id"] == trace
+
+    by_id = {span["id"]: span for span in spans}
+    (root,) = [span for span in spans if not span["parent"]]
+    assert root["name"] == "isoagent" and root["resource"]["team"] == "tests"
+    (parent_agent,) = received.named("invoke_agent parent")
+    (task_call,) = received.named("execute_tool task")
+    (child_agent,) = received.named("invoke_agent Explore")
+    (child_tool,) = received.named("execute_tool read_file")
+    assert parent_agent["parent"] == root["id"]
+    assert task_call["parent"] == parent_agent["id"]
+    assert child_agent["parent"] == task_call["id"]
+    assert child_tool["parent"] == child_agent["id"]
+    # made in two processes: the child's spans are its own process's resource
+    parent_pid = root["resource"]["process.pid"]
+    child_pid = child_tool["resource"]["process.pid"]
+    assert child_pid != parent_pid and child_agent["resource"]["process.pid"] == child_pid
+    assert child_agent["attributes"]["isoagent.status"] == "ok"
+    # each model call under the agent that made it, with its tokens
+    chats = received.named("chat ")
+    assert sorted(by_id[chat["parent"]]["name"] for chat in chats) == [
+        "invoke_agent Explore",
+        "invoke_agent Explore",
+        "invoke_agent parent",
+        "invoke_agent parent",
+    ]
+    usage = transcript_usage(run)
+    assert usage == {"input_tokens": 440, "output_tokens": 61}
+    for key in usage:
+        assert sum(chat["attributes"][f"gen_ai.usage.{key}"] for chat in chats) == usage[key]
+    assert all(chat["attributes"]["gen_ai.agent.name"] for chat in chats)
+    assert received.metrics["isoagent.token.usage"] == 440 + 61
+    assert received.metrics["isoagent.task.count"] == 1
+    for span in spans:  # every span inside the run's
+        assert root["start"] <= span["start"] <= span["end"] <= root["end"]
+
+
+def test_telemetry_off_exports_nothing_and_imports_no_opentelemetry(
+    api_server: MessagesServer,
+    tmp_path: Path,
+    workspace: Path,
+    receiver: tuple[str, Received],
+) -> None:
+    """An endpoint alone turns nothing on: it is often set for other programs."""
+    endpoint, received = receiver
+    (workspace / "notes.txt").write_text("42\n")
+    api_server.handler = delegate_reading
+    env = cli_env(api_server, HOME=str(tmp_path / "home"), OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)
+    args = ["run", "go", "-C", str(workspace), "--output-format", "json"]
+    done, modules = run_cli_listing_modules(args, env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not [module for module in modules if module.startswith("opentelemetry")]
+    assert received.requests == 0
+    assert "trace_id" not in json.loads(done.stdout.splitlines()[-1])
+    (run,) = run_dirs(workspace)
+    assert "trace_id" not in read_jsonl(run / "run.jsonl")[0]
