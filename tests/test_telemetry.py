@@ -4,6 +4,7 @@ OTLP/HTTP receiver on 127.0.0.1 and decoded with the official protobuf classes."
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +17,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from isoagent.protocol import MAX_SPANS
 from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_cli, run_cli_listing_modules, run_dirs
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
@@ -210,3 +212,53 @@ def test_telemetry_off_exports_nothing_and_imports_no_opentelemetry(
     assert "trace_id" not in json.loads(done.stdout.splitlines()[-1])
     (run,) = run_dirs(workspace)
     assert "trace_id" not in read_jsonl(run / "run.jsonl")[0]
+
+
+def test_a_childs_forged_spans_are_bounded_and_stay_under_its_agent_span(
+    api_server: MessagesServer,
+    tmp_path: Path,
+    workspace: Path,
+    receiver: tuple[str, Received],
+) -> None:
+    """A child sends thousands of spans with oversized names and attributes, times out of
+    its life, and parents it never made (tests/support/faulty_children ``forge-spans``)."""
+    endpoint, received = receiver
+    api_server.handler = delegate_reading
+    forger = f"{sys.executable} -m tests.support.faulty_children forge-spans {tmp_path}"
+    env = telemetry_env(api_server, tmp_path, endpoint) | {"ISOAGENT_CHILD_COMMAND": forger}
+    done = run_cli(["run", "go", "-C", str(workspace)], env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "trace").read_text() == "True"  # its Task asked for spans
+
+    spans = received.spans
+    assert len({span["trace"] for span in spans}) == 1
+    assert len({span["id"] for span in spans}) == len(spans)  # no id given twice
+    by_id = {span["id"]: span for span in spans}
+    (root,) = [span for span in spans if not span["parent"]]
+    (task_call,) = received.named("execute_tool task")
+    (agent,) = [span for span in spans if span["parent"] == task_call["id"]]
+    assert agent["name"] == "invoke_agent Explore"  # the parent's name, not the child's
+    assert agent["attributes"]["gen_ai.agent.name"] == "Explore"
+    assert agent["attributes"]["isoagent.child"] == "001"
+    assert agent["attributes"]["isoagent.spans_dropped"] > 0
+    child_pid = agent["resource"]["process.pid"]
+    made_there = [span for span in spans if span["resource"]["process.pid"] == child_pid]
+    assert len(made_there) <= MAX_SPANS
+    for span in made_there:  # each under its agent span, whatever parent it claimed
+        assert agent["id"] in _path_up(span, by_id)
+        assert len(span["name"]) <= 128
+        assert len(span["attributes"]) <= 16 + 8  # its 16 and, on its agent span, the parent's
+        for key, value in span["attributes"].items():
+            assert len(key) <= 64 and (not isinstance(value, str) or len(value) <= 256)
+        assert root["start"] <= span["start"] <= span["end"] <= root["end"]
+    assert received.named("escapes")[0]["attributes"]["n"] == (1 << 63) - 1  # as OTLP carries
+
+
+def _path_up(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> list[str]:
+    """``span``'s id and its ancestors' up to the run's (a parent not in the trace fails)."""
+    path = [span["id"]]
+    while span["parent"]:
+        span = by_id[span["parent"]]
+        assert span["id"] not in path, "a cycle"
+        path.append(span["id"])
+    return path

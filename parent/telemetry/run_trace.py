@@ -203,8 +203,9 @@ def adopt(spans: list[Span], agent: Span) -> list[Span]:
                 agent, start=own.start, end=own.end, attributes=own.attributes | agent.attributes
             )
             continue
+        parent = ids.get(span.parent, agent.id)  # before its own id is known: not itself
         ids[span.id] = new_span_id()
-        taken.append(_cut(span, window, ids[span.id], ids.get(span.parent, agent.id)))
+        taken.append(_cut(span, window, ids[span.id], parent))
     if dropped := len(spans) - len(seen):
         agent.attributes["isoagent.spans_dropped"] = dropped
     return [agent, *taken]
