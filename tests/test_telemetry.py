@@ -4,6 +4,7 @@ OTLP/HTTP receiver on 127.0.0.1 and decoded with the official protobuf classes."
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 from collections.abc import Iterator
@@ -262,3 +263,19 @@ def _path_up(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> list[str
         assert span["id"] not in path, "a cycle"
         path.append(span["id"])
     return path
+
+
+def test_a_collector_that_is_not_there_is_one_warning_and_the_run_still_answers(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    api_server.handler = lambda req: text_reply("the answer")
+    env = telemetry_env(api_server, tmp_path, f"http://127.0.0.1:{port}")
+    done = run_cli(["task", "--agent", "Explore", "hi", "-C", str(workspace)], env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "the answer\n"
+    said = [line for line in done.stderr.splitlines() if "telemetry" in line]
+    assert len(said) == 1 and said[0].startswith("isoagent: warning: telemetry is not exported")
+    assert "Connection refused" in said[0]

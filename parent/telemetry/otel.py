@@ -5,13 +5,18 @@ Imported only when telemetry is on. A span reaches the SDK once it has ended, as
 that id: so a child's spans, made in another process, and a span whose parent has not
 ended yet keep their places in the tree. Each process a span was made in is a resource of
 its own (``process.pid``).
+
+The SDK's complaints (an export that failed and is retried) are one warning line for the
+run, and the run's end does not wait on a collector that is not there.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Mapping
 
 from opentelemetry import trace
@@ -28,6 +33,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
+from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.telemetry.config import (
     Signal,
     TelemetryUnavailable,
@@ -37,6 +43,24 @@ from isoagent.parent.telemetry.config import (
 from isoagent.protocol import Span, SpanValue
 
 SCOPE = "isoagent"
+CLOSE_WAIT = 10.0  # seconds the run's end waits for the last export: the OTLP exporters' default
+
+_sdk_log = logging.getLogger("opentelemetry")
+_sdk_log.propagate = False  # said by ``_FirstComplaint`` while a run exports, else not at all
+_sdk_log.addHandler(logging.NullHandler())
+
+
+class _FirstComplaint(logging.Handler):
+    """The SDK's first warning or error, as one line on stderr; ``failed`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.failed = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed.is_set():
+            self.failed.set()
+            warn(f"warning: telemetry is not exported: {record.getMessage()[:300]}")
 
 
 class _GivenIds(IdGenerator):
@@ -59,6 +83,8 @@ class OtelExport:
     def __init__(self, env: Mapping[str, str], trace_id: int) -> None:
         """Raises ``TelemetryUnavailable``."""
         self.trace_id = trace_id
+        self._complaint = _FirstComplaint()
+        _sdk_log.addHandler(self._complaint)
         self.resource = _resource()
         self._ids = _GivenIds(trace_id)
         self._processors = [BatchSpanProcessor(e) for e in _span_exporters(env)]
@@ -100,10 +126,20 @@ class OtelExport:
         self.counters[counter].add(amount, attributes)
 
     def close(self) -> None:
-        """Export what is left; once."""
-        for processor in self._processors:
-            processor.shutdown()
-        self._meters.shutdown()
+        """Export what is left, once: waited for up to ``CLOSE_WAIT`` seconds, and no
+        longer once an export has failed."""
+        ends = [threading.Thread(target=p.shutdown, daemon=True) for p in self._processors]
+        ends.append(threading.Thread(target=self._meters.shutdown, daemon=True))
+        for end in ends:
+            end.start()
+        deadline = time.monotonic() + CLOSE_WAIT
+        for end in ends:
+            while end.is_alive() and not self._complaint.failed.is_set():
+                if time.monotonic() > deadline:
+                    warn(f"warning: telemetry not exported within {CLOSE_WAIT:g} s: left out")
+                    break
+                end.join(0.05)
+        _sdk_log.removeHandler(self._complaint)
 
     def _tracer(self, pid: int, host: str) -> trace.Tracer:
         tracer = self._tracers.get((pid, host))
