@@ -21,7 +21,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from isoagent.protocol import MAX_SPANS
 from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_cli, run_cli_listing_modules, run_dirs
-from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.support.messages_server import (
+    MessagesServer,
+    Reply,
+    Request,
+    text_reply,
+    tool_reply,
+    tools_reply,
+)
+from tests.support.scripts import delegating
 
 
 class Received:
@@ -114,11 +122,12 @@ def telemetry_env(server: MessagesServer, tmp_path: Path, endpoint: str) -> dict
 
 
 def delegate_reading(req: Request) -> Reply:
-    """The parent delegates one task; the child reads a file and answers."""
+    """The parent delegates two tasks in one turn (they run at once); each child reads a
+    file and answers."""
     if req.is_parent:
         if req.turn == 0:
             task = {"description": "read", "prompt": "read notes", "subagent_type": "Explore"}
-            return tool_reply("task", task, usage=(120, 30))
+            return tools_reply([("task", task), ("task", task)], usage=(120, 30))
         return text_reply("done", usage=(200, 7))
     if req.turn == 0:
         return tool_reply("read_file", {"path": "notes.txt"}, usage=(50, 11))
@@ -163,33 +172,33 @@ def test_a_run_is_one_trace_whose_spans_cross_into_its_child(
     (root,) = [span for span in spans if not span["parent"]]
     assert root["name"] == "isoagent" and root["resource"]["team"] == "tests"
     (parent_agent,) = received.named("invoke_agent parent")
-    (task_call,) = received.named("execute_tool task")
-    (child_agent,) = received.named("invoke_agent Explore")
-    (child_tool,) = received.named("execute_tool read_file")
     assert parent_agent["parent"] == root["id"]
-    assert task_call["parent"] == parent_agent["id"]
-    assert child_agent["parent"] == task_call["id"]
-    assert child_tool["parent"] == child_agent["id"]
-    # made in two processes: the child's spans are its own process's resource
+    task_calls = received.named("execute_tool task")
+    child_agents = received.named("invoke_agent Explore")
+    child_tools = received.named("execute_tool read_file")
+    assert len(task_calls) == len(child_agents) == len(child_tools) == 2
+    assert all(call["parent"] == parent_agent["id"] for call in task_calls)
+    # each child under its own task call, its tool call under it
+    assert {agent["parent"] for agent in child_agents} == {call["id"] for call in task_calls}
+    assert {tool["parent"] for tool in child_tools} == {agent["id"] for agent in child_agents}
+    # made in three processes: a child's spans are its own process's resource
     parent_pid = root["resource"]["process.pid"]
-    child_pid = child_tool["resource"]["process.pid"]
-    assert child_pid != parent_pid and child_agent["resource"]["process.pid"] == child_pid
-    assert child_agent["attributes"]["isoagent.status"] == "ok"
+    child_pids = {span["resource"]["process.pid"] for span in child_agents + child_tools}
+    assert len(child_pids) == 2 and parent_pid not in child_pids
+    assert all(agent["attributes"]["isoagent.status"] == "ok" for agent in child_agents)
     # each model call under the agent that made it, with its tokens
     chats = received.named("chat ")
     assert sorted(by_id[chat["parent"]]["name"] for chat in chats) == [
-        "invoke_agent Explore",
-        "invoke_agent Explore",
-        "invoke_agent parent",
-        "invoke_agent parent",
+        *["invoke_agent Explore"] * 4,
+        *["invoke_agent parent"] * 2,
     ]
     usage = transcript_usage(run)
-    assert usage == {"input_tokens": 440, "output_tokens": 61}
+    assert usage == {"input_tokens": 560, "output_tokens": 85}
     for key in usage:
         assert sum(chat["attributes"][f"gen_ai.usage.{key}"] for chat in chats) == usage[key]
     assert all(chat["attributes"]["gen_ai.agent.name"] for chat in chats)
-    assert received.metrics["isoagent.token.usage"] == 440 + 61
-    assert received.metrics["isoagent.task.count"] == 1
+    assert received.metrics["isoagent.token.usage"] == 560 + 85
+    assert received.metrics["isoagent.task.count"] == 2
     for span in spans:  # every span inside the run's
         assert root["start"] <= span["start"] <= span["end"] <= root["end"]
 
@@ -224,7 +233,7 @@ def test_a_childs_forged_spans_are_bounded_and_stay_under_its_agent_span(
     """A child sends thousands of spans with oversized names and attributes, times out of
     its life, and parents it never made (tests/support/faulty_children ``forge-spans``)."""
     endpoint, received = receiver
-    api_server.handler = delegate_reading
+    api_server.handler = delegating([text_reply("never asked")])
     forger = f"{sys.executable} -m tests.support.faulty_children forge-spans {tmp_path}"
     env = telemetry_env(api_server, tmp_path, endpoint) | {"ISOAGENT_CHILD_COMMAND": forger}
     done = run_cli(["run", "go", "-C", str(workspace)], env, cwd=tmp_path)
@@ -238,8 +247,8 @@ def test_a_childs_forged_spans_are_bounded_and_stay_under_its_agent_span(
     (root,) = [span for span in spans if not span["parent"]]
     (task_call,) = received.named("execute_tool task")
     (agent,) = [span for span in spans if span["parent"] == task_call["id"]]
-    assert agent["name"] == "invoke_agent Explore"  # the parent's name, not the child's
-    assert agent["attributes"]["gen_ai.agent.name"] == "Explore"
+    assert agent["name"] == "invoke_agent general-purpose"  # the parent's, not the child's
+    assert agent["attributes"]["gen_ai.agent.name"] == "general-purpose"
     assert agent["attributes"]["isoagent.child"] == "001"
     assert agent["attributes"]["isoagent.spans_dropped"] > 0
     child_pid = agent["resource"]["process.pid"]
@@ -279,3 +288,25 @@ def test_a_collector_that_is_not_there_is_one_warning_and_the_run_still_answers(
     said = [line for line in done.stderr.splitlines() if "telemetry" in line]
     assert len(said) == 1 and said[0].startswith("isoagent: warning: telemetry is not exported")
     assert "Connection refused" in said[0]
+
+
+def test_a_batch_is_one_trace_and_each_line_names_it(
+    api_server: MessagesServer,
+    tmp_path: Path,
+    workspace: Path,
+    receiver: tuple[str, Received],
+) -> None:
+    endpoint, received = receiver
+    api_server.handler = lambda req: text_reply(f"answer to {req.first_user_text}")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": n, "prompt": f"task {n}"}) + "\n" for n in (1, 2)))
+    env = telemetry_env(api_server, tmp_path, endpoint)
+    args = ["batch", str(tasks), "-j", "2", "-C", str(workspace), "-o", str(tmp_path / "out")]
+    done = run_cli(args, env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    (trace,) = {span["trace"] for span in received.spans}
+    assert [line["trace_id"] for line in read_jsonl(tmp_path / "out")] == [trace, trace]
+    (root,) = [span for span in received.spans if not span["parent"]]
+    agents = received.named("invoke_agent ")
+    assert len(agents) == 2 and all(agent["parent"] == root["id"] for agent in agents)
+    assert len({agent["resource"]["process.pid"] for agent in agents}) == 2
