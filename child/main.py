@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
-from isoagent.child.agent.loop import Agent
+from isoagent.child.agent.loop import Agent, agent_options
 from isoagent.child.agent.spans import NoSpans, SpanRecorder, Spans
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
@@ -109,6 +109,7 @@ def main() -> int:
         output_cap=task.limits.output_cap,
         on_progress=channel.send,
         is_cancelled=ctx.cancelled.is_set,
+        call_options=agent_options(task.agent),
         spans=spans,
     )
     result = agent.run(task.prompt)

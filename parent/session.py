@@ -10,11 +10,13 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import resource
 import shutil
 import signal
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Sequence
 
 import msgspec
@@ -100,6 +102,15 @@ class Interrupted(Exception):
         self.quiet = signum == signal.SIGPIPE
 
 
+def raise_open_files_limit() -> None:
+    """The soft limit on open files up to the hard one: what the parent holds for its
+    children is bounded per child, and the usual soft 1024 would bound their number."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(OSError, ValueError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def model_source(settings: Settings, waits: WaitNotices | None = None) -> ModelSource:
     """Replayed, or the SDK (credentials from the environment), optionally recorded."""
     from isoagent.parent.model import warm
@@ -131,6 +142,8 @@ class Session:
         """Use ``Session.open``, which also starts and ends what the session owns."""
         self.settings = settings
         self.run = RunFolder.create(settings.runs_dir)
+        # the conversation's id: a UUID, as Claude Code's, unless it goes on with another
+        self.session_id = settings.session_id or str(uuid.uuid4())
         self.events = Broadcast()
         log = self.run.path / "run.jsonl"
         self.log = TranscriptWriter(log, self.run.opener(log))
@@ -177,10 +190,14 @@ class Session:
         *,
         source: ModelSource | None = None,
         sinks: Sequence[Sink] = (),
+        signals: bool = True,
     ) -> AsyncIterator[Session]:
         """A started session with ``sinks`` attached before its first event; on the way out,
-        whatever the end, its fork server is closed. SIGINT, SIGTERM and SIGHUP cancel the
-        task that opened it, which ends every child, and leave as ``Interrupted``.
+        whatever the end, its fork server is closed. With ``signals`` (the CLI's), SIGINT,
+        SIGTERM and SIGHUP cancel the task that opened it, which ends every child, and leave
+        as ``Interrupted``. Without (the Python API's: the signals are its caller's), the
+        session installs no handler; cancelling the task that opened it (as ``asyncio.run``
+        does on Ctrl-C) ends every child just the same and leaves as ``CancelledError``.
 
         ``source``: the model (default: from ``settings``: a replay, or the SDK); the
         session closes it.
@@ -190,13 +207,15 @@ class Session:
                 "refusing to start model-backed work inside an isoagent child (nesting depth 1)"
             )
         make_undumpable()  # this process holds the key: its environ and memory, not for children
+        raise_open_files_limit()
         fork_server = fork_server_for(settings.child_command)
         proxy: EgressProxy | None = None
         trace: RunTrace | None = None
         try:
             if settings.child_network == "on":
                 policy = EgressPolicy(settings.allowed_domains, settings.local_fetch_hosts)
-                proxy = EgressProxy(policy, once_per_host(warn))
+                # no connection of a child needs to outlast the child
+                proxy = EgressProxy(policy, once_per_host(warn), settings.timeout)
                 settings = dataclasses.replace(settings, egress_socket=proxy.path)
             if fork_server is not None:  # it loads while the SDK is imported
                 with contextlib.suppress(ForkServerUnavailable):
@@ -220,8 +239,12 @@ class Session:
                 ) from None
             session.waits = waits
             trace = session.trace
+            if proxy is not None:
+                proxy.on_over_budget = session.supervisor.over_budget
             session.events.sinks.extend(sinks)
-            session._stop_on_signals()
+            session._task = asyncio.current_task()
+            if signals:
+                session._stop_on_signals()
             session._start()
             try:
                 yield session
@@ -266,6 +289,15 @@ class Session:
         self.stop_parent.set()
         self._loop.call_soon_threadsafe(self._end_children)
 
+    def stop_child(self, child: str) -> bool:
+        """The SDK's ``stop_task``, from another thread: end child ``child`` alone; False
+        when no such child is running."""
+        ask = asyncio.run_coroutine_threadsafe(self._stop_child(child), self._loop)
+        return ask.result()
+
+    async def _stop_child(self, child: str) -> bool:
+        return self.supervisor.stop(child)
+
     def _end_children(self) -> None:
         self._ending = asyncio.ensure_future(self.supervisor.end_all())
 
@@ -277,7 +309,6 @@ class Session:
         """Signals stop the current task from now on; the handlers stay until the loop
         closes, so a late signal is not a traceback."""
         loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, self.stop, signum)
 
@@ -325,7 +356,8 @@ class Session:
                 model=self.settings.model,
                 workdir=str(self.settings.workdir),
                 agents=list(self.settings.agents),
-                session_id=self.settings.session_id,
+                session_id=self.session_id,
+                batch_input=self.settings.batch_input,
                 trace_id=self.trace_id,
             )
         )

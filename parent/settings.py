@@ -69,6 +69,7 @@ class Settings:
     deny_read: tuple[Path, ...] = ()  # besides the defaults (sandbox_policy.DENY_READ)
     local_fetch_hosts: tuple[str, ...] = ()  # web_fetch may reach them on private addresses
     kept_files: tuple[Path, ...] = ()  # read-only to writing children (batch's -o file)
+    batch_input: str = ""  # isoagent batch: its FILE, as given ("-": stdin), for the run's record
 
     @property
     def runs_dir(self) -> Path:

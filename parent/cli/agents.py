@@ -35,7 +35,7 @@ def agents(workdir: Path, agents_dirs: tuple[Path, ...], as_json: bool) -> None:
     else:
         for spec in catalog.agents.values():  # an agent file's words, escaped on a terminal
             lines = [f"{spec.name}  ({_where(spec.source)})", f"  {spec.description}"]
-            lines.append(f"  tools: {', '.join(spec.tools) or '(none)'}")
+            lines.append(f"  tools: {', '.join(spec.tools + spec.mcp_tools) or '(none)'}")
             extras = [f"model: {spec.model}"] if spec.model else []
             extras += [f"max turns: {spec.max_turns}"] if spec.max_turns else []
             if extras:

@@ -32,7 +32,14 @@ class ConversationRecorder:
         if reply.error is None:
             self.sink(
                 MessageAdded(
-                    "assistant", reply.content, call.turn, self.child, reply.usage, reply.model
+                    "assistant",
+                    reply.content,
+                    call.turn,
+                    self.child,
+                    reply.usage,
+                    reply.model,
+                    reply.id,
+                    reply.stop_reason,
                 )
             )
             self._seen += 1
