@@ -18,6 +18,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from isoagent.parent.telemetry.config import telemetry_enabled
 from isoagent.protocol import MAX_SPANS
 from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_cli, run_cli_listing_modules, run_dirs
@@ -310,3 +311,22 @@ def test_a_batch_is_one_trace_and_each_line_names_it(
     agents = received.named("invoke_agent ")
     assert len(agents) == 2 and all(agent["parent"] == root["id"] for agent in agents)
     assert len({agent["resource"]["process.pid"] for agent in agents}) == 2
+
+
+@pytest.mark.parametrize(
+    ("env", "on"),
+    [
+        ({}, False),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, False),
+        ({"CLAUDE_CODE_ENABLE_TELEMETRY": "1"}, True),
+        ({"CLAUDE_CODE_ENABLE_TELEMETRY": "0"}, False),
+        ({"OTEL_TRACES_EXPORTER": "otlp"}, True),
+        ({"OTEL_METRICS_EXPORTER": "console"}, True),
+        ({"OTEL_TRACES_EXPORTER": "none"}, False),
+        ({"CLAUDE_CODE_ENABLE_TELEMETRY": "1", "OTEL_SDK_DISABLED": "true"}, False),
+    ],
+)
+def test_telemetry_is_on_as_claude_code_and_the_otel_sdks_say(
+    env: dict[str, str], on: bool
+) -> None:
+    assert telemetry_enabled(env) is on

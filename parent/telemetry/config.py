@@ -22,7 +22,8 @@ def telemetry_enabled(env: Mapping[str, str]) -> bool:
         return False
     if env.get("CLAUDE_CODE_ENABLE_TELEMETRY", "").strip().lower() in _TRUE:
         return True
-    return any(env.get(f"OTEL_{signal}_EXPORTER") for signal in ("TRACES", "METRICS"))
+    signals: tuple[Signal, ...] = ("TRACES", "METRICS")
+    return any(exporter_names(env, s) for s in signals if env.get(f"OTEL_{s}_EXPORTER"))
 
 
 def exporter_names(env: Mapping[str, str], signal: Signal) -> list[str]:

@@ -112,8 +112,8 @@ class OtelExport:
             flags = TraceFlags(TraceFlags.SAMPLED)
             parent = SpanContext(self.trace_id, span.parent, is_remote=False, trace_flags=flags)
             context = trace.set_span_in_context(NonRecordingSpan(parent), context)
-        tracer = self._tracer(pid or os.getpid(), host)
-        with self._ids.lock:
+        with self._ids.lock:  # spans end in the event loop and in the parent agent's threads
+            tracer = self._tracer(pid or os.getpid(), host)
             self._ids.span_id = span.id
             made = tracer.start_span(
                 span.name, context, attributes=span.attributes, start_time=span.start
