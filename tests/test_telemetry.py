@@ -132,12 +132,22 @@ def delegate_reading(req: Request) -> Reply:
         return text_reply("done", usage=(200, 7))
     if req.turn == 0:
         return tool_reply("read_file", {"path": "notes.txt"}, usage=(50, 11))
-    return text_reply("the notes say 42", usage=(70, 13))
+    answer = text_reply("the notes say 42", usage=(70, 13))
+    answer.cache = (5, 9)  # prompt-cache tokens written, read
+    return answer
+
+
+TOKENS = {  # the transcripts' usage keys, and the spans' attributes
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
+    "cache_creation_input_tokens": "gen_ai.usage.cache_creation.input_tokens",
+    "cache_read_input_tokens": "gen_ai.usage.cache_read.input_tokens",
+}
 
 
 def transcript_usage(run: Path) -> dict[str, int]:
     """Every model reply's usage in the run folder's transcripts, summed."""
-    total = {"input_tokens": 0, "output_tokens": 0}
+    total = dict.fromkeys(TOKENS, 0)
     for path in run.glob("*.jsonl"):
         for event in read_jsonl(path):
             if event["type"] == "message" and event.get("usage"):
@@ -194,11 +204,11 @@ def test_a_run_is_one_trace_whose_spans_cross_into_its_child(
         *["invoke_agent parent"] * 2,
     ]
     usage = transcript_usage(run)
-    assert usage == {"input_tokens": 560, "output_tokens": 85}
-    for key in usage:
-        assert sum(chat["attributes"][f"gen_ai.usage.{key}"] for chat in chats) == usage[key]
+    assert list(usage.values()) == [560, 85, 10, 18]
+    for key, attribute in TOKENS.items():
+        assert sum(chat["attributes"][attribute] for chat in chats) == usage[key]
     assert all(chat["attributes"]["gen_ai.agent.name"] for chat in chats)
-    assert received.metrics["isoagent.token.usage"] == 560 + 85
+    assert received.metrics["isoagent.token.usage"] == 560 + 85 + 10 + 18
     assert received.metrics["isoagent.task.count"] == 2
     for span in spans:  # every span inside the run's
         assert root["start"] <= span["start"] <= span["end"] <= root["end"]
