@@ -24,7 +24,7 @@ from isoagent.child.agent.spans import SpanRecorder, current_span
 from isoagent.parent.model.conversation import calling_for
 from isoagent.parent.model.prices import cost_usd
 from isoagent.parent.telemetry.config import TelemetryUnavailable, telemetry_enabled
-from isoagent.protocol import MAX_SPANS, ModelCall, ModelReply, Result, Span, SpanValue, Usage
+from isoagent.protocol import MAX_SPANS, ModelCall, ModelReply, Result, Span, SpanValue
 
 if TYPE_CHECKING:
     from isoagent.parent.records.events import ChildFinished
@@ -163,24 +163,26 @@ class RunTrace:
         self.export.count("tasks", 1, {"agent": finished.agent, "status": result.status})
 
     def finish(self, result: Result) -> None:
-        """The run's span ends, as ``result`` says; once."""
-        if self._ended:
-            return
-        self._ended = True
-        attributes: dict[str, SpanValue] = {
-            "isoagent.run_id": self.run_id,
-            "isoagent.status": result.status,
+        """The run's span ends, as ``result`` says."""
+        counts: dict[str, SpanValue] = {
             "isoagent.turns": result.turns,
             "isoagent.tool_calls": result.tool_calls,
         }
         error = "" if result.status == "ok" else result.error or result.status
-        span = Span(self.run_span, 0, "isoagent", self.started, time.time_ns(), attributes, error)
-        self.export.span(span)
+        self._end_run(result.status, error, counts)
 
     def close(self) -> None:
         """Export what is left (the run's span, if no result ended it)."""
-        self.finish(Result("", "error", 0, 0, Usage(), 0.0, error="ended without a result"))
+        self._end_run("error", "ended without a result")
         self.export.close()
+
+    def _end_run(self, status: str, error: str, counts: dict[str, SpanValue] | None = None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        attributes = {"isoagent.run_id": self.run_id, "isoagent.status": status, **(counts or {})}
+        span = Span(self.run_span, 0, "isoagent", self.started, time.time_ns(), attributes, error)
+        self.export.span(span)
 
 
 def adopt(spans: list[Span], agent: Span) -> list[Span]:
