@@ -19,7 +19,7 @@ import contextlib
 import itertools
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -64,6 +64,9 @@ from isoagent.protocol import (
     Usage,
 )
 
+if TYPE_CHECKING:
+    from isoagent.parent.telemetry.run_trace import RunTrace
+
 
 @dataclass
 class ChildRequest:
@@ -106,6 +109,7 @@ class Supervisor:
         # the repositories and .claude folders below the workspace's top, read-only to
         # writing children: found once, before the first of them starts
         self.nested_protected: tuple[str, ...] = ()
+        self.trace: RunTrace | None = None  # the run's telemetry, when on (the session's)
         if settings.sandbox != "off":
             roots = (settings.workdir, *settings.add_dirs)
             self.planted = PlantedNames(roots, run.path / "planted")
@@ -242,6 +246,7 @@ class _ChildRun:
         self.limits: CallLimits | None = None  # its model calls' limits, from its Task
         # how the parent ended it before its Result (a budget broken, stop_task), if it did
         self.ended: asyncio.Future[ChildFailed] = asyncio.get_running_loop().create_future()
+        self.span = sup.trace.child_started(self.id) if sup.trace is not None else None
 
     @property
     def launched(self) -> bool | None:
@@ -331,6 +336,7 @@ class _ChildRun:
             heartbeat=launcher.heartbeat,
             add_dirs=[str(path) for path in settings.add_dirs],
             mcp_servers=settings.mcp_servers.for_agent(self.agent),
+            trace=self.span is not None,
         )
 
     async def _outcome(self, process: ChildProcess, task: Task) -> Result:
@@ -487,6 +493,8 @@ class _ChildRun:
         )
 
     def _finish(self, result: Result, process: ChildProcess | None) -> None:
+        spans = result.spans  # for telemetry only: records and callers never see them
+        result = msgspec.structs.replace(result, spans=[])
         lines = self.stderr.last_lines()
         if result.status in ("crashed", "launch_failed") and lines:
             result = msgspec.structs.replace(
@@ -504,6 +512,9 @@ class _ChildRun:
         )
         self._finished = finished
         self.emit(finished)
+        if self.span is not None:
+            assert self.sup.trace is not None
+            self.sup.trace.child_finished(self.span, finished, spans, self.launcher.host_name)
 
 
 async def _finish(drain: asyncio.Task[None], seconds: float = 1.0) -> None:

@@ -42,8 +42,18 @@ class Gateway:
         # hears every event of every streamed call, with the child whose call it is ("":
         # the parent's): ``--include-partial-messages``
         self.on_event: Callable[[str, bytes], None] | None = None
+        # hears every call once answered, with when it started (Unix ns): telemetry
+        self.on_call: Callable[[ModelCall, ModelReply, int], None] | None = None
 
     async def call(self, call: ModelCall) -> ModelReply:
+        """One model turn; see ``_call``."""
+        started = time.time_ns()
+        reply = await self._call(call)
+        if self.on_call is not None:
+            self.on_call(call, reply, started)
+        return reply
+
+    async def _call(self, call: ModelCall) -> ModelReply:
         """One model turn. The budget is checked when the call gets its slot, so calls
         already under way when it runs out still finish: a run can pass its budget by
         what at most ``max_concurrent - 1`` concurrent calls use, never by more."""

@@ -31,6 +31,9 @@ Behaviours:
 - ``flood-calls``: Hello, takes its Task, sends ``FLOOD_CALLS`` model calls without waiting
   for a reply, writes a line to ``DIR/replies`` for each reply, and once every call was
   answered an ok Result.
+- ``forge-spans``: Hello, takes its Task, writes ``DIR/trace`` (whether the Task asks for
+  spans) and ends with a Result of forged spans: thousands, oversized names and attributes,
+  times out of its life, parents it never made, ids given twice.
 
 ``first-BEHAVIOUR``: the first child of the test to start behaves so, the others are the
 real child (``exec``): a hostile child beside honest siblings in one batch.
@@ -47,6 +50,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from isoagent.protocol import (
+    MAX_SPANS,
     PROTOCOL_VERSION,
     CallOptions,
     FrameReader,
@@ -59,6 +63,7 @@ from isoagent.protocol import (
     ParentFrame,
     Progress,
     Result,
+    Span,
     Task,
     TextBlock,
     ToolSpec,
@@ -137,6 +142,10 @@ def main(behaviour: str, folder: Path) -> int:
         note(folder, "forged", os.getpid())
         reader.read()  # never answered: the parent ends it
         return 0
+    if behaviour == "forge-spans" and isinstance(task, Task):
+        (folder / "trace").write_text(str(task.trace))
+        writer.write(Result("forged", "ok", 1, 0, Usage(), 0.1, spans=forged_spans()))
+        return 0
     if behaviour.startswith("forge-") and isinstance(task, Task):
         forge(behaviour, task, writer, reader, folder)
         return 0
@@ -155,6 +164,25 @@ def main(behaviour: str, folder: Path) -> int:
         flood(task, writer, reader, folder)
         return 0
     raise SystemExit(f"unknown behaviour {behaviour!r}")
+
+
+def forged_spans() -> list[Span]:
+    """Spans no honest recorder makes: each claims what the parent must not let it."""
+    huge = "x" * 10_000
+    agent = Span(1, 1 << 62, "invoke_agent parent" + huge, 0, (1 << 63) - 1)
+    agent.attributes = {f"key{n}" + huge: huge for n in range(100)}
+    agent.attributes |= {"gen_ai.agent.name": "parent", "isoagent.child": "000"}
+    spans = [agent, Span(1, 0, "a second agent span", 0, 1)]
+    spans += [  # under spans it never made: ids of the parent's, for all it knows
+        Span(2, (1 << 64) - 1, "escapes", 0, 1, {"n": (1 << 64) - 1}),
+        Span(3, 3, "its own parent", 0, 1),
+        Span(4, 9, "under a later one", 0, 1),
+        Span(5, -7, "under a negative one", 0, 1),
+        Span(0, 0, "numbered 0", 0, 1),
+        Span(-1, 0, "numbered -1", 0, 1),
+    ]
+    spans += [Span(n, 2, "flood", 1, 2) for n in range(6, 3 * MAX_SPANS)]
+    return spans
 
 
 def forge(
