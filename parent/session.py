@@ -15,7 +15,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import msgspec
 
@@ -52,6 +52,7 @@ from isoagent.parent.events import (
 )
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway, ModelSource
+from isoagent.parent.model.prices import BATCH_PRICE
 from isoagent.parent.model.retry import WaitNotices
 from isoagent.parent.model.sdk import KEY_VARIABLES
 from isoagent.parent.parent_agent import (
@@ -97,8 +98,11 @@ class Interrupted(Exception):
         self.quiet = signum == signal.SIGPIPE
 
 
-def model_source(settings: Settings, waits: WaitNotices | None = None) -> ModelSource:
-    """Replayed, or the SDK (credentials from the environment), optionally recorded."""
+def model_source(
+    settings: Settings, waits: WaitNotices | None = None, live: Callable[[], int] | None = None
+) -> ModelSource:
+    """Replayed, or the SDK (credentials from the environment), optionally recorded; with
+    ``api_batches``, the SDK's Message Batches, sent when the ``live`` children all wait."""
     from isoagent.parent.model import warm
     from isoagent.parent.model.cassette import CassetteError, RecordingSource, ReplaySource
     from isoagent.parent.model.sdk import MissingCredentials, check_credentials
@@ -106,6 +110,12 @@ def model_source(settings: Settings, waits: WaitNotices | None = None) -> ModelS
     try:
         if settings.replay is not None:
             source: ModelSource = ReplaySource(settings.replay, settings.replay_match)
+        elif settings.api_batches:
+            from isoagent.parent.model.batches import BatchSource
+            from isoagent.parent.model.sdk import AnthropicSource
+
+            window = settings.batch_window
+            source = BatchSource(AnthropicSource(), window=window, live=live, on_wait=waits)
         else:
             check_credentials()
             if settings.fallback_model:  # the warm gateway's calls carry no fallback
@@ -134,7 +144,10 @@ class Session:
         self.events.sinks.append(self._log_run_event)
         self.cost_budget: CostBudget | None = None
         if settings.max_budget_usd:
-            self.cost_budget = CostBudget(source, settings.max_budget_usd, settings.budget_spent)
+            rate = BATCH_PRICE if settings.api_batches and settings.replay is None else 1.0
+            self.cost_budget = CostBudget(
+                source, settings.max_budget_usd, settings.budget_spent, rate
+            )
             source = self.cost_budget
         self.gateway = Gateway(
             source,
@@ -190,8 +203,8 @@ class Session:
                 with contextlib.suppress(ForkServerUnavailable):
                     fork_server.launch()
             waits = WaitNotices()
-            if source is None:
-                source = model_source(settings, waits)
+            if source is None:  # its batches go when every child of the session waits
+                source = model_source(settings, waits, lambda: session.supervisor.running)
             for warning in (
                 unsandboxed_warning(settings.sandbox),
                 *mechanism_warnings(settings.sandbox, settings.child_network == "host"),

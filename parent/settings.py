@@ -69,6 +69,8 @@ class Settings:
     deny_read: tuple[Path, ...] = ()  # besides the defaults (sandbox_policy.DENY_READ)
     local_fetch_hosts: tuple[str, ...] = ()  # web_fetch may reach them on private addresses
     kept_files: tuple[Path, ...] = ()  # read-only to writing children (batch's -o file)
+    api_batches: bool = False  # model calls go in Message Batches, at half price (batch)
+    batch_window: float = 2.0  # seconds a queued call waits for others to join its batch
 
     @property
     def runs_dir(self) -> Path:

@@ -4,10 +4,23 @@ Batches, at the batch price; and the test server's Message Batches API it is tes
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
 
 import anthropic
 
-from tests.support.messages_server import MessagesServer, Reply, Request, error_reply, text_reply
+from tests.conftest import cli_env
+from tests.support.cli import read_jsonl, run_cli
+from tests.support.messages_server import (
+    MessagesServer,
+    Reply,
+    Request,
+    error_reply,
+    text_reply,
+    tool_reply,
+)
 
 
 def _params(text: str) -> dict[str, object]:
@@ -61,3 +74,43 @@ def test_the_test_server_speaks_the_message_batches_api_through_the_sdk(
     asyncio.run(talk())
     # each batched request was answered by the handler and recorded, with its custom_id
     assert sorted(r.custom_id for r in api_server.requests) == ["r0", "r1", "r2", "r3"]
+
+
+def _three_turns(request: Request) -> Reply:
+    """Each task: two bash calls, then its answer."""
+    if request.turn < 2:
+        return tool_reply("bash", {"command": f"echo turn {request.turn}"})
+    return text_reply(f"did: {request.first_user_text}")
+
+
+def _batch(
+    server: MessagesServer, tmp_path: Path, workspace: Path, prompts: list[str], *flags: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, Any]]]:
+    """``isoagent batch --api-batches`` of ``prompts`` (ids: the prompts), every task at once;
+    its run and its result lines by id."""
+    lines = "".join(json.dumps({"id": p, "prompt": p}) + "\n" for p in prompts)
+    (tmp_path / "tasks.jsonl").write_text(lines)
+    args = ["batch", "tasks.jsonl", "-j", str(len(prompts)), "-o", "out.jsonl"]
+    args += ["-C", str(workspace), "--api-batches", *flags]
+    done = run_cli(args, cli_env(server, HOME=str(tmp_path / "home")), cwd=tmp_path)
+    return done, {r["id"]: r for r in read_jsonl(tmp_path / "out.jsonl")}
+
+
+def test_every_round_of_the_batch_is_one_message_batch_sent_when_every_task_waits(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = _three_turns
+    api_server.batch_delay = 0.2
+    prompts = [f"task-{n}" for n in range(6)]
+    # a window longer than the tasks' timeout: only "every task waits" can send a batch
+    done, records = _batch(
+        api_server, tmp_path, workspace, prompts, "--batch-window", "600", "--timeout", "30"
+    )
+    assert done.returncode == 0, done.stderr
+    assert {r["status"] for r in records.values()} == {"ok"}
+    assert {r["summary"] for r in records.values()} == {f"did: {p}" for p in prompts}
+    assert [len(b.requests) for b in api_server.batches.values()] == [6, 6, 6]  # 3 rounds
+    assert all(r.custom_id for r in api_server.requests)  # none went to /v1/messages
+    assert "isoagent: sent 3 Message Batches, 18 requests\n" in done.stderr
+    said = [line for line in done.stderr.splitlines() if "round 1: batch msgbatch_" in line]
+    assert len(said) == 1 and said[0].endswith(" 0/6 done, 0 s"), done.stderr

@@ -78,12 +78,29 @@ Examples:
     "--agent", "-a", "agent_name", default="general-purpose", show_default=True,
     help="Agent type for lines that name none (see `isoagent agents`).",
 )  # fmt: skip
+@click.option(
+    "--api-batches",
+    is_flag=True,
+    help="Send the model calls as Anthropic Message Batches: half the price, each turn as "
+    "slow as a batch (minutes, up to 24 h; raise --timeout). See the README.",
+)
+@click.option(
+    "--batch-window",
+    type=click.FloatRange(0),
+    default=Settings.batch_window,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --api-batches: how long a model call waits for the others to join its batch "
+    "(it goes at once when every running task waits).",
+)
 @settings_options
 def batch(
     source_name: str,
     jobs: int | None,
     output_path: Path | None,
     agent_name: str,
+    api_batches: bool,
+    batch_window: float,
     settings: Settings,
 ) -> None:
     """Run one subagent per line of FILE ('-' for stdin), each in its own process.
@@ -96,6 +113,7 @@ def batch(
         fail(f"--output {output_path} is the input file: name another file", ExitCode.USAGE)
     if jobs is not None:
         settings = dataclasses.replace(settings, max_parallel=jobs)
+    settings = dataclasses.replace(settings, api_batches=api_batches, batch_window=batch_window)
     pick_agent(settings.agents, agent_name)
     where = "stdin" if source_name == "-" else source_name
     try:
