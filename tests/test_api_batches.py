@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
+import pytest
 
+from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
+from isoagent.parent.children.supervisor import ChildRequest
+from isoagent.parent.session import Session
+from isoagent.parent.settings import Settings
+from isoagent.protocol import Limits
 from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_cli
 from tests.support.messages_server import (
@@ -114,3 +120,90 @@ def test_every_round_of_the_batch_is_one_message_batch_sent_when_every_task_wait
     assert "isoagent: sent 3 Message Batches, 18 requests\n" in done.stderr
     said = [line for line in done.stderr.splitlines() if "round 1: batch msgbatch_" in line]
     assert len(said) == 1 and said[0].endswith(" 0/6 done, 0 s"), done.stderr
+
+
+def test_errored_and_expired_requests_go_in_the_next_batch_and_are_counted(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    def script(request: Request) -> list[Reply]:
+        answer = text_reply(f"did: {request.first_user_text}")
+        if request.first_user_text == "expires":
+            return [Reply(batch_result="expired"), answer]
+        if request.first_user_text == "overloaded":
+            return [error_reply(529, "overloaded_error", "Overloaded"), answer]
+        if request.first_user_text == "refused":  # would be refused again: not sent again
+            return [error_reply(400, "invalid_request_error", "prompt is too long"), answer]
+        return [answer]
+
+    api_server.handler = script
+    done, records = _batch(
+        api_server, tmp_path, workspace, ["expires", "overloaded", "refused", "fine"]
+    )
+    assert done.returncode == 6, done.stderr  # a task failed
+    assert [len(b.requests) for b in api_server.batches.values()] == [4, 2]
+    assert {k: (r["status"], r["retries"]) for k, r in records.items()} == {
+        "expires": ("ok", 1),
+        "overloaded": ("ok", 1),
+        "refused": ("error", 0),
+        "fine": ("ok", 0),
+    }
+    assert records["expires"]["summary"] == "did: expires"
+    assert "invalid_request_error: prompt is too long" in records["refused"]["error"]
+    summary = "sent 2 Message Batches, 6 requests (1 errored, 1 expired: sent again)"
+    assert f"isoagent: {summary}\n" in done.stderr
+
+
+def test_a_task_whose_requests_keep_expiring_fails_at_its_timeout_alone(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    def script(request: Request) -> Reply:
+        if request.first_user_text == "never":
+            return Reply(batch_result="expired")
+        return _three_turns(request)
+
+    api_server.handler = script
+    api_server.batch_delay = 0.1
+    done, records = _batch(
+        api_server, tmp_path, workspace, ["never", "a", "b"], "--batch-window", "0.2",
+        "--timeout", "4",
+    )  # fmt: skip
+    assert done.returncode == 6, done.stderr  # a task failed
+    assert records["never"]["status"] == "timeout", records["never"]
+    assert [records[k]["status"] for k in ("a", "b")] == ["ok", "ok"]
+    expired = sum(r.first_user_text == "never" for r in api_server.requests)
+    assert expired >= 2  # sent again, batch after batch, until its timeout
+
+
+def _spend(server: MessagesServer, workspace: Path, api_batches: bool) -> tuple[str, float]:
+    """A three-turn task in a session with a $2.50 budget: its status, and what it cost."""
+    settings = Settings(
+        workdir=workspace, model="claude-sonnet-5", limits=Limits(), agents=dict(BUILTIN_AGENTS),
+        max_budget_usd=2.5, api_batches=api_batches, batch_window=0.1,
+    )  # fmt: skip
+
+    async def run() -> tuple[str, float]:
+        async with Session.open(settings) as session:
+            agent = BUILTIN_AGENTS["general-purpose"]
+            finished = await session.supervisor.run(ChildRequest("priced", "priced", agent))
+            assert session.cost_budget is not None
+            return finished.result.status, session.cost_budget.spent
+
+    return asyncio.run(run())
+
+
+def test_the_budget_prices_a_batchs_tokens_at_half(
+    api_server: MessagesServer, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # each turn reads a million input tokens: $2 at sonnet-5's price, $1 in a batch
+    def script(request: Request) -> Reply:
+        reply = _three_turns(request)
+        reply.usage = (1_000_000, 0)
+        return reply
+
+    api_server.handler = script
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api_server.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    # $1 + $1 leave $0.50: the third turn is made; at the normal price the second ends it
+    assert _spend(api_server, workspace, api_batches=True) == ("ok", 3.0)
+    assert _spend(api_server, workspace, api_batches=False) == ("budget", 4.0)
+    assert len(api_server.batches) == 3
