@@ -70,7 +70,9 @@ class Settings:
     local_fetch_hosts: tuple[str, ...] = ()  # web_fetch may reach them on private addresses
     kept_files: tuple[Path, ...] = ()  # read-only to writing children (batch's -o file)
     api_batches: bool = False  # model calls go in Message Batches, at half price (batch)
-    batch_window: float = 2.0  # seconds a queued call waits for others to join its batch
+    # seconds a queued call waits for others to join its batch: little beside the minutes a
+    # Message Batch takes, and time for a fleet that is still starting to join the first one
+    batch_window: float = 10.0
 
     @property
     def runs_dir(self) -> Path:
