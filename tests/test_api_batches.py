@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,8 @@ from isoagent.parent.children.supervisor import ChildRequest
 from isoagent.parent.session import Session
 from isoagent.parent.settings import Settings
 from isoagent.protocol import Limits
-from tests.conftest import cli_env
-from tests.support.cli import read_jsonl, run_cli
+from tests.conftest import base_env, cli_env
+from tests.support.cli import read_jsonl, run_cli, start_cli
 from tests.support.messages_server import (
     MessagesServer,
     Reply,
@@ -26,6 +28,7 @@ from tests.support.messages_server import (
     error_reply,
     text_reply,
     tool_reply,
+    unused_url,
 )
 
 
@@ -207,3 +210,38 @@ def test_the_budget_prices_a_batchs_tokens_at_half(
     assert _spend(api_server, workspace, api_batches=True) == ("ok", 3.0)
     assert _spend(api_server, workspace, api_batches=False) == ("budget", 4.0)
     assert len(api_server.batches) == 3
+
+
+def test_an_interrupted_batch_cancels_its_message_batches_in_flight(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = _three_turns
+    api_server.batch_delay = 600.0  # it would not end before the test does
+    (tmp_path / "tasks.txt").write_text("one\ntwo\n")
+    args = ["batch", "tasks.txt", "-j", "2", "-o", "out.jsonl", "-C", str(workspace)]
+    env = cli_env(api_server, HOME=str(tmp_path / "home"))
+    cli = start_cli([*args, "--api-batches"], env, cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not api_server.batches and time.monotonic() < deadline and cli.poll() is None:
+        time.sleep(0.05)
+    cli.send_signal(signal.SIGINT)
+    _, stderr = cli.communicate(timeout=60)
+    assert cli.returncode == 130, stderr
+    (batch,) = api_server.batches.values()
+    assert batch.cancel_initiated is not None  # its turns are not paid for nothing
+    assert "Traceback" not in stderr
+
+
+def test_a_server_that_never_answers_fails_the_tasks_at_once_in_one_clear_error(
+    tmp_path: Path, workspace: Path
+) -> None:
+    (tmp_path / "tasks.txt").write_text("one\ntwo\n")
+    env = base_env(ANTHROPIC_BASE_URL=unused_url(), ANTHROPIC_API_KEY="test-key")
+    args = ["batch", "tasks.txt", "-j", "2", "-o", "out.jsonl", "-C", str(workspace)]
+    done = run_cli(
+        [*args, "--api-batches", "--batch-window", "0", "--timeout", "60"], env, cwd=tmp_path
+    )
+    assert done.returncode == 6, done.stderr
+    records = read_jsonl(tmp_path / "out.jsonl")
+    assert [r["status"] for r in records] == ["error", "error"]  # not their timeout
+    assert all("it has never answered" in r["error"] for r in records), records

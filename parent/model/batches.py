@@ -19,14 +19,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from isoagent.parent.model.limiter import Waiting
-from isoagent.parent.model.retry import RETRIED, WaitSink, backoff
+from isoagent.parent.model.retry import RETRIED, UNREACHED_ATTEMPTS, WaitSink, backoff
 from isoagent.parent.model.sdk import AnthropicSource, message_reply, request_body
 from isoagent.protocol import ModelCall, ModelError, ModelReply
 
@@ -36,6 +36,7 @@ FIRST_POLL = 0.5  # seconds between a batch's polls: a tenth of its age, within 
 LAST_POLL = 60.0
 CHECK = 0.1  # seconds between looks at how many children are live, while calls wait
 SAID_EVERY = 60.0  # a batch's progress is said again after this
+CANCEL_SECONDS = 5.0  # for cancelling the batches in flight, at the end
 # errored results sent again: the API's transient errors (a request it refuses as asked would
 # be refused again)
 _RETRIED_ERRORS = {
@@ -96,7 +97,8 @@ class BatchStats:
             )
             if count
         )
-        said = f"sent {self.batches} Message Batches, {self.requests:,} requests"
+        batches = "Message Batch" if self.batches == 1 else "Message Batches"
+        said = f"sent {self.batches} {batches}, {self.requests:,} requests"
         if again:
             said += f" ({again}: sent again)"
         if self.abandoned:
@@ -128,7 +130,7 @@ class BatchSource:
         self._ids = 0
         self._woken = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
-        self._pollers: set[asyncio.Task[None]] = set()
+        self._pollers: dict[str, asyncio.Task[None]] = {}  # by the id of the batch in flight
         self._failures = 0  # creates that failed in a row
 
     async def complete(self, call: ModelCall) -> ModelReply:
@@ -146,10 +148,17 @@ class BatchSource:
                 self._queue.remove(queued)
 
     async def aclose(self) -> None:
-        """Stop sending and polling: batches in flight go on at the API, unread."""
-        for task in (self._dispatcher, *self._pollers):
+        """Stop sending and polling, and cancel the batches still in flight (a run that was
+        interrupted): nothing would read their results."""
+        in_flight = list(self._pollers)
+        for task in (self._dispatcher, *self._pollers.values()):
             if task is not None:
                 task.cancel()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(CANCEL_SECONDS):
+                for batch_id in in_flight:
+                    with contextlib.suppress(self._api_error):
+                        await self.batches.cancel(batch_id)
         if self.stats.batches:
             self._say("done", self.stats.summary())
         await self.source.aclose()
@@ -167,11 +176,19 @@ class BatchSource:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._woken.wait(), CHECK)
                 continue
-            if not await self._send(self._take()):
-                self._failures += 1
-                await asyncio.sleep(backoff(self._failures))
-            else:
+            error = await self._send(self._take())
+            if error is None:
                 self._failures = 0
+                continue
+            self._failures += 1
+            unreached = error.kind == "connection" and not self.stats.batches
+            if unreached and self._failures >= UNREACHED_ATTEMPTS:  # a wrong address
+                said = f"{error.message} ({self._failures} attempts; it has never answered)"
+                failed, self._queue = self._queue, []
+                self._fail(failed, ModelError("connection", said))
+                continue
+            self._say("batch", f"cannot send a Message Batch for now: {error.message}")
+            await asyncio.sleep(backoff(self._failures))
 
     def _due(self) -> bool:
         """Whether the queue goes now: every live child waits in it, the window has passed,
@@ -195,9 +212,9 @@ class BatchSource:
         del self._queue[: len(taken)]
         return taken
 
-    async def _send(self, calls: list[_Queued]) -> bool:
-        """One Message Batch of ``calls``; False (and ``calls`` queued again) if the API
-        could not take it for now."""
+    async def _send(self, calls: list[_Queued]) -> ModelError | None:
+        """One Message Batch of ``calls``; the error, with ``calls`` queued again, if the
+        API could not take it for now."""
         requests = []
         named: dict[str, _Queued] = {}
         for queued in calls:
@@ -210,21 +227,20 @@ class BatchSource:
         except self._api_error as exc:
             error = self.source.describe(exc)
             if error.kind in RETRIED:
-                self._queue[:0] = [q for q in calls if not q.answer.done()]
-                self._say("batch", f"cannot send a Message Batch for now: {error.message}")
-                return False
+                self._queue[:0] = calls
+                return error
             for queued in calls:
                 _answer(queued, ModelReply(queued.call.turn, error=error))
-            return True
+            return None
         self.stats.batches += 1
         self.stats.requests += len(calls)
         for queued in calls:
             queued.sent += 1
         self._flying.update(named)
         poller = asyncio.create_task(self._follow(batch.id, self.stats.batches, named))
-        self._pollers.add(poller)
-        poller.add_done_callback(self._pollers.discard)
-        return True
+        self._pollers[batch.id] = poller
+        poller.add_done_callback(lambda _: self._pollers.pop(batch.id, None))
+        return None
 
     # -- answers ---------------------------------------------------------------
 
@@ -243,7 +259,7 @@ class BatchSource:
                 except self._api_error as exc:
                     error = self.source.describe(exc)
                     if error.kind not in RETRIED:
-                        return self._fail(named, error)
+                        return self._fail(named.values(), error)
                     failures += 1
                     await asyncio.sleep(backoff(failures))
                     continue
@@ -282,7 +298,7 @@ class BatchSource:
                 error = self.source.describe(exc)
                 attempt += 1
                 if error.kind not in RETRIED:
-                    return self._fail(unread, error)
+                    return self._fail(unread.values(), error)
                 await asyncio.sleep(backoff(attempt))
 
     def _answer(self, line: _Line, unread: dict[str, _Queued]) -> None:
@@ -313,8 +329,8 @@ class BatchSource:
         self._queue.append(queued)  # into the next batch
         self._woken.set()
 
-    def _fail(self, named: dict[str, _Queued], error: ModelError) -> None:
-        for queued in named.values():
+    def _fail(self, calls: Iterable[_Queued], error: ModelError) -> None:
+        for queued in calls:
             _answer(queued, ModelReply(queued.call.turn, error=error))
 
     def _say(self, kind: str, message: str, seconds: float = 0.0) -> None:
