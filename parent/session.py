@@ -111,11 +111,24 @@ def model_source(
         if settings.replay is not None:
             source: ModelSource = ReplaySource(settings.replay, settings.replay_match)
         elif settings.api_batches:
+            from isoagent.parent.model.batch_journal import BatchJournal
             from isoagent.parent.model.batches import BatchSource
             from isoagent.parent.model.sdk import AnthropicSource
 
-            window = settings.batch_window
-            source = BatchSource(AnthropicSource(), window=window, live=live, on_wait=waits)
+            journal = None
+            if settings.batch_journal is not None:
+                try:
+                    journal = BatchJournal(settings.batch_journal)
+                except OSError as exc:
+                    why = exc.strerror or exc
+                    raise SessionError(f"cannot open {settings.batch_journal}: {why}") from None
+            source = BatchSource(
+                AnthropicSource(),
+                window=settings.batch_window,
+                live=live,
+                on_wait=waits,
+                journal=journal,
+            )
         else:
             check_credentials()
             if settings.fallback_model:  # the warm gateway's calls carry no fallback

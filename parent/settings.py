@@ -73,6 +73,7 @@ class Settings:
     # seconds a queued call waits for others to join its batch: little beside the minutes a
     # Message Batch takes, and time for a fleet that is still starting to join the first one
     batch_window: float = 10.0
+    batch_journal: Path | None = None  # the Message Batches sent for -o, for its rerun
 
     @property
     def runs_dir(self) -> Path:

@@ -212,13 +212,13 @@ def test_the_budget_prices_a_batchs_tokens_at_half(
     assert len(api_server.batches) == 3
 
 
-def test_an_interrupted_batch_cancels_its_message_batches_in_flight(
+def test_an_interrupted_batch_without_o_cancels_its_message_batches_in_flight(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
     api_server.handler = _three_turns
     api_server.batch_delay = 600.0  # it would not end before the test does
     (tmp_path / "tasks.txt").write_text("one\ntwo\n")
-    args = ["batch", "tasks.txt", "-j", "2", "-o", "out.jsonl", "-C", str(workspace)]
+    args = ["batch", "tasks.txt", "-j", "2", "-C", str(workspace)]  # no -o: nothing resumes
     env = cli_env(api_server, HOME=str(tmp_path / "home"))
     cli = start_cli([*args, "--api-batches"], env, cwd=tmp_path)
     deadline = time.monotonic() + 60
@@ -245,3 +245,38 @@ def test_a_server_that_never_answers_fails_the_tasks_at_once_in_one_clear_error(
     records = read_jsonl(tmp_path / "out.jsonl")
     assert [r["status"] for r in records] == ["error", "error"]  # not their timeout
     assert all("it has never answered" in r["error"] for r in records), records
+
+
+def test_a_batch_killed_with_a_message_batch_in_flight_resumes_without_paying_a_turn_twice(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = _three_turns
+    api_server.batch_delay = 0.2
+    prompts = ["one", "two", "three"]
+    (tmp_path / "tasks.txt").write_text("".join(f"{p}\n" for p in prompts))
+    args = ["batch", "tasks.txt", "-j", "3", "-o", "out.jsonl", "-C", str(workspace)]
+    args += ["--api-batches", "--batch-window", "30"]
+    env = cli_env(api_server, HOME=str(tmp_path / "home"))
+    cli = start_cli(args, env, cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not api_server.batches and time.monotonic() < deadline:
+        time.sleep(0.02)
+    api_server.batch_delay = 3.0  # the second round's batch is still in flight when killed
+    while len(api_server.batches) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    cli.kill()
+    cli.communicate(timeout=30)
+    assert len(api_server.batches) == 2
+    assert not (tmp_path / "out.jsonl").exists() or not read_jsonl(tmp_path / "out.jsonl")
+
+    done = run_cli(args, env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    records = read_jsonl(tmp_path / "out.jsonl")
+    assert sorted(r["summary"] for r in records) == sorted(f"did: {p}" for p in prompts)
+    assert {r["status"] for r in records} == {"ok"}
+    # each turn of each task was asked once: the first two rounds of the killed run,
+    # the last one of the rerun
+    turns = [(r.first_user_text, r.turn) for r in api_server.requests]
+    assert sorted(turns) == sorted((p, turn) for p in prompts for turn in range(3))
+    assert [len(b.requests) for b in api_server.batches.values()] == [3, 3, 3]
+    assert "6 turns answered from an earlier run's Message Batches" in done.stderr

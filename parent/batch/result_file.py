@@ -34,6 +34,7 @@ class ResultFile:
     def __init__(self, runs_dir: Path, output: Path) -> None:
         """Raises OSError if either cannot be opened."""
         key = hashlib.sha256(os.fsencode(output.resolve())).hexdigest()[:32]
+        self.key = key  # -o's, in the names of what the run base keeps for it
         name = f"batch-{key}.sha256"
         try:
             base = open_base(runs_dir)

@@ -132,6 +132,9 @@ def batch(
         except OSError as exc:
             fail(f"cannot write {exc.filename}: {exc.strerror or exc}")
         done, reported = read_previous(output_path, results)
+        if api_batches:  # a rerun answers the turns already sent from their batches
+            journal = settings.runs_dir / f"batch-{results.key}.batches.jsonl"
+            settings = dataclasses.replace(settings, batch_journal=journal)
         # a writing child must not truncate or unlink it under the parent's open file
         settings = dataclasses.replace(settings, kept_files=(output_path.resolve(),))
     pending = [t for t in items if isinstance(t, BatchTask) and t.id not in done]

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
+from isoagent.parent.model.batch_journal import BatchJournal, digest
 from isoagent.parent.model.limiter import Waiting
 from isoagent.parent.model.retry import RETRIED, UNREACHED_ATTEMPTS, WaitSink, backoff
 from isoagent.parent.model.sdk import AnthropicSource, message_reply, request_body
@@ -62,6 +64,7 @@ class _Line(msgspec.Struct):
 
 
 _line_decoder = msgspec.json.Decoder(_Line)
+_MISSING = _Result("errored", error={"type": "api_error", "message": "not in the results"})
 
 
 @dataclass(eq=False)
@@ -70,6 +73,7 @@ class _Queued:
 
     call: ModelCall
     params: dict[str, Any]
+    digest: str  # of the request, in the journal
     size: int  # the request's bytes, about
     answer: asyncio.Future[ModelReply]
     queued: float = field(default_factory=time.monotonic)
@@ -86,6 +90,7 @@ class BatchStats:
     expired: int = 0
     canceled: int = 0
     abandoned: int = 0  # answered after their child had stopped waiting (its timeout)
+    resumed: int = 0  # answered from an earlier run's Message Batches (a rerun)
 
     def summary(self) -> str:
         again = ", ".join(
@@ -103,12 +108,15 @@ class BatchStats:
             said += f" ({again}: sent again)"
         if self.abandoned:
             said += f"; {self.abandoned} answered after their task's timeout"
+        if self.resumed:
+            said += f"; {self.resumed:,} turns answered from an earlier run's Message Batches"
         return said
 
 
 class BatchSource:
     """Model calls pooled into Message Batches. ``live`` says how many children are running:
-    when every one of them waits here, the queue is sent without waiting out the window."""
+    when every one of them waits here, the queue is sent without waiting out the window.
+    ``journal``: where the batches are kept for a rerun, and what earlier runs sent."""
 
     def __init__(
         self,
@@ -117,26 +125,43 @@ class BatchSource:
         window: float,
         live: Callable[[], int] | None = None,
         on_wait: WaitSink | None = None,
+        journal: BatchJournal | None = None,
     ) -> None:
         self.source = source
         self.batches = source.client.messages.batches
         self.window = window
         self.live = live
+        self.journal = journal
         self._api_error: type[Exception] = source.api_error
         self.on_wait = on_wait
         self.stats = BatchStats()
         self._queue: list[_Queued] = []
         self._flying: dict[str, _Queued] = {}  # custom_id -> call, of the batches in flight
+        self._run = secrets.token_hex(4)  # custom ids are this run's own, in the journal too
         self._ids = 0
         self._woken = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
         self._pollers: dict[str, asyncio.Task[None]] = {}  # by the id of the batch in flight
+        # the results of earlier runs' batches (a rerun), fetched once each
+        self._earlier: dict[str, asyncio.Task[dict[str, _Result] | ModelError]] = {}
         self._failures = 0  # creates that failed in a row
+        if journal is not None and journal.unsent:
+            self._say(
+                "journal",
+                f"{journal.unsent} requests of an earlier run were being sent when it was "
+                "killed: if the API took them, they are paid and sent again",
+            )
 
     async def complete(self, call: ModelCall) -> ModelReply:
         params = request_body(call)
         del params["stream"]  # a batched request is answered whole
-        queued = _Queued(call, params, len(_encoder.encode(params)), asyncio.Future())
+        encoded = _encoder.encode(params)
+        queued = _Queued(call, params, digest(encoded), len(encoded), asyncio.Future())
+        if self.journal is not None and (earlier := self.journal.take(queued.digest)):
+            reply = await self._from_earlier(*earlier, call.turn)
+            if reply is not None:
+                self.stats.resumed += 1
+                return reply
         self._queue.append(queued)
         self._woken.set()
         if self._dispatcher is None:
@@ -148,18 +173,21 @@ class BatchSource:
                 self._queue.remove(queued)
 
     async def aclose(self) -> None:
-        """Stop sending and polling, and cancel the batches still in flight (a run that was
-        interrupted): nothing would read their results."""
+        """Stop sending and polling. Without a journal, cancel the batches still in flight
+        (a run that was interrupted): no rerun would read their results."""
         in_flight = list(self._pollers)
-        for task in (self._dispatcher, *self._pollers.values()):
+        for task in (self._dispatcher, *self._pollers.values(), *self._earlier.values()):
             if task is not None:
                 task.cancel()
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(CANCEL_SECONDS):
-                for batch_id in in_flight:
-                    with contextlib.suppress(self._api_error):
-                        await self.batches.cancel(batch_id)
-        if self.stats.batches:
+        if self.journal is None:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CANCEL_SECONDS):
+                    for batch_id in in_flight:
+                        with contextlib.suppress(self._api_error):
+                            await self.batches.cancel(batch_id)
+        else:
+            self.journal.close()
+        if self.stats.batches or self.stats.resumed:
             self._say("done", self.stats.summary())
         await self.source.aclose()
 
@@ -213,15 +241,17 @@ class BatchSource:
         return taken
 
     async def _send(self, calls: list[_Queued]) -> ModelError | None:
-        """One Message Batch of ``calls``; the error, with ``calls`` queued again, if the
-        API could not take it for now."""
+        """One Message Batch of ``calls``, in the journal before and after; the error, with
+        ``calls`` queued again, if the API could not take it for now."""
         requests = []
         named: dict[str, _Queued] = {}
         for queued in calls:
             self._ids += 1
-            custom_id = f"r{self._ids}"
+            custom_id = f"{self._run}-{self._ids}"
             named[custom_id] = queued
             requests.append({"custom_id": custom_id, "params": queued.params})
+        digests = {custom_id: queued.digest for custom_id, queued in named.items()}
+        self._journal("sending", digests)
         try:
             batch = await self.batches.create(requests=requests)  # type: ignore[arg-type]
         except self._api_error as exc:
@@ -229,9 +259,9 @@ class BatchSource:
             if error.kind in RETRIED:
                 self._queue[:0] = calls
                 return error
-            for queued in calls:
-                _answer(queued, ModelReply(queued.call.turn, error=error))
+            self._fail(calls, error)
             return None
+        self._journal("sent", batch.id, digests)
         self.stats.batches += 1
         self.stats.requests += len(calls)
         for queued in calls:
@@ -242,70 +272,96 @@ class BatchSource:
         poller.add_done_callback(lambda _: self._pollers.pop(batch.id, None))
         return None
 
+    def _journal(self, what: str, *args: Any) -> None:
+        """Write to the journal; one that cannot be written is said once and given up."""
+        if self.journal is None:
+            return
+        try:
+            getattr(self.journal, what)(*args)
+        except OSError as exc:
+            path, self.journal = self.journal.path, None
+            self._say(
+                "journal",
+                f"cannot write {path} ({exc.strerror or exc}): a rerun of this batch will "
+                "send again the turns this run has sent",
+            )
+
     # -- answers ---------------------------------------------------------------
 
     async def _follow(self, batch_id: str, number: int, named: dict[str, _Queued]) -> None:
-        """Poll the batch until it has ended, then answer its calls from its results."""
+        """Wait for the batch to end, then answer its calls from its results."""
         sent = said = time.monotonic()
         self._say(f"batch {batch_id}", _progress(number, batch_id, 0, len(named), 0.0))
-        failures = 0
         cancelled = False
+
+        async def polled(batch: Any) -> None:
+            nonlocal cancelled, said
+            if not cancelled and all(q.answer.done() for q in named.values()):
+                cancelled = True  # no child waits for it any more: spare what is left
+                with contextlib.suppress(self._api_error):
+                    await self.batches.cancel(batch_id)
+            now = time.monotonic()
+            if now - said >= SAID_EVERY:
+                said = now
+                done = len(named) - batch.request_counts.processing
+                progress = _progress(number, batch_id, done, len(named), now - sent)
+                self._say(f"batch {batch_id}", progress, LAST_POLL)
+
         try:
-            while True:
-                age = time.monotonic() - sent
-                await asyncio.sleep(min(max(age / 10, FIRST_POLL), LAST_POLL))
-                try:
-                    batch = await self.batches.retrieve(batch_id)
-                except self._api_error as exc:
-                    error = self.source.describe(exc)
-                    if error.kind not in RETRIED:
-                        return self._fail(named.values(), error)
-                    failures += 1
-                    await asyncio.sleep(backoff(failures))
-                    continue
-                failures = 0
-                if batch.processing_status == "ended":
-                    break
-                if not cancelled and all(q.answer.done() for q in named.values()):
-                    cancelled = True  # no child waits for it any more: spare what is left
-                    with contextlib.suppress(self._api_error):
-                        await self.batches.cancel(batch_id)
-                now = time.monotonic()
-                if now - said >= SAID_EVERY:
-                    said = now
-                    done = len(named) - batch.request_counts.processing
-                    progress = _progress(number, batch_id, done, len(named), now - sent)
-                    self._say(f"batch {batch_id}", progress, LAST_POLL)
-            await self._read(batch_id, named)
+            results = await self._results(batch_id, polled)
+            if isinstance(results, ModelError):
+                return self._fail(named.values(), results)
+            for custom_id, queued in named.items():
+                self._answer(queued, results.get(custom_id, _MISSING))
         finally:
             for custom_id in named:
                 self._flying.pop(custom_id, None)
             self._woken.set()
 
-    async def _read(self, batch_id: str, named: dict[str, _Queued]) -> None:
-        """Answer each call from the batch's results; read again if the reading breaks."""
-        unread = dict(named)
-        attempt = 0
-        while unread:
+    async def _results(
+        self, batch_id: str, polled: Callable[[Any], Awaitable[None]] | None = None
+    ) -> dict[str, _Result] | ModelError:
+        """The batch's results by custom_id, once it has ended: polled at a tenth of its age;
+        its results read again if the reading breaks."""
+        started = time.monotonic()
+        failures = 0
+        ended = False
+        while True:
             try:
-                results = self.batches.with_streaming_response.results(batch_id)
-                async with results as response:
+                if not ended:
+                    age = time.monotonic() - started
+                    await asyncio.sleep(min(max(age / 10, FIRST_POLL), LAST_POLL))
+                    batch = await self.batches.retrieve(batch_id)
+                    if batch.processing_status != "ended":
+                        if polled is not None:
+                            await polled(batch)
+                        continue
+                    ended = True
+                results: dict[str, _Result] = {}
+                async with self.batches.with_streaming_response.results(batch_id) as response:
                     async for line in response.iter_lines():
                         if line.strip():
-                            self._answer(_line_decoder.decode(line), unread)
-                return
+                            read = _line_decoder.decode(line)
+                            results[read.custom_id] = read.result
+                return results
             except self._api_error as exc:
                 error = self.source.describe(exc)
-                attempt += 1
                 if error.kind not in RETRIED:
-                    return self._fail(unread.values(), error)
-                await asyncio.sleep(backoff(attempt))
+                    return error
+                failures += 1
+                await asyncio.sleep(backoff(failures))
 
-    def _answer(self, line: _Line, unread: dict[str, _Queued]) -> None:
-        queued = unread.pop(line.custom_id, None)
-        if queued is None:
-            return
-        result = line.result
+    async def _from_earlier(self, batch_id: str, custom_id: str, turn: int) -> ModelReply | None:
+        """An earlier run's answer to this same request, if it succeeded (None: send it)."""
+        if batch_id not in self._earlier:
+            self._earlier[batch_id] = asyncio.create_task(self._results(batch_id))
+        results = await asyncio.shield(self._earlier[batch_id])
+        result = results.get(custom_id) if isinstance(results, dict) else None
+        if result is None or result.type != "succeeded":
+            return None
+        return message_reply(turn, result.message)
+
+    def _answer(self, queued: _Queued, result: _Result) -> None:
         turn = queued.call.turn
         if queued.answer.done():  # its child no longer waits
             self.stats.abandoned += result.type == "succeeded"
