@@ -280,3 +280,21 @@ def test_a_batch_killed_with_a_message_batch_in_flight_resumes_without_paying_a_
     assert sorted(turns) == sorted((p, turn) for p in prompts for turn in range(3))
     assert [len(b.requests) for b in api_server.batches.values()] == [3, 3, 3]
     assert "6 turns answered from an earlier run's Message Batches" in done.stderr
+
+
+def test_a_batch_recorded_in_message_batches_replays_without_a_server(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = _three_turns
+    (tmp_path / "tasks.txt").write_text("one\ntwo\n")
+    args = ["batch", "tasks.txt", "-j", "2", "-C", str(workspace), "--api-batches"]
+    env = cli_env(api_server, HOME=str(tmp_path / "home"))
+    recorded = run_cli([*args, "--record", "calls.jsonl"], env, cwd=tmp_path)
+    assert recorded.returncode == 0, recorded.stderr
+    assert len(api_server.batches) == 3
+    offline = {**env, "ANTHROPIC_BASE_URL": unused_url()}
+    replayed = run_cli([*args, "--replay", "calls.jsonl"], offline, cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stderr
+    summaries = sorted(json.loads(line)["summary"] for line in replayed.stdout.splitlines())
+    assert summaries == ["did: one", "did: two"]
+    assert len(api_server.batches) == 3  # the replay sent none
