@@ -15,10 +15,14 @@ import anthropic
 import pytest
 
 from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
+from isoagent.child.agent.loop import text_of
 from isoagent.parent.children.supervisor import ChildRequest
+from isoagent.parent.model import batches
+from isoagent.parent.model.batches import BatchSource
+from isoagent.parent.model.sdk import AnthropicSource
 from isoagent.parent.session import Session
 from isoagent.parent.settings import Settings
-from isoagent.protocol import Limits
+from isoagent.protocol import Limits, Message, ModelCall, TextBlock
 from tests.conftest import base_env, cli_env
 from tests.support.cli import read_jsonl, run_cli, start_cli
 from tests.support.messages_server import (
@@ -305,3 +309,24 @@ def test_a_batch_recorded_in_message_batches_replays_without_a_server(
     summaries = sorted(json.loads(line)["summary"] for line in replayed.stdout.splitlines())
     assert summaries == ["did: one", "did: two"]
     assert len(api_server.batches) == 3  # the replay sent none
+
+
+def test_a_queue_larger_than_a_message_batch_may_be_is_sent_as_several(
+    api_server: MessagesServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api_server.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setattr(batches, "MAX_REQUESTS", 2)
+
+    async def ask() -> list[str]:
+        source = BatchSource(AnthropicSource(), window=30.0, live=lambda: 5)
+        calls = [
+            ModelCall(0, "claude-test", 16, "", [Message("user", [TextBlock(f"n{n}")])])
+            for n in range(5)
+        ]
+        replies = await asyncio.gather(*(source.complete(call) for call in calls))
+        await source.aclose()
+        return [text_of(reply.content) for reply in replies]
+
+    assert asyncio.run(ask()) == ["ok"] * 5
+    assert [len(b.requests) for b in api_server.batches.values()] == [2, 2, 1]

@@ -145,6 +145,7 @@ class BatchSource:
         # the results of earlier runs' batches (a rerun), fetched once each
         self._earlier: dict[str, asyncio.Task[dict[str, _Result] | ModelError]] = {}
         self._failures = 0  # creates that failed in a row
+        self._more = False  # the last batch was full: the rest of the queue goes next
         if journal is not None and journal.unsent:
             self._say(
                 "journal",
@@ -220,9 +221,9 @@ class BatchSource:
 
     def _due(self) -> bool:
         """Whether the queue goes now: every live child waits in it, the window has passed,
-        or it is as large as a batch may be."""
+        or it is as large as a batch may be (and what the last full batch left)."""
         queue = self._queue
-        if self.live is not None and len(queue) >= self.live():
+        if self._more or (self.live is not None and len(queue) >= self.live()):
             return True
         if time.monotonic() - queue[0].queued >= self.window:
             return True
@@ -237,6 +238,7 @@ class BatchSource:
                 break
             taken.append(queued)
             size += queued.size
+        self._more = len(taken) < len(self._queue)  # the others were due as well: next
         del self._queue[: len(taken)]
         return taken
 
