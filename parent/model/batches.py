@@ -41,12 +41,7 @@ SAID_EVERY = 60.0  # a batch's progress is said again after this
 CANCEL_SECONDS = 5.0  # for cancelling the batches in flight, at the end
 # errored results sent again: the API's transient errors (a request it refuses as asked would
 # be refused again)
-_RETRIED_ERRORS = {
-    "rate_limit_error": "rate_limit",
-    "overloaded_error": "overloaded",
-    "api_error": "server",
-    "timeout_error": "server",
-}
+_RETRIED_ERRORS = frozenset({"rate_limit_error", "overloaded_error", "api_error", "timeout_error"})
 _encoder = msgspec.json.Encoder()
 
 
@@ -136,7 +131,6 @@ class BatchSource:
         self.on_wait = on_wait
         self.stats = BatchStats()
         self._queue: list[_Queued] = []
-        self._flying: dict[str, _Queued] = {}  # custom_id -> call, of the batches in flight
         self._run = secrets.token_hex(4)  # custom ids are this run's own, in the journal too
         self._ids = 0
         self._woken = asyncio.Event()
@@ -268,7 +262,6 @@ class BatchSource:
         self.stats.requests += len(calls)
         for queued in calls:
             queued.sent += 1
-        self._flying.update(named)
         poller = asyncio.create_task(self._follow(batch.id, self.stats.batches, named))
         self._pollers[batch.id] = poller
         poller.add_done_callback(lambda _: self._pollers.pop(batch.id, None))
@@ -309,16 +302,11 @@ class BatchSource:
                 progress = _progress(number, batch_id, done, len(named), now - sent)
                 self._say(f"batch {batch_id}", progress, LAST_POLL)
 
-        try:
-            results = await self._results(batch_id, polled)
-            if isinstance(results, ModelError):
-                return self._fail(named.values(), results)
-            for custom_id, queued in named.items():
-                self._answer(queued, results.get(custom_id, _MISSING))
-        finally:
-            for custom_id in named:
-                self._flying.pop(custom_id, None)
-            self._woken.set()
+        results = await self._results(batch_id, polled)
+        if isinstance(results, ModelError):
+            return self._fail(named.values(), results)
+        for custom_id, queued in named.items():
+            self._answer(queued, results.get(custom_id, _MISSING))
 
     async def _results(
         self, batch_id: str, polled: Callable[[Any], Awaitable[None]] | None = None
@@ -346,6 +334,8 @@ class BatchSource:
                             read = _line_decoder.decode(line)
                             results[read.custom_id] = read.result
                 return results
+            except msgspec.DecodeError as exc:  # a proxy that answers with something else
+                return ModelError("api", f"{batch_id}'s results are not batch results: {exc}")
             except self._api_error as exc:
                 error = self.source.describe(exc)
                 if error.kind not in RETRIED:
@@ -374,8 +364,7 @@ class BatchSource:
             return
         if result.type == "errored":
             error = result.error.get("error", result.error)
-            kind = _RETRIED_ERRORS.get(error.get("type", ""))
-            if kind is None:
+            if error.get("type") not in _RETRIED_ERRORS:
                 message = f"{error.get('type', 'error')}: {error.get('message', '')}"
                 _answer(queued, ModelReply(turn, error=ModelError("bad_request", message)))
                 return
