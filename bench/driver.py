@@ -24,11 +24,11 @@ from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
 from isoagent.child.agent.loop import Agent
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
-from isoagent.parent.bridge import GatewayBridge, run_in_thread
+from isoagent.parent.agent.bridge import GatewayBridge, run_in_thread
 from isoagent.parent.children.supervisor import ChildRequest
-from isoagent.parent.events import ChildFinished
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.sdk import AnthropicSource
+from isoagent.parent.records.events import ChildFinished
 from isoagent.parent.session import Session
 from isoagent.parent.settings import Settings
 from isoagent.protocol import Limits, Message, ModelCall, ModelReply, TextBlock

@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
-from isoagent.child.agent.loop import Agent
+from isoagent.child.agent.loop import Agent, agent_options
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.child.agent.tools.workspace import add_dirs_note
@@ -106,6 +106,7 @@ def main() -> int:
         output_cap=task.limits.output_cap,
         on_progress=channel.send,
         is_cancelled=ctx.cancelled.is_set,
+        call_options=agent_options(task.agent),
     )
     result = agent.run(task.prompt)
     ctx.end_commands()  # nothing a command started outlives the child

@@ -10,11 +10,13 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import resource
 import shutil
 import signal
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 
 import msgspec
@@ -27,7 +29,19 @@ from isoagent.child.agent.tools.base import ToolContext
 from isoagent.child.agent.tools.workspace import add_dirs_note
 from isoagent.child.confine_command import Confinement, command_prefix
 from isoagent.child.sandbox.privileges import make_undumpable
-from isoagent.parent.bridge import GatewayBridge, run_in_thread
+from isoagent.parent.agent.bridge import GatewayBridge, run_in_thread
+from isoagent.parent.agent.cost_budget import CostBudget
+from isoagent.parent.agent.parent_agent import (
+    allowed_spec,
+    earlier_conversation,
+    parent_prompt,
+    parent_tools,
+)
+from isoagent.parent.agent.permission_prompt import Ask, asking_tools
+from isoagent.parent.agent.structured_output import ENFORCE as ENFORCE_STRUCTURED
+from isoagent.parent.agent.structured_output import StructuredOutputTool
+from isoagent.parent.agent.task_tool import TaskTool
+from isoagent.parent.children.egress_proxy import EgressPolicy, EgressProxy, once_per_host
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
 from isoagent.parent.children.launch import fork_server_for, nesting_depth
 from isoagent.parent.children.sandbox_policy import (
@@ -38,9 +52,12 @@ from isoagent.parent.children.sandbox_policy import (
     unsandboxed_warning,
 )
 from isoagent.parent.children.supervisor import Supervisor
-from isoagent.parent.cost_budget import CostBudget
-from isoagent.parent.egress_proxy import EgressPolicy, EgressProxy, once_per_host
-from isoagent.parent.events import (
+from isoagent.parent.model.conversation import ConversationRecorder
+from isoagent.parent.model.gateway import Gateway, ModelSource
+from isoagent.parent.model.prices import BATCH_PRICE
+from isoagent.parent.model.retry import WaitNotices
+from isoagent.parent.model.sdk import KEY_VARIABLES
+from isoagent.parent.records.events import (
     Broadcast,
     ChildFinished,
     ChildStarted,
@@ -50,24 +67,9 @@ from isoagent.parent.events import (
     RunStarted,
     Sink,
 )
-from isoagent.parent.model.conversation import ConversationRecorder
-from isoagent.parent.model.gateway import Gateway, ModelSource
-from isoagent.parent.model.prices import BATCH_PRICE
-from isoagent.parent.model.retry import WaitNotices
-from isoagent.parent.model.sdk import KEY_VARIABLES
-from isoagent.parent.parent_agent import (
-    allowed_spec,
-    earlier_conversation,
-    parent_prompt,
-    parent_tools,
-)
-from isoagent.parent.permission_prompt import Ask, asking_tools
-from isoagent.parent.run_folder import RunFolder, TranscriptWriter
+from isoagent.parent.records.run_folder import RunFolder, TranscriptWriter
+from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
-from isoagent.parent.structured_output import ENFORCE as ENFORCE_STRUCTURED
-from isoagent.parent.structured_output import StructuredOutputTool
-from isoagent.parent.task_tool import TaskTool
-from isoagent.parent.terminal_text import warn
 from isoagent.protocol import Result, SandboxPolicy
 
 # the signals that end a run: each cancels the session's task, which ends every child
@@ -96,6 +98,15 @@ class Interrupted(Exception):
         super().__init__(f"interrupted; transcripts so far are in {run_dir}")
         self.exit_code = 128 + signum
         self.quiet = signum == signal.SIGPIPE
+
+
+def raise_open_files_limit() -> None:
+    """The soft limit on open files up to the hard one: what the parent holds for its
+    children is bounded per child, and the usual soft 1024 would bound their number."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(OSError, ValueError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def model_source(
@@ -151,6 +162,8 @@ class Session:
         """Use ``Session.open``, which also starts and ends what the session owns."""
         self.settings = settings
         self.run = RunFolder.create(settings.runs_dir)
+        # the conversation's id: a UUID, as Claude Code's, unless it goes on with another
+        self.session_id = settings.session_id or str(uuid.uuid4())
         self.events = Broadcast()
         log = self.run.path / "run.jsonl"
         self.log = TranscriptWriter(log, self.run.opener(log))
@@ -192,10 +205,14 @@ class Session:
         *,
         source: ModelSource | None = None,
         sinks: Sequence[Sink] = (),
+        signals: bool = True,
     ) -> AsyncIterator[Session]:
         """A started session with ``sinks`` attached before its first event; on the way out,
-        whatever the end, its fork server is closed. SIGINT, SIGTERM and SIGHUP cancel the
-        task that opened it, which ends every child, and leave as ``Interrupted``.
+        whatever the end, its fork server is closed. With ``signals`` (the CLI's), SIGINT,
+        SIGTERM and SIGHUP cancel the task that opened it, which ends every child, and leave
+        as ``Interrupted``. Without (the Python API's: the signals are its caller's), the
+        session installs no handler; cancelling the task that opened it (as ``asyncio.run``
+        does on Ctrl-C) ends every child just the same and leaves as ``CancelledError``.
 
         ``source``: the model (default: from ``settings``: a replay, or the SDK); the
         session closes it.
@@ -205,12 +222,14 @@ class Session:
                 "refusing to start model-backed work inside an isoagent child (nesting depth 1)"
             )
         make_undumpable()  # this process holds the key: its environ and memory, not for children
+        raise_open_files_limit()
         fork_server = fork_server_for(settings.child_command)
         proxy: EgressProxy | None = None
         try:
             if settings.child_network == "on":
                 policy = EgressPolicy(settings.allowed_domains, settings.local_fetch_hosts)
-                proxy = EgressProxy(policy, once_per_host(warn))
+                # no connection of a child needs to outlast the child
+                proxy = EgressProxy(policy, once_per_host(warn), settings.timeout)
                 settings = dataclasses.replace(settings, egress_socket=proxy.path)
             if fork_server is not None:  # it loads while the SDK is imported
                 with contextlib.suppress(ForkServerUnavailable):
@@ -233,8 +252,12 @@ class Session:
                     f"cannot create the run folder in {where}: {exc.strerror or exc}"
                 ) from None
             session.waits = waits
+            if proxy is not None:
+                proxy.on_over_budget = session.supervisor.over_budget
             session.events.sinks.extend(sinks)
-            session._stop_on_signals()
+            session._task = asyncio.current_task()
+            if signals:
+                session._stop_on_signals()
             session._start()
             try:
                 yield session
@@ -277,6 +300,15 @@ class Session:
         self.stop_parent.set()
         self._loop.call_soon_threadsafe(self._end_children)
 
+    def stop_child(self, child: str) -> bool:
+        """The SDK's ``stop_task``, from another thread: end child ``child`` alone; False
+        when no such child is running."""
+        ask = asyncio.run_coroutine_threadsafe(self._stop_child(child), self._loop)
+        return ask.result()
+
+    async def _stop_child(self, child: str) -> bool:
+        return self.supervisor.stop(child)
+
     def _end_children(self) -> None:
         self._ending = asyncio.ensure_future(self.supervisor.end_all())
 
@@ -288,7 +320,6 @@ class Session:
         """Signals stop the current task from now on; the handlers stay until the loop
         closes, so a late signal is not a traceback."""
         loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, self.stop, signum)
 
@@ -329,7 +360,8 @@ class Session:
                 model=self.settings.model,
                 workdir=str(self.settings.workdir),
                 agents=list(self.settings.agents),
-                session_id=self.settings.session_id,
+                session_id=self.session_id,
+                batch_input=self.settings.batch_input,
             )
         )
 

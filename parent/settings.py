@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from isoagent.parent.children.hosts import RemoteSettings
-from isoagent.parent.mcp_servers import McpServers
+from isoagent.parent.claude_code.mcp_servers import McpServers
 from isoagent.protocol import AgentSpec, CallOptions, Limits
 
 DEFAULT_MODEL = "claude-sonnet-5"
@@ -74,6 +74,7 @@ class Settings:
     # Message Batch takes, and time for a fleet that is still starting to join the first one
     batch_window: float = 10.0
     batch_journal: Path | None = None  # the Message Batches sent for -o, for its rerun
+    batch_input: str = ""  # isoagent batch: its FILE, as given ("-": stdin), for the run's record
 
     @property
     def runs_dir(self) -> Path:

@@ -169,6 +169,7 @@ class AgentSpec(msgspec.Struct, omit_defaults=True):
     mcp_tools: list[str] = []
     # the servers its ``mcpServers`` defines inline: its own, no other agent's
     mcp_servers: list[McpServer] = []
+    effort: str = ""  # its requests' output_config.effort (low, medium, high, max); "": none
 
 
 # room for a thinking model's thinking and its answer (claude-sonnet-5 thinks by default)
@@ -222,7 +223,7 @@ class Hello(msgspec.Struct, tag=True):
 class CallOptions(msgspec.Struct, frozen=True, omit_defaults=True):
     """What the parent's own model calls add to the request, as Claude Code's flags say
     (``--effort``, ``--thinking``, ``--max-thinking-tokens``, ``--task-budget``,
-    ``--betas``). A child's calls carry none."""
+    ``--betas``). A child's calls carry its agent's effort alone, if it has one."""
 
     effort: str = ""  # output_config.effort
     thinking: str = ""  # "adaptive" or "enabled" (with thinking_budget); "": none
@@ -352,6 +353,7 @@ class ModelReply(msgspec.Struct, tag=True, omit_defaults=True):
     error: ModelError | None = None
     retries: int = 0  # refused or failed attempts the gateway retried before this answer
     model: str = ""  # the model that answered, when not the call's (--fallback-model)
+    id: str = ""  # the API's id of the message (its message_start's)
 
 
 class Cancel(msgspec.Struct, tag=True):

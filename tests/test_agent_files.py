@@ -1,4 +1,4 @@
-"""Loading agent types from Claude Code's agent files (parent/agent_files.py)."""
+"""Loading agent types from Claude Code's agent files (parent/claude_code/agent_files.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS, writes
-from isoagent.parent.agent_files import (
+from isoagent.parent.claude_code.agent_files import (
     AgentCatalog,
     AgentFileError,
     AgentFileErrorException,
@@ -123,6 +123,35 @@ def test_mcp_tools_an_agent_names_are_kept_for_its_servers_less_those_it_disallo
     spec, missing = parse_agent_file(write(tmp_path, "a.md", agent_md("a", *front)))
     assert spec.tools == ["read_file"] and missing == []
     assert spec.mcp_tools == ["mcp__x__y", "mcp__z"]
+
+
+def test_a_servers_wildcard_grants_and_takes_away_every_tool_of_it(tmp_path: Path) -> None:
+    front = ("tools: Read, mcp__calc__*, mcp__z__*", "disallowedTools: mcp__z__*")
+    spec, missing = parse_agent_file(write(tmp_path, "a.md", agent_md("a", *front)))
+    assert (spec.tools, spec.mcp_tools, missing) == (["read_file"], ["mcp__calc"], [])
+
+
+@pytest.mark.parametrize(
+    ("field", "why"),
+    [
+        ("memory: user", "memory is not supported: isoagent's agents keep no memory"),
+        ("skills: [pdf]", "skills is not supported: isoagent has no skills"),
+        ("hooks: {Stop: []}", "hooks is not supported: isoagent runs no hooks"),
+        ("isolation: worktree", "isolation is not supported: each isoagent child is isolated"),
+        ("effort: huge", "effort must be one of low, medium, high, max, not 'huge'"),
+    ],
+)
+def test_a_field_isoagent_cannot_honour_refuses_the_agent_by_name(
+    field: str, why: str, tmp_path: Path
+) -> None:
+    with pytest.raises(AgentFileErrorException, match=re.escape(why)):
+        parse_agent_file(write(tmp_path, "a.md", agent_md("a", field)))
+
+
+def test_fields_claude_code_uses_only_for_a_main_agent_are_accepted(tmp_path: Path) -> None:
+    front = ("initialPrompt: Start.", "color: blue", "effort: high")
+    spec, _ = parse_agent_file(write(tmp_path, "a.md", agent_md("a", *front)))
+    assert spec.effort == "high"
 
 
 def test_disallowing_one_tool_of_a_server_given_whole_refuses_the_agent(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from isoagent.parent.batch.display import BatchDisplay
 from isoagent.parent.children.sandbox_policy import landlock_available, mount_namespaces_available
-from isoagent.parent.events import TaskRecord
+from isoagent.parent.records.events import TaskRecord
 from tests.conftest import cli_env
 from tests.support.cli import ISOAGENT, read_jsonl, run_cli, shell, start_cli
 from tests.support.messages_server import (
@@ -616,3 +616,121 @@ def test_a_workspace_disk_without_room_for_a_run_folder_is_one_clear_line(
     assert batch_err.startswith(f"isoagent: cannot write {runs}/batch-")
     assert batch_err.endswith(".sha256: No space left on device\n")
     assert api_server.requests == []
+
+
+def test_a_batch_whose_stdout_fails_starts_no_more_tasks_and_resumes_from_the_run_folder(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """stdout on a full disk: the tasks running finish, no other starts; every line the
+    batch made is in its run folder, and a batch run again with that file as -o runs only
+    the tasks that never ran."""
+    api_server.handler = answer(delay=0.3)
+    ids = [f"t{n}" for n in range(6)]
+    tasks_file(tmp_path / "tasks.jsonl", [{"id": i, "prompt": i} for i in ids])
+    env = env_for(api_server, tmp_path)
+    args = f"batch tasks.jsonl -j 2 -C {shlex.quote(str(workspace))}"
+    done = shell(f"isoagent {args} > /dev/full", env, tmp_path)
+
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    (stopped,) = [line for line in done.stderr.splitlines() if "batch stopped" in line]
+    assert "cannot write to stdout (No space left on device)" in stopped
+    kept = Path(stopped.split("-o ")[-1].removesuffix(" to resume"))
+    assert kept.parent.parent == workspace / ".isoagent" / "runs"
+    first = read_jsonl(kept)
+    ran = {r.first_user_text for r in api_server.requests}
+    assert {r["id"] for r in first} == ran  # every task that ran, and only those
+    assert 1 <= len(ran) <= 2  # the first wave; none after stdout failed
+    assert all(r["status"] == "ok" for r in first)
+
+    api_server.requests.clear()
+    resume = ["batch", "tasks.jsonl", "-j", "2", "-o", str(kept), "-C", str(workspace)]
+    again = run_cli(resume, env, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert sorted(r.first_user_text for r in api_server.requests) == sorted(set(ids) - ran)
+    assert sorted(r["id"] for r in read_jsonl(kept)) == ids
+
+
+@pytest.mark.parametrize("output", ["/dev/full", "/dev/stdout", "fifo"])
+def test_an_output_that_is_not_a_regular_file_is_refused_up_front(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path, output: str
+) -> None:
+    """Resume reads -o: /dev/full would never end (the kernel killed isoagent at 23.8 GB),
+    a pipe cannot be read back."""
+    if output == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+    tasks_file(tmp_path / "tasks.txt", ["one"])
+    done = shell(
+        f"isoagent batch tasks.txt -o {output} -C {shlex.quote(str(workspace))} | cat",
+        env_for(api_server, tmp_path),
+        tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"isoagent: --output {output} is not a regular file: a batch resumes from its -o, "
+        "so it must be one (leave -o out to write the lines to stdout)\n"
+    )
+    assert not api_server.requests
+
+
+def test_an_output_line_longer_than_any_result_is_refused_unread(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    tasks_file(tmp_path / "tasks.txt", ["one"])
+    with (tmp_path / "out.jsonl").open("wb") as out:
+        out.truncate(65 << 20)  # sparse: no newline for 65 MiB
+    done = run_cli(
+        ["batch", "tasks.txt", "-o", "out.jsonl", "-C", str(workspace)],
+        env_for(api_server, tmp_path),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "isoagent: --output out.jsonl is not isoagent batch output (line 1 is longer than "
+        "64 MiB): name another file\n"
+    )
+    assert not api_server.requests
+
+
+def test_two_batches_on_one_output_run_no_task_twice(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """Started at once on the same -o: one holds it and runs every task, the other is
+    refused, naming the first's pid; the model server sees each task once."""
+    api_server.handler = answer(delay=0.5)
+    ids = [f"t{n}" for n in range(4)]
+    tasks_file(tmp_path / "tasks.jsonl", [{"id": i, "prompt": i} for i in ids])
+    args = ["batch", "tasks.jsonl", "-j", "2", "-o", "out.jsonl", "-C", str(workspace)]
+    env = env_for(api_server, tmp_path)
+    batches = [start_cli(args, env, cwd=tmp_path) for _ in range(2)]
+    ends = [(cli.pid, *cli.communicate(timeout=120), cli.returncode) for cli in batches]
+
+    per_task = [r.first_user_text for r in api_server.requests]
+    assert sorted(per_task) == ids  # each task once
+    assert sorted(r["id"] for r in read_jsonl(tmp_path / "out.jsonl")) == ids
+    codes = sorted(code for *_, code in ends)
+    if codes == [0, 1]:  # they overlapped: the second was refused
+        (pid, _, _, _), (_, _, refused, _) = sorted(ends, key=lambda end: end[3])
+        assert refused == (
+            f"isoagent: --output out.jsonl is being written by another isoagent batch "
+            f"(pid {pid}): wait for it to end, or name another file\n"
+        )
+    else:  # one ended before the other read -o: that one had nothing left to do
+        assert codes == [0, 0], ends
+
+
+def test_a_batch_whose_stdout_reader_goes_exits_141_quietly(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = answer(delay=1.0)
+    tasks_file(tmp_path / "tasks.txt", ["one", "two", "three"])
+    done = shell(
+        f"isoagent batch tasks.txt -C {shlex.quote(str(workspace))} | true; "
+        'echo "status ${PIPESTATUS[0]}"',
+        env_for(api_server, tmp_path),
+        tmp_path,
+    )
+    assert done.stdout == "status 141\n", done.stderr
+    assert "Traceback" not in done.stderr
+    assert "isoagent:" not in done.stderr

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from isoagent.parent.events import MessageAdded
-from isoagent.parent.run_folder import TranscriptWriter
+from isoagent.parent.records.events import MessageAdded
+from isoagent.parent.records.run_folder import TranscriptWriter
 from isoagent.protocol import TextBlock
 from tests.conftest import cli_env
 from tests.support.cli import ISOAGENT, read_jsonl, run_cli, shell

@@ -9,6 +9,7 @@ a public address, as an intranet's name would be let through.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import shlex
@@ -23,8 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from isoagent.child.agent.tools.web import domain_allowed
-from isoagent.parent.egress_proxy import EgressPolicy, EgressProxy
+from isoagent.child.agent.tools.web import NotAllowed, allowed_address, domain_allowed
+from isoagent.parent.children import egress_proxy
+from isoagent.parent.children.egress_proxy import MAX_CONNECTIONS, EgressPolicy, EgressProxy
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
@@ -36,7 +38,8 @@ LET_OUT = ["--allowed-domains", SITE_HOST, "--allow-local-fetch", SITE_HOST]
 
 
 class Site(http.server.ThreadingHTTPServer):
-    """Answers every GET with ``page <path>``, noting the paths it served."""
+    """Answers every GET with ``page <path>``, noting the paths it served; serving from a
+    thread while used as a context manager."""
 
     def __init__(self) -> None:
         self.paths: list[str] = []
@@ -57,14 +60,19 @@ class Site(http.server.ThreadingHTTPServer):
         super().__init__(("0.0.0.0", 0), Handler)
         self.port = self.server_address[1]
 
+    def __enter__(self) -> Site:
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self.server_close()
+
 
 @pytest.fixture
 def site() -> Iterator[Site]:
-    server = Site()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with Site() as server:
+        yield server
 
 
 def fetch(url: str) -> str:
@@ -269,25 +277,120 @@ def test_allowed_domains_match_a_name_or_its_subdomains(host: str, allowed: bool
     assert domain_allowed(host, ["example.com", "*.python.org"]) is allowed
 
 
+@pytest.mark.parametrize(
+    "address",
+    [
+        "64:ff9b::7f00:1",  # NAT64, well-known prefix: 127.0.0.1
+        "64:ff9b::a9fe:a9fe",  # NAT64: the metadata service, 169.254.169.254
+        "64:ff9b:1::a00:1",  # NAT64, local-use prefix: 10.0.0.1
+        "64:ff9b:1::808:808",  # local-use: its IPv4 may sit anywhere, so never public
+        "2002:7f00:1::",  # 6to4: 127.0.0.1
+        "2002:a9fe:a9fe::",  # 6to4: 169.254.169.254
+        "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo: client 192.0.2.45
+        "::7f00:1",  # IPv4-compatible: 127.0.0.1
+        "::ffff:0:7f00:1",  # SIIT, IPv4-translated: 127.0.0.1
+        "::ffff:127.0.0.1",  # IPv4-mapped
+        "::ffff:a9fe:a9fe",  # IPv4-mapped: 169.254.169.254
+    ],
+)
+def test_an_ipv6_address_carrying_a_refused_ipv4_one_is_refused(address: str) -> None:
+    with pytest.raises(NotAllowed, match="not a public address"):
+        allowed_address(address, 80, (), ())
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "2606:4700:4700::1111",  # a global IPv6 address
+        "64:ff9b::808:808",  # NAT64 of a public IPv4 address (8.8.8.8)
+        "2002:808:808::1",  # 6to4 of 8.8.8.8
+        "::ffff:8.8.8.8",  # IPv4-mapped 8.8.8.8
+    ],
+)
+def test_an_ipv6_address_carrying_a_public_ipv4_one_is_allowed(address: str) -> None:
+    """Nothing is sent: the check resolves a literal address and says where to connect."""
+    assert allowed_address(address, 80, (), ())[4][0] == address
+
+
 def test_a_childs_listener_closes_when_the_child_exits(tmp_path: Path) -> None:
     """Nothing of a child outlives it in the proxy: its listener goes with it."""
-    proxy = EgressProxy(EgressPolicy(), lambda host, why: None)
-    try:
-        child = subprocess.Popen(
-            [sys.executable, "-c", HANDS_OVER, proxy.path],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert child.stdout is not None and child.stdin is not None
-        port = int(child.stdout.readline())
+    with serving(EgressPolicy()) as proxy, handed_over(proxy) as (child, port):
         with socket.create_connection(("127.0.0.1", port), timeout=10):
             pass  # the proxy accepts it: the listener is the proxy's now
+        assert child.stdin is not None
         child.stdin.close()
         child.wait(timeout=30)
         assert wait_for(lambda: not listening("127.0.0.1", port), 10)
+
+
+def test_a_child_over_its_connection_budget_is_cut_off_and_named() -> None:
+    """One connection more than its budget: its listener and every connection of it
+    close, and the proxy names it by the pid that handed the listener over."""
+    told: list[tuple[int, str]] = []
+    with serving(EgressPolicy()) as proxy, handed_over(proxy) as (child, port):
+        proxy.on_over_budget = lambda pid, why: told.append((pid, why))
+        held = [
+            socket.create_connection(("127.0.0.1", port), timeout=10)
+            for _ in range(MAX_CONNECTIONS + 1)
+        ]
+        assert wait_for(lambda: told, 10)
+        why = f"opened more than {MAX_CONNECTIONS} connections to the egress proxy at once"
+        assert told == [(child.pid, why + " (the per-child budget)")]
+        assert all(connection.recv(1) == b"" for connection in held)
+        assert not listening("127.0.0.1", port)
+        for connection in held:
+            connection.close()
+
+
+def test_a_request_head_that_never_ends_is_answered_408(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(egress_proxy, "HEAD_SECONDS", 0.2)
+    with (
+        serving(EgressPolicy()) as proxy,
+        handed_over(proxy) as (_, port),
+        socket.create_connection(("127.0.0.1", port), timeout=10) as connection,
+    ):
+        connection.sendall(b"GET http://a")
+        assert connection.recv(4096).startswith(b"HTTP/1.1 408 no request head within 0.2 s")
+        assert connection.recv(1) == b""
+
+
+def test_a_tunnel_ends_at_the_connections_deadline(site: Site) -> None:
+    policy = EgressPolicy((SITE_HOST,), (SITE_HOST,))
+    with (
+        serving(policy, connection_seconds=2) as proxy,
+        handed_over(proxy) as (_, port),
+        socket.create_connection(("127.0.0.1", port), timeout=10) as connection,
+    ):
+        connection.sendall(f"CONNECT {SITE_HOST}:{site.port} HTTP/1.1\r\n\r\n".encode())
+        assert connection.recv(4096) == b"HTTP/1.1 200 Connection established\r\n\r\n"
+        assert connection.recv(1) == b""  # held idle: closed by the proxy, not the site
+
+
+@contextlib.contextmanager
+def serving(policy: EgressPolicy, **options: float) -> Iterator[EgressProxy]:
+    proxy = EgressProxy(policy, lambda host, why: None, **options)
+    try:
+        yield proxy
     finally:
         proxy.close()
+
+
+@contextlib.contextmanager
+def handed_over(proxy: EgressProxy) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """A process that hands a listener over to ``proxy``, as a child does, and lives
+    until its stdin closes; and the listener's port."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", HANDS_OVER, proxy.path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stdin is not None
+    try:
+        yield child, int(child.stdout.readline())
+    finally:
+        child.kill()
+        child.wait(timeout=30)
 
 
 HANDS_OVER = """

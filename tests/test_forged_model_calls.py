@@ -41,7 +41,7 @@ def run_forging(
         ("forge-model", "model 'claude-opus-4-1-expensive' is not its Task's"),
         ("forge-tokens", "max_tokens 1638400 is above its Task's 16384"),
         ("forge-tools", "server tool 'web_fetch' (web_fetch_20250910, max_uses unlimited)"),
-        ("forge-options", "request options (effort, thinking, betas) are the parent's alone"),
+        ("forge-options", "request options (thinking, betas) are the parent's alone"),
     ],
 )
 def test_child_cannot_ask_for_more_than_its_task_gave(

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import claude_agent_sdk
 import pytest
@@ -19,6 +20,7 @@ from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.processes import alive, wait_for
+from tests.test_print_mode import CLAUDE, needs_claude
 from tests.test_sdk_options import ISOAGENT_SCRIPT, sdk_args
 
 REPO = Path(__file__).resolve().parent.parent
@@ -128,6 +130,21 @@ def test_an_agent_naming_a_server_nobody_configured_is_warned_about_and_runs_wit
     assert "mcp__ctx__lookup" not in request.tool_names
 
 
+def test_a_servers_wildcard_in_an_agents_tools_gives_its_child_the_servers_tools(
+    api_server: MessagesServer, workspace_with_server: Path
+) -> None:
+    ws = workspace_with_server
+    add_agent(ws, "mcp__ctx__*")
+    listed = run_cli(["agents"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    assert "tools: mcp__ctx\n" in listed.stdout
+    api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
+    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    assert done.returncode == 0, done.stderr
+    first, second = child_requests(api_server)
+    assert "mcp__ctx__lookup" in first.tool_names
+    assert "value of k1" in second.tool_results[0]["content"]
+
+
 def test_a_server_that_cannot_start_ends_its_child_with_an_error_saying_which(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
@@ -177,6 +194,103 @@ def sdk_calc(secrets: list[str] | None = None) -> object:
         return {"content": [{"type": "text", "text": "the secret"}]}
 
     return claude_agent_sdk.create_sdk_mcp_server("calc", tools=[add, secret])
+
+
+def mcp_status_through_the_sdk(cli: Path, server: MessagesServer, tmp_path: Path) -> Any:
+    """Init's mcp_servers, get_mcp_status's answer and the result of a query with an http
+    server no one can reach and the SDK's calc server, through the SDK and ``cli``."""
+    options = claude_agent_sdk.ClaudeAgentOptions(
+        cli_path=str(cli),
+        cwd=str(tmp_path),
+        env={
+            **cli_env(server, HOME=str(tmp_path)),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        },
+        mcp_servers={"web": {"type": "http", "url": "http://127.0.0.1:9/mcp"}, "calc": sdk_calc()},
+    )
+
+    async def talk() -> Any:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("hi")
+            messages = [m async for m in client.receive_response()]
+            status = await client.get_mcp_status()
+        init = next(m for m in messages if getattr(m, "subtype", "") == "init")
+        by_name = {s["name"]: s["status"] for s in status["mcpServers"]}
+        return init.data["mcp_servers"], by_name, messages[-1]
+
+    return asyncio.run(asyncio.wait_for(talk(), 120))
+
+
+def test_a_server_that_cannot_start_is_failed_in_init_and_mcp_status_and_the_session_runs_on(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = lambda req: text_reply("fine")
+    init, status, result = mcp_status_through_the_sdk(ISOAGENT_SCRIPT, api_server, tmp_path)
+    web = next(s for s in init if s["name"] == "web")
+    assert (web["status"], web["source"]) == ("failed", "dynamic")
+    assert "needs --child-network on" in web["error"]
+    assert status == {"web": "failed", "calc": "connected"}
+    assert isinstance(result, claude_agent_sdk.ResultMessage) and result.result == "fine"
+
+
+@needs_claude
+def test_claude_code_shows_the_same_servers_the_same_way(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    api_server.handler = lambda req: text_reply("fine")
+    init, status, result = mcp_status_through_the_sdk(CLAUDE, api_server, tmp_path)
+    assert {s["name"]: s["status"] for s in init} == {"web": "failed", "calc": "connected"}
+    assert status == {"web": "failed", "calc": "connected"}
+    assert isinstance(result, claude_agent_sdk.ResultMessage) and result.result == "fine"
+
+
+def test_the_sdks_control_requests_about_servers_and_context_are_answered(
+    api_server: MessagesServer, workspace_with_server: Path
+) -> None:
+    """get_context_usage is the parent's context as the API counted it; toggle_mcp_server
+    turns a server off for the children after it; rewind_files and reconnect_mcp_server,
+    which have nothing to act on in isoagent, are refused with the reason."""
+    ws = workspace_with_server
+    add_agent(ws, "Read, mcp__ctx__lookup")
+    to_child = delegate("ctx-user")
+
+    def handler(req: Request) -> Reply:
+        said = [b.get("text") for b in req.messages[-1]["content"] if isinstance(b, dict)]
+        if req.is_parent and "hi" in said:
+            return Reply([{"type": "text", "text": "hello"}], usage=(1200, 34), cache=(0, 800))
+        if req.is_parent and "look" in said:
+            task = {"description": "look", "prompt": "look k1", "subagent_type": "ctx-user"}
+            return tool_reply("task", task)
+        return to_child(req)  # type: ignore[operator, no-any-return]
+
+    api_server.handler = handler
+    options = claude_agent_sdk.ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT), cwd=str(ws), env=cli_env(api_server, HOME=str(ws.parent))
+    )
+
+    async def talk() -> tuple[Any, ...]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("hi")
+            _ = [m async for m in client.receive_response()]
+            usage = await client.get_context_usage()
+            await client.toggle_mcp_server("ctx", False)
+            status = await client.get_mcp_status()
+            refusals = []
+            for ask in (client.rewind_files("u1"), client.reconnect_mcp_server("ctx")):
+                try:
+                    await ask
+                except Exception as exc:
+                    refusals.append(str(exc))
+            await client.query("look")
+            _ = [m async for m in client.receive_response()]
+            return usage, status, refusals
+
+    usage, status, refusals = asyncio.run(asyncio.wait_for(talk(), 120))
+    assert (usage["totalTokens"], usage["maxTokens"]) == (2034, 200_000)
+    assert [s["status"] for s in status["mcpServers"] if s["name"] == "ctx"] == ["disabled"]
+    assert "keeps no file checkpoints" in refusals[0] and "no MCP connection" in refusals[1]
+    (child,) = [r for r in child_requests(api_server)]
+    assert "read_file" in child.tool_names and "mcp__ctx__lookup" not in child.tool_names
 
 
 def test_an_sdk_in_process_servers_tool_reaches_a_subagent_through_the_parent(
@@ -261,16 +375,27 @@ def test_a_child_cannot_call_an_sdk_servers_tool_its_task_does_not_give(
     assert "called an MCP tool its Task does not give it: mcp__calc__secret" in str(result.result)
 
 
-def test_an_sdk_in_process_server_without_the_sdk_is_refused_by_name(
+def test_a_server_no_child_can_use_is_failed_in_init_and_the_run_goes_on(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    """``-p`` with text input: no SDK on stdin to reach the server through."""
-    config = json.dumps({"mcpServers": {"calc": {"type": "sdk", "name": "calc"}}})
-    env = cli_env(api_server, HOME=str(tmp_path))
-    done = run_cli(["-p", "hi", "--mcp-config", config], env, cwd=tmp_path, input="")
-    assert done.returncode == 1
-    assert "--mcp-config is not supported for server 'calc': its type is sdk" in done.stderr
-    assert api_server.requests == []
+    """As Claude Code shows a server it cannot reach: ``-p`` with text input has no SDK to
+    reach an in-process server through, and children without network no http server."""
+    api_server.handler = lambda req: text_reply("fine")
+    servers = {"calc": {"type": "sdk", "name": "calc"}, "web": {"type": "http", "url": "http://a"}}
+    args = ["-p", "hi", "--mcp-config", json.dumps({"mcpServers": servers})]
+    args += ["--output-format", "stream-json", "--verbose"]
+    done = run_cli(args, cli_env(api_server, HOME=str(tmp_path)), cwd=tmp_path, input="")
+    assert done.returncode == 0, done.stderr
+    assert "warning: MCP server 'calc' failed: its type is sdk" in done.stderr
+    assert "warning: MCP server 'web' failed: an http or sse server needs --child-network on" in (
+        done.stderr
+    )
+    init, *_, result = (json.loads(line) for line in done.stdout.splitlines())
+    assert [(s["name"], s["status"], s["source"]) for s in init["mcp_servers"]] == [
+        ("calc", "failed", "dynamic"),
+        ("web", "failed", "dynamic"),
+    ]
+    assert result["result"] == "fine"
 
 
 def lookup_server(outside: Path) -> dict[str, object]:

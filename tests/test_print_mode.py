@@ -360,8 +360,8 @@ def test_the_sdks_interrupt_ends_the_parents_turn(
     can go on talking."""
 
     def endless(req: Request) -> Reply:
-        if req.first_user_text == "after":
-            return text_reply("still here")
+        if any(block.get("text") == "after" for block in req.messages[-1]["content"]):
+            return text_reply("still here")  # the session goes on: "go" is still first
         return tool_reply("bash", {"command": "echo step"}, delay=0.2)
 
     api_server.handler = endless

@@ -6,7 +6,7 @@ import asyncio
 import io
 
 from isoagent.parent.cli.display import ProgressDisplay
-from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted
+from isoagent.parent.records.events import ChildFinished, ChildProgress, ChildStarted
 from isoagent.protocol import Progress, Result, Usage
 
 STARTED = ChildStarted("001", "Explore", "find test framework", "p", "m", 42, "t.jsonl")

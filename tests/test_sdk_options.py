@@ -21,6 +21,7 @@ from claude_agent_sdk import ClaudeAgentOptions, ResultMessage
 from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITransport
 
 import isoagent
+from isoagent.parent.agent.parent_agent import INTERRUPTED
 from isoagent.parent.cli.sdk_options import REFUSED
 from isoagent.parent.model.aliases import CURRENT_MODELS
 from tests.conftest import cli_env
@@ -98,6 +99,46 @@ def test_the_sdk_hears_a_refused_option_as_the_answer_to_initialize(
     with pytest.raises(Exception, match="--resume-session-at is not supported: isoagent"):
         asyncio.run(asyncio.wait_for(ask(), 60))
     assert api_server.requests == []
+
+
+@pytest.mark.parametrize("value", [None, "v", "-v"])
+def test_the_sdk_hears_an_unknown_extra_arg_refused_by_name_at_initialize(
+    value: str | None, api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(workspace),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+        extra_args={"no-such-flag": value},
+    )
+
+    async def ask() -> None:
+        async for _ in claude_agent_sdk.query(prompt="hi", options=options):
+            pass
+
+    refusal = "--no-such-flag is not supported: isoagent does not know this flag"
+    with pytest.raises(Exception, match=refusal):
+        asyncio.run(asyncio.wait_for(ask(), 60))
+    assert api_server.requests == []
+
+
+def test_debug_to_stderr_from_the_sdk_is_accepted(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = lambda req: text_reply("fine")
+    lines = run_sdk_args(
+        api_server, tmp_path, workspace, "hi", extra_args={"debug-to-stderr": None}
+    )
+    assert lines[-1]["result"] == "fine"
+
+
+def test_a_misspelt_flag_in_print_mode_is_clicks_error_with_the_nearest_name(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    done = run_cli(["-p", "--modle", "x", "hi"], cli_env(api_server), cwd=workspace, input="")
+    assert done.returncode == 2
+    assert "No such option '--modle'. Did you mean '--model'?" in done.stderr
+    assert done.stderr.count("\n") == 1 and api_server.requests == []
 
 
 def test_tools_sets_the_parents_base_tools(
@@ -380,7 +421,7 @@ def test_session_ids_resume_and_fork_as_in_claude_code(
     forked = run_sdk_args(
         api_server, tmp_path, workspace, "four", resume=SESSION, fork_session=True
     )
-    assert forked[-1]["session_id"] == forked[0]["run_id"] != SESSION
+    assert uuid.UUID(forked[-1]["session_id"]) and forked[-1]["session_id"] != SESSION
     assert forked[-1]["result"] == "7 messages"  # the newest run of the session went on
     assert (
         run_sdk_args(api_server, tmp_path, workspace, "five", resume=SESSION)[-1]["result"]
@@ -475,6 +516,83 @@ def test_interrupt_ends_a_running_child(
     assert isinstance(result, ResultMessage) and result.subtype == "error_during_execution"
     (ended,) = [m for m in messages if getattr(m, "subtype", "") == "task_notification"]
     assert ended.data["status"] == "stopped" and ended.data["result"]["status"] == "cancelled"
+
+
+def test_stop_task_ends_one_child_and_the_parent_goes_on(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """The SDK's stop_task, as in Claude Code: that subagent ends (stopped), its task call
+    says so to the parent's model, and the parent's turn goes on to its answer."""
+    api_server.handler = delegating("touch started; sleep 600", lambda req: "answered")
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(workspace),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+    )
+
+    async def talk() -> tuple[list[Any], str]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("go")
+            messages = []
+            async for message in client.receive_messages():
+                messages.append(message)
+                if getattr(message, "subtype", "") == "task_started":
+                    while not (workspace / "started").exists():
+                        await asyncio.sleep(0.05)
+                    await client.stop_task(message.data["task_id"])
+                if isinstance(message, ResultMessage):
+                    break
+            try:
+                await client.stop_task("999")
+                refused = ""
+            except Exception as exc:
+                refused = str(exc)
+            return messages, refused
+
+    messages, refused = asyncio.run(asyncio.wait_for(talk(), 120))
+    (ended,) = [m for m in messages if getattr(m, "subtype", "") == "task_notification"]
+    assert ended.data["status"] == "stopped" and "stopped (stop_task)" in ended.data[
+        "summary"
+    ] + str(ended.data["result"])
+    result = messages[-1]
+    assert isinstance(result, ResultMessage) and (result.is_error, result.result) == (
+        False,
+        "answered",
+    )
+    parent_saw = [r for r in api_server.requests if r.is_parent][-1].tool_results[0]
+    assert parent_saw["is_error"] and "cancelled" in str(parent_saw["content"])
+    assert refused == "no task '999' is running"
+
+
+def test_the_session_goes_on_after_an_interrupt_with_the_interrupted_turn_in_it(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """As in Claude Code: the message after an interrupt continues the same session, and its
+    request carries the first prompt and the interrupted task call, answered as such."""
+    api_server.handler = delegating("touch started; sleep 600", lambda req: "answered")
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(workspace),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+    )
+
+    async def talk() -> list[ResultMessage]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("go")
+            while not (workspace / "started").exists():
+                await asyncio.sleep(0.05)
+            await client.interrupt()
+            results = [m async for m in client.receive_response() if isinstance(m, ResultMessage)]
+            await client.query("after")
+            results += [m async for m in client.receive_response() if isinstance(m, ResultMessage)]
+            return results
+
+    interrupted, after = asyncio.run(asyncio.wait_for(talk(), 120))
+    assert interrupted.is_error and (after.is_error, after.result) == (False, "answered")
+    assert after.session_id == interrupted.session_id
+    last = [r for r in api_server.requests if r.is_parent][-1]
+    assert last.first_user_text == "go" and "after" in last.text()
+    assert INTERRUPTED in last.text() and last.messages[1]["content"][0]["name"] == "task"
 
 
 def test_can_use_tool_is_asked_about_the_parents_calls(
@@ -574,6 +692,30 @@ def test_settings_apply_permissions_and_model_and_refuse_the_rest(
         done = run_cli(["-p", "x", *sdk_args(**options)], env, cwd=workspace, input="")
         assert done.returncode == 1, done.stderr
         assert done.stderr.startswith("isoagent: error: --settings is not supported: " + error)
+
+
+def test_an_agents_effort_reaches_its_childs_requests_and_no_other_option_does(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """An agent's ``effort`` (``AgentDefinition(effort=...)``, ``--agents``, front matter):
+    Claude Code applies it to the subagent's requests."""
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent and req.turn == 0:
+            return tool_reply("task", {"description": "d", "prompt": "p", "subagent_type": "eager"})
+        return text_reply("done")
+
+    api_server.handler = handler
+    eager = {"eager": {"description": "E.", "prompt": "Try hard.", "effort": "max"}}
+    args = ["-p", "hi", "--agents", json.dumps(eager), "--effort", "low"]
+    done = run_cli(args, cli_env(api_server, HOME=str(tmp_path)), cwd=workspace, input="")
+    assert done.returncode == 0, done.stderr
+    parent = api_server.requests[0]
+    (child,) = [r for r in api_server.requests if not r.is_parent]
+    assert (parent.body["output_config"], child.body["output_config"]) == (
+        {"effort": "low"},
+        {"effort": "max"},
+    )
 
 
 def test_effort_thinking_task_budget_and_betas_reach_the_parents_requests(

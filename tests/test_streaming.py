@@ -205,6 +205,26 @@ def test_partial_messages_are_stream_events_with_each_child_s_task_call(
     assert {e.session_id for e in events} == {session}
 
 
+def test_each_message_has_its_streams_id_and_the_result_the_stop_reason(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """As in Claude Code: an assistant message's id is its stream's message_start id (a UI
+    merges partial events with the final message by it); the result says why it ended."""
+    api_server.handler = delegating
+    args = ["run", "--output-format", "stream-json", "--include-partial-messages", "go"]
+    done = run_cli(args, cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    messages = _messages(done.stdout)
+    started = [
+        m.event["message"]["id"]
+        for m in messages
+        if isinstance(m, StreamEvent) and m.event["type"] == "message_start"
+    ]
+    answered = [m.message_id for m in messages if isinstance(m, AssistantMessage)]
+    assert len(answered) == 3 and sorted(answered) == sorted(started)  # parent 2, child 1
+    assert messages[-1].stop_reason == "end_turn"
+
+
 def test_print_mode_prints_partial_messages_too(api_server: MessagesServer, tmp_path: Path) -> None:
     api_server.handler = lambda req: text_reply(ANSWER)
     args = ["-p", "--output-format", "stream-json", "--include-partial-messages", "go"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from isoagent.parent.terminal_text import terminal_line, terminal_text
+from isoagent.parent.records.terminal_text import terminal_line, terminal_text
 from tests.conftest import base_env, cli_env
 from tests.support.cli import ISOAGENT, run_cli
 from tests.support.messages_server import (

@@ -12,7 +12,7 @@ import pytest
 
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
-from isoagent.parent.agent_files import parse_agent_file
+from isoagent.parent.claude_code.agent_files import parse_agent_file
 from isoagent.protocol import SandboxPolicy
 from tests.conftest import cli_env
 from tests.support.cli import run_cli

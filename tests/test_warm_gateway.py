@@ -25,7 +25,6 @@ from tests.conftest import cli_env
 from tests.support.cli import run_cli, run_cli_listing_modules, start_cli
 from tests.support.messages_server import MessagesServer, Request, text_reply, tool_reply
 from tests.support.rate_limits import RateLimited
-from tests.support.warm import listener
 
 CEILING = 60.0  # seconds: generous, the machine is shared
 
@@ -171,7 +170,7 @@ def test_a_started_gateway_holds_only_the_variables_its_address_is_made_of(
     env = {**warm_env, "UNRELATED_TOKEN": "of-the-first-shell", "ISOAGENT_WARM_GATEWAY_IDLE": "60"}
     done, _ = run_task(env, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    pid = listener(warm.address(env))
+    pid = warm.listener_pid(warm.address(env))
     try:
         names = {v.split(b"=")[0] for v in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")}
         assert b"UNRELATED_TOKEN" not in names

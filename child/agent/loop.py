@@ -15,6 +15,7 @@ from typing import Protocol
 from isoagent.child.agent.tools.base import Tool, ToolOutput
 from isoagent.child.agent.truncate import truncate
 from isoagent.protocol import (
+    AgentSpec,
     Block,
     CallOptions,
     Message,
@@ -211,6 +212,11 @@ class Agent:
                 detail=detail,
             )
         )
+
+
+def agent_options(agent: AgentSpec) -> CallOptions | None:
+    """What an agent type's model calls add to the request: its effort, if it has one."""
+    return CallOptions(effort=agent.effort) if agent.effort else None
 
 
 def text_of(content: Iterable[Block]) -> str:

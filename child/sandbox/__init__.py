@@ -6,7 +6,7 @@ tool included); ``confine`` applies it in the order the kernel needs:
 - ``namespaces``: a network namespace (no network), a mount namespace (sandboxed);
 - ``egress``: with ``policy.proxy``, a listener on loopback handed to the parent's proxy;
 - ``mounts``: a private ``/dev/shm``, protected folders read-only;
-- ``limits``: rlimits on CPU time, address space, processes, file size;
+- ``limits``: rlimits on CPU time, address space, processes, file size, open files;
 - ``privileges``: not dumpable, a subreaper, no capability, ``no_new_privs``;
 - ``seccomp``: no Unix-domain socket of its own (sandboxed, or without network);
 - ``landlock``: read everywhere, write only under the tmpdir (and the workspace and

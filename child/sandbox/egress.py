@@ -4,7 +4,7 @@ The child's network namespace holds only loopback. Before it confines itself, th
 listens on 127.0.0.1 there and hands the listening socket to the parent's proxy over
 the Unix socket the policy names (``hand_over``); the proxy accepts the connections
 in the child's namespace and relays only what its allow-list lets out
-(``parent/egress_proxy.py``). Commands find it through ``HTTP_PROXY`` and
+(``parent/children/egress_proxy.py``). Commands find it through ``HTTP_PROXY`` and
 ``HTTPS_PROXY``; anything that ignores them has nowhere to go.
 
 The hand-over link stays open while this process lives (and, across ``exec``, while

@@ -1,4 +1,4 @@
-"""rlimits a child sets on itself: CPU time, address space, processes, file size."""
+"""rlimits a child sets on itself: CPU time, address space, processes, file size, open files."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import resource
 import signal
 
 from isoagent.child.sandbox.syscalls import SandboxError
+
+CHILD_OPEN_FILES = 4096  # open files per process of a child, soft and hard
 
 
 def _lower(name: str, which: int, soft: int, hard: int | None = None) -> None:
@@ -34,7 +36,10 @@ def apply_limits(
     kernel ignores it for root. ``file_size_mb``: SIGXFSZ is ignored here, so an
     oversized write fails with EFBIG instead of killing the child; the ignore is
     inherited across exec, but ``subprocess`` resets it unless ``restore_signals=False``.
+    Open files are always held to ``CHILD_OPEN_FILES``: the parent raises its own soft
+    limit to its hard one, which its children would otherwise inherit.
     """
+    _lower("RLIMIT_NOFILE", resource.RLIMIT_NOFILE, CHILD_OPEN_FILES)
     if cpu_seconds > 0:
         _lower("RLIMIT_CPU", resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1)
     if address_space_mb > 0:

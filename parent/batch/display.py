@@ -12,9 +12,9 @@ import time
 from typing import TextIO
 
 from isoagent.parent.batch.input import label
-from isoagent.parent.events import TaskRecord
 from isoagent.parent.model.retry import WaitNotices
-from isoagent.parent.terminal_text import terminal_line
+from isoagent.parent.records.events import TaskRecord
+from isoagent.parent.records.terminal_text import terminal_line
 
 _CLEAR = "\r\x1b[K"
 

@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 import msgspec
 
-from isoagent.parent.events import TaskRecord
+from isoagent.parent.records.events import TaskRecord
 from isoagent.protocol import AgentSpec
 
 TaskId = str | int

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from isoagent.child.agent.loop import agent_options
 from isoagent.child.agent.tools import TOOL_CLASSES, make_tools
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.child.agent.tools.mcp import granted, tool_name
@@ -42,8 +43,8 @@ class CallLimits:
         self.calls += 1
         if call.model != task.model:
             return f"model {call.model!r} is not its Task's ({task.model!r})"
-        if call.options is not None:
-            return "request options (effort, thinking, betas) are the parent's alone"
+        if call.options != agent_options(task.agent):
+            return "request options (thinking, betas) are the parent's alone, effort its agent's"
         if call.max_tokens > task.limits.max_tokens:
             return f"max_tokens {call.max_tokens} is above its Task's {task.limits.max_tokens}"
         if task.limits.max_turns and self.calls > task.limits.max_turns:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from io import FileIO
 from pathlib import Path
 
-from isoagent.parent.run_folder import write_all
+from isoagent.parent.records.run_folder import write_all
 from isoagent.protocol import ChildFrame, FrameError, Heartbeat, ParentFrame, encode_frame
 from isoagent.protocol.framing import FrameAssembler
 

@@ -37,7 +37,7 @@ from isoagent.parent.children.launch import (
 from isoagent.parent.children.placement import Attempt, LauncherFailed, Placement
 from isoagent.parent.children.process import ChildProcess
 from isoagent.parent.children.remote import LINK_FAILED, keep_link
-from isoagent.parent.events import ChildFinished
+from isoagent.parent.records.events import ChildFinished
 from isoagent.parent.settings import Settings
 from isoagent.protocol import FrameError, Result, Status
 

@@ -23,7 +23,7 @@ from isoagent.parent.children.hosts import HostEntry, RemoteSettings
 from isoagent.parent.children.launch import exec_child
 from isoagent.parent.children.process import ChildProcess
 from isoagent.parent.children.remote import HostPool, Launcher, NoHostLeft, launcher_environment
-from isoagent.parent.events import ChildFinished
+from isoagent.parent.records.events import ChildFinished
 
 HOST_SERVER_VARIABLE = "ISOAGENT_HOST_SERVER"  # 0: a launcher connection per remote child
 

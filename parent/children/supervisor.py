@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -37,12 +39,12 @@ from isoagent.parent.children.placement import attempt_stem
 from isoagent.parent.children.planted import FOLDER_LIMIT, PlantedNames, may_write
 from isoagent.parent.children.process import ChildProcess
 from isoagent.parent.children.sandbox_policy import PROTECTED, SandboxRefused, policy_for
-from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway
-from isoagent.parent.run_folder import RunFolder, TranscriptWriter
+from isoagent.parent.records.events import ChildFinished, ChildProgress, ChildStarted, Event, Sink
+from isoagent.parent.records.run_folder import RunFolder, TranscriptWriter
+from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
-from isoagent.parent.terminal_text import warn
 from isoagent.protocol import (
     PROTOCOL_VERSION,
     AgentSpec,
@@ -96,6 +98,8 @@ class Supervisor:
         self.finished: list[ChildFinished] = []
         self.launchers = Launchers(settings, fork_server, run.run_id)
         self._running: set[asyncio.Task[ChildFinished]] = set()
+        self._loop = asyncio.get_running_loop()
+        self.live: dict[str, _ChildRun] = {}  # the children running, by id
         self.planted = None
         self._planted_lock = asyncio.Lock()
         # the repositories and .claude folders below the workspace's top, read-only to
@@ -126,6 +130,25 @@ class Supervisor:
         for run in running:
             run.cancel()
         await asyncio.gather(*running, return_exceptions=True)
+
+    def over_budget(self, pid: int, why: str) -> None:
+        """From any thread (the egress proxy's): end the child ``pid`` of this machine,
+        which broke a budget of the parent's; ``why`` becomes its error."""
+        self._loop.call_soon_threadsafe(self._end_pid, pid, ChildFailed(why, "error"))
+
+    def _end_pid(self, pid: int, failure: ChildFailed) -> None:
+        for run in self.live.values():
+            if run.pid == pid:
+                run.end(failure)
+
+    def stop(self, child: str) -> bool:
+        """End child ``child`` alone (the SDK's ``stop_task``), its status cancelled: the
+        ``task`` call that started it returns that, and the parent goes on. False: no
+        such child is running."""
+        run = self.live.get(child)
+        if run is not None:
+            run.end(ChildFailed("was stopped (stop_task)", "cancelled"))
+        return run is not None
 
     async def _run(self, request: ChildRequest) -> ChildFinished:
         writing = self.planted is not None and may_write(request.agent, self.settings)
@@ -221,6 +244,8 @@ class _ChildRun:
         self.started = asyncio.get_running_loop().time()
         self._finished: ChildFinished | None = None
         self.limits: CallLimits | None = None  # its model calls' limits, from its Task
+        # how the parent ended it before its Result (a budget broken, stop_task), if it did
+        self.ended: asyncio.Future[ChildFailed] = asyncio.get_running_loop().create_future()
 
     @property
     def launched(self) -> bool | None:
@@ -244,6 +269,7 @@ class _ChildRun:
             self.limits = CallLimits(task)
             process = await launcher.start()
             self.pid = process.pid  # on its host: the launcher's here (the child's is there)
+            self.sup.live[self.id] = self
             drain = asyncio.create_task(self.stderr.drain(process.stderr))
             self.emit(
                 ChildStarted(
@@ -270,6 +296,7 @@ class _ChildRun:
                 if drain is not None:
                     await _finish(drain)
             finally:
+                self.sup.live.pop(self.id, None)
                 if drain is not None:
                     drain.cancel()
                 if process is not None:  # a grandchild may still hold the pipes
@@ -364,7 +391,26 @@ class _ChildRun:
             )
         if not await write_frame(process.stdin, task):
             raise ChildFailed("closed its input before taking its Task")
-        return await launcher.watch(self._talk(process), process)
+        return await launcher.watch(self._until_ended(self._talk(process)), process)
+
+    def end(self, failure: ChildFailed) -> None:
+        """End this child now, as ``failure`` says (once: the first reason stands)."""
+        if not self.ended.done():
+            self.ended.set_result(failure)
+
+    async def _until_ended(self, talk: Coroutine[Any, Any, Result]) -> Result:
+        """``talk``'s Result, unless the parent ends the child first (``end``)."""
+        talking = asyncio.ensure_future(talk)
+        either: list[asyncio.Future[Any]] = [talking, self.ended]
+        try:
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not talking.done():
+                talking.cancel()
+                await asyncio.gather(talking, return_exceptions=True)
+        if not talking.cancelled():
+            return talking.result()
+        raise self.ended.result()
 
     async def _talk(self, process: ChildProcess) -> Result:
         while True:

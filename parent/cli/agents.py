@@ -10,7 +10,7 @@ import msgspec
 
 from isoagent.parent.cli.exit_codes import ExitCode
 from isoagent.parent.cli.options import load_catalog, workdir_option
-from isoagent.parent.terminal_text import for_stdout
+from isoagent.parent.records.terminal_text import for_stdout
 
 
 @click.command()
@@ -35,7 +35,7 @@ def agents(workdir: Path, agents_dirs: tuple[Path, ...], as_json: bool) -> None:
     else:
         for spec in catalog.agents.values():  # an agent file's words, escaped on a terminal
             lines = [f"{spec.name}  ({_where(spec.source)})", f"  {spec.description}"]
-            lines.append(f"  tools: {', '.join(spec.tools) or '(none)'}")
+            lines.append(f"  tools: {', '.join(spec.tools + spec.mcp_tools) or '(none)'}")
             extras = [f"model: {spec.model}"] if spec.model else []
             extras += [f"max turns: {spec.max_turns}"] if spec.max_turns else []
             if extras:

@@ -20,7 +20,9 @@ import msgspec
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL
 from isoagent.child.agent.tools.bash import REFUSED
-from isoagent.parent.events import (
+from isoagent.parent.agent.permission_prompt import CLAUDE_NAMES, DENIED
+from isoagent.parent.model.prices import cost_usd
+from isoagent.parent.records.events import (
     ChildFinished,
     ChildProgress,
     ChildStarted,
@@ -29,8 +31,6 @@ from isoagent.parent.events import (
     RunFinished,
     RunStarted,
 )
-from isoagent.parent.model.prices import cost_usd
-from isoagent.parent.permission_prompt import CLAUDE_NAMES, DENIED
 from isoagent.protocol import Result, ThinkingBlock, ToolUseBlock, Usage
 
 Message = dict[str, Any]
@@ -72,6 +72,8 @@ class ClaudeFormat:
         self.tools = [*BASE_TOOLS, TASK_TOOL] if tools is None else list(tools)
         self.session_id = ""
         self.model = ""
+        self.stop_reason: str | None = None  # of the parent's last answer, for the result
+        self.context_tokens = 0  # the parent's context after its last answer
         self._pending_tasks: list[ToolUseBlock] = []  # the parent's task calls not yet started
         self._calls: dict[str, ToolUseBlock] = {}  # tool calls by id, for permission_denials
         self._denials: list[dict[str, Any]] = []  # commands their Bash(...) rules refused
@@ -80,6 +82,7 @@ class ClaudeFormat:
         # what earlier runs of the session cost: Claude Code's total_cost_usd is the session's
         self.cost_before = 0.0
         self.plugins: list[dict[str, str]] = []  # for init: the plugins loaded
+        self.mcp_servers: list[dict[str, str]] = []  # for init: the MCP servers and status
 
     def __call__(self, event: Event) -> None:
         message = self.convert(event)
@@ -149,7 +152,7 @@ class ClaudeFormat:
             "init",
             cwd=event.workdir,
             tools=self.tools,
-            mcp_servers=[],
+            mcp_servers=self.mcp_servers,
             model=event.model,
             permissionMode=self.permission_mode,
             slash_commands=[],
@@ -194,6 +197,7 @@ class ClaudeFormat:
         self._count(event.child, model, usage)
         self._calls.update((b.id, b) for b in event.content if isinstance(b, ToolUseBlock))
         if not event.child:
+            self.stop_reason = event.stop_reason or None
             self._pending_tasks += [
                 b for b in event.content if isinstance(b, ToolUseBlock) and b.name == TASK_TOOL
             ]
@@ -201,7 +205,7 @@ class ClaudeFormat:
             {
                 "type": "assistant",
                 "message": {
-                    "id": f"msg_{uuid.uuid4().hex[:24]}",
+                    "id": event.id or f"msg_{uuid.uuid4().hex[:24]}",
                     "type": "message",
                     "role": "assistant",
                     "model": model,
@@ -244,7 +248,7 @@ class ClaudeFormat:
             "duration_api_ms": round(final.api_seconds * 1000),
             "num_turns": result.turns,
             "result": result.summary,
-            "stop_reason": None,
+            "stop_reason": self.stop_reason,
             "session_id": self.session_id,
             "total_cost_usd": self.cost_before + self.run_cost,
             "usage": _usage(result.usage),
@@ -338,6 +342,8 @@ class ClaudeFormat:
                 )
 
     def _count(self, child: str, model: str, usage: Usage) -> None:
+        if not child:  # what the parent's next request holds, as the API counts it
+            self.context_tokens = usage.total
         if child in self._children:
             self._children[child].usage = self._children[child].usage + usage
         self._usage_by_model[model] = self._usage_by_model.get(model, Usage()) + usage

@@ -22,12 +22,13 @@ import click
 
 from isoagent.parent.cli.errors import fail, run_session_body
 from isoagent.parent.cli.exit_codes import exit_code_for
-from isoagent.parent.events import MessageAdded
+from isoagent.parent.records.events import MessageAdded
+from isoagent.parent.records.terminal_text import plural
 from isoagent.protocol import Limits, Result, ToolResultBlock, ToolUseBlock
 
 if TYPE_CHECKING:
-    from isoagent.parent.events import ChildFinished, Event, Sink
     from isoagent.parent.model.gateway import ModelSource
+    from isoagent.parent.records.events import ChildFinished, Event, Sink
 
 EXAMPLES = (
     "Use a subtask to find what testing framework this project uses",
@@ -82,16 +83,12 @@ class Outcome:
         child_turns = sum(c.result.turns for c in kids)
         child_calls = sum(c.result.tool_calls for c in kids)
         return (
-            f"{number}. {self.run_dir.name}: parent {_plural(r.turns, 'turn')}, "
-            f"{_plural(r.tool_calls, 'tool call')}; {_plural(len(kids), 'child', 'children')} "
-            f"(pid {pids}) {_plural(child_turns, 'turn')}, {_plural(child_calls, 'tool call')}; "
+            f"{number}. {self.run_dir.name}: parent {plural(r.turns, 'turn')}, "
+            f"{plural(r.tool_calls, 'tool call')}; {plural(len(kids), 'child', 'children')} "
+            f"(pid {pids}) {plural(child_turns, 'turn')}, {plural(child_calls, 'tool call')}; "
             f"the children read {self.tally.child_bytes:,} bytes, "
             f"{self.tally.parent_bytes:,} bytes reached the parent's context"
         )
-
-
-def _plural(n: int, one: str, many: str = "") -> str:
-    return f"{n} {one if n == 1 else many or one + 's'}"
 
 
 def copy_sample_project(root: Path) -> Path:

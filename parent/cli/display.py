@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from isoagent.parent.cli.output import silence
-from isoagent.parent.events import ChildFinished, ChildProgress, ChildStarted, Event
-from isoagent.parent.terminal_text import terminal_line
+from isoagent.parent.cli.errors import stderr_lost
+from isoagent.parent.records.events import ChildFinished, ChildProgress, ChildStarted, Event
+from isoagent.parent.records.terminal_text import terminal_line
 
 TICK = 0.5  # seconds between redraws of the live lines
 
@@ -105,9 +105,9 @@ class ProgressDisplay:
         try:
             self.stream.write(text)
             self.stream.flush()
-        except OSError:  # nobody reads stderr any more: the run goes on without progress
-            if self.stream is sys.stderr:  # nor do later messages fail (exit codes stay)
-                silence(sys.stderr)
+        except OSError as exc:  # nobody reads stderr any more: the run goes on without progress
+            if self.stream is sys.stderr:  # nor do later messages fail; it ends non-zero
+                stderr_lost(exc)
             self.stream = None
         self._drawn = len(self.active) if self.live else 0
 

@@ -1,7 +1,9 @@
 """``isoagent logs [RUN]``: past runs, and one run's tree of agents, turns and tool calls.
 
-Read from the transcripts in ``<workdir>/.isoagent/runs/``: ``run.jsonl`` (the run and
-the parent's conversation) and one ``child-*.jsonl`` per child.
+Read from the transcripts in ``<workdir>/.isoagent/runs/`` (``records/past_run.py``). The
+totals of a run are its transcripts' own, every child's included; ``--json`` prints the same
+figures, and with RUN each agent's events as its transcript holds them; ``--html`` draws
+RUN as a timeline (``records/timeline.py``).
 """
 
 from __future__ import annotations
@@ -9,26 +11,60 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import click
 import msgspec
 
+from isoagent.parent.cli.errors import fail
 from isoagent.parent.cli.exit_codes import ExitCode
 from isoagent.parent.cli.options import workdir_option
-from isoagent.parent.events import (
-    AnyEvent,
-    ChildFinished,
-    ChildStarted,
-    MessageAdded,
-    RunFinished,
-    RunStarted,
-)
-from isoagent.parent.terminal_text import for_stdout
-from isoagent.protocol import Result, TextBlock, ToolResultBlock, ToolUseBlock
+from isoagent.parent.records.events import AnyEvent, ChildFinished, ChildStarted, MessageAdded
+from isoagent.parent.records.past_run import AgentLog, PastRun
+from isoagent.parent.records.terminal_text import for_stdout, plural
+from isoagent.protocol import TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
-_decode = msgspec.json.Decoder(AnyEvent).decode
 RUNS = Path(".isoagent") / "runs"
+SHORT = 90  # characters of a text, a tool's input or output shown without --full
+
+
+class AgentRecord(msgspec.Struct, omit_defaults=True):
+    """One agent of a run in ``--json``: the parent (``child`` "") or a child."""
+
+    child: str
+    agent: str
+    model: str
+    status: str
+    turns: int
+    tool_calls: int
+    tokens: int
+    usage: Usage
+    cost_usd: float
+    seconds: float | None = None
+    retries: int = 0
+    error: str = ""
+    events: list[AnyEvent] = []  # its transcript's
+
+
+class RunRecord(msgspec.Struct, omit_defaults=True):
+    """One run in ``--json``: what ``isoagent logs`` lists; with RUN, its agents too."""
+
+    run_id: str
+    label: str  # its prompt, or "batch FILE"
+    status: str
+    turns: int
+    tool_calls: int
+    tokens: int  # every agent's, as their transcripts count them
+    usage: Usage
+    cost_usd: float
+    children: int
+    failed_children: int
+    started: datetime | None = None
+    seconds: float | None = None
+    batch_input: str = ""
+    error: str = ""
+    agents: list[AgentRecord] = []
 
 
 @click.command(
@@ -36,26 +72,62 @@ RUNS = Path(".isoagent") / "runs"
 )
 @click.argument("run_id", metavar="[RUN]", required=False)
 @workdir_option("Workspace whose runs to read (default: the current directory).")
-@click.option("-n", "--count", type=click.IntRange(1), default=20, show_default=True,
-              help="How many of the latest runs to list.")  # fmt: skip
-def logs(run_id: str | None, workdir: Path, count: int) -> None:
+@click.option(
+    "-n",
+    "--count",
+    type=click.IntRange(1),
+    default=20,
+    show_default=True,
+    help="How many of the latest runs to list.",
+)
+@click.option(
+    "--full", is_flag=True, help="Show texts and tool inputs whole, and every tool's output."
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON: the runs, or RUN with each agent's transcript events.",
+)
+@click.option("--html", is_flag=True, help="Write RUN's timeline as one self-contained HTML page.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Where --html writes (default: stdout).")  # fmt: skip
+def logs(
+    run_id: str | None,
+    workdir: Path,
+    count: int,
+    full: bool,
+    as_json: bool,
+    html: bool,
+    output: Path | None,
+) -> None:
     """List the latest runs, or show RUN (an id, a unique prefix of one, or 'last') as a
-    tree of its agents, their turns and tool calls."""
+    tree of its agents, their turns and tool calls. Tokens and cost include every child."""
+    if html and (run_id is None or as_json):
+        fail("--html draws one RUN, as a page: give RUN, without --json", ExitCode.USAGE)
     runs_dir = workdir / RUNS
     runs = sorted(_runs(runs_dir), key=_started)
     if run_id is None:
-        for path in runs[-count:][::-1]:  # a prompt in each, escaped on a terminal
-            click.echo(for_stdout(_run_line(path), lines=False))
+        latest = [PastRun.read(path) for path in runs[-count:][::-1]]
+        if as_json:
+            click.echo(_json([record(run) for run in latest]))
+        for run in [] if as_json else latest:  # a prompt in each, escaped on a terminal
+            click.echo(for_stdout(run_line(run), lines=False))
         if not runs:
             click.echo(f"isoagent: no runs in {runs_dir}", err=True)
         return
     matches = runs[-1:] if run_id == "last" else [p for p in runs if p.name.startswith(run_id)]
     if len(matches) != 1:
         why = "no run" if not matches else f"{len(matches)} runs"
-        click.echo(f"isoagent: {why} matching {run_id!r} in {runs_dir}", err=True)
-        sys.exit(ExitCode.USAGE)
-    for line in run_tree(matches[0]):  # a model's and its tools' words, escaped on a terminal
-        click.echo(for_stdout(line, lines=False))
+        fail(f"{why} matching {run_id!r} in {runs_dir}", ExitCode.USAGE)
+    run = PastRun.read(matches[0])
+    if html:
+        _write_page(run, output)
+    elif as_json:
+        click.echo(_json(record(run, events=True)))
+    else:
+        for line in run_tree(run, full=full):  # a model's and its tools' words, escaped
+            click.echo(for_stdout(line, lines=False))
 
 
 def _runs(runs_dir: Path) -> list[Path]:
@@ -70,99 +142,168 @@ def _started(run: Path) -> tuple[str, float]:
         return run.name[:15], 0.0
 
 
-def read_events(path: Path) -> list[AnyEvent]:
-    """The events of one transcript; a line that does not decode is skipped."""
-    events = []
+def _write_page(run: PastRun, output: Path | None) -> None:
+    from isoagent.parent.records.timeline import NoTimes, timeline_page
+
+    if output is None and sys.stdout.isatty():
+        fail("--html writes a page: give -o FILE, or redirect stdout", ExitCode.USAGE)
     try:
-        lines = path.read_bytes().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        try:
-            events.append(_decode(line))
-        except msgspec.DecodeError:
-            continue
-    return events
+        page = timeline_page(run)
+    except NoTimes as exc:
+        fail(str(exc))
+    if output is None:
+        sys.stdout.write(page)
+        return
+    try:
+        output.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        fail(f"cannot write {output}: {exc.strerror or exc}")
 
 
-def _run_line(path: Path) -> str:
-    events = read_events(path / "run.jsonl")
-    final = next((e for e in events if isinstance(e, RunFinished)), None)
-    prompt = next(
-        (_text(e) for e in events if isinstance(e, MessageAdded) and e.role == "user"),
-        next((e.prompt for e in events if isinstance(e, ChildStarted)), ""),
+def _json(value: object) -> str:
+    return msgspec.json.format(msgspec.json.encode(value), indent=2).decode()
+
+
+def record(run: PastRun, *, events: bool = False) -> RunRecord:
+    """``run`` in ``--json``'s shape; ``events``: each agent with its transcript's events."""
+    final = run.final
+    start = run.start
+    return RunRecord(
+        run_id=run.run_id,
+        label=run.label,
+        status=run.status,
+        turns=run.turns,
+        tool_calls=run.tool_calls,
+        tokens=run.usage.total,
+        usage=run.usage,
+        cost_usd=round(run.cost, 6),
+        children=len(run.children),
+        failed_children=len(run.failed),
+        started=run.started_at,
+        seconds=run.seconds,
+        batch_input=start.batch_input if start else "",
+        error=final.result.error if final else "",
+        agents=[_agent_record(run, agent) for agent in run.agents] if events else [],
     )
-    children = sum(isinstance(e, ChildStarted) for e in events)
-    status = _facts(final.result) if final else "unfinished"
-    return f"{path.name}  {status}, {children} child(ren)  {_short(prompt, 60)}"
 
 
-def run_tree(path: Path) -> Iterator[str]:
+def _agent_record(run: PastRun, agent: AgentLog) -> AgentRecord:
+    result = agent.result if agent.child else (run.final.result if run.final else None)
+    if agent.child:
+        retries = agent.finished.retries if agent.finished else 0
+    else:  # the run's retries are every agent's: the parent's are the rest
+        retries = (run.final.retries if run.final else 0) - sum(
+            c.finished.retries for c in run.children if c.finished
+        )
+    return AgentRecord(
+        child=agent.child,
+        agent=agent.agent,
+        model=agent.model,
+        status=result.status if result else "unfinished",
+        turns=len(agent.answers),
+        tool_calls=agent.tool_calls,
+        tokens=agent.usage.total,
+        usage=agent.usage,
+        cost_usd=round(agent.cost, 6),
+        seconds=result.duration if result else None,
+        retries=max(retries, 0),
+        error=result.error if result else "",
+        events=agent.events,
+    )
+
+
+def run_line(run: PastRun) -> str:
+    """One line of the list: id, totals, children, what was asked."""
+    children = plural(len(run.children), "child", "children")
+    if run.failed:
+        children += f" ({_failures(run.failed)})"
+    return f"{run.run_id}  {_totals(run)}, {children}  {_short(run.label, 60)}"
+
+
+def _failures(failed: list[AgentLog]) -> str:
+    """``1 timeout, 2 crashed``: how many children ended each way that is not ok."""
+    counts: dict[str, int] = {}
+    for child in failed:
+        counts[child.status] = counts.get(child.status, 0) + 1
+    return ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
+def _totals(run: PastRun) -> str:
+    seconds = f", {run.seconds:.1f} s" if run.seconds is not None else ""
+    return (
+        f"{run.status}, {plural(run.turns, 'turn')}, {plural(run.tool_calls, 'tool call')}, "
+        f"{run.usage.total} tokens, {_dollars(run.cost)}{seconds}"
+    )
+
+
+def _dollars(cost: float) -> str:
+    return f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
+
+
+def run_tree(run: PastRun, *, full: bool = False) -> Iterator[str]:
     """One run as indented lines: the run, the parent's turns, each child under the
-    ``task`` call that started it, with its own turns."""
-    events = read_events(path / "run.jsonl")
-    start = next((e for e in events if isinstance(e, RunStarted)), None)
-    final = next((e for e in events if isinstance(e, RunFinished)), None)
-    yield f"run {path.name}: {_facts(final.result) if final else 'unfinished'}"
-    if start is not None:
-        yield f"  model {start.model}, workdir {start.workdir}"
-    children = {e.child: e for e in events if isinstance(e, ChildStarted | ChildFinished)}
-    transcripts = {
-        e.child: path / Path(e.transcript).name
-        for e in events
-        if isinstance(e, ChildStarted | ChildFinished)
-    }
+    ``task`` call that started it, with its own turns; ``full``: nothing cut short."""
+    yield f"run {run.run_id}: {_totals(run)}"
+    if (start := run.start) is not None:
+        batch = f", batch {start.batch_input}" if start.batch_input else ""
+        yield f"  model {start.model}, workdir {start.workdir}{batch}"
+    if run.failed:
+        yield f"  {plural(len(run.failed), 'child', 'children')} not ok: {_failures(run.failed)}"
+    children = {c.child: c for c in run.children}
     shown: set[str] = set()
-    for event in events:
+    for event in run.events:
         if isinstance(event, MessageAdded) and not event.child:
-            yield from _message_lines(event, "  ")
+            yield from _message_lines(event, "  ", full)
         elif isinstance(event, ChildFinished | ChildStarted) and event.child not in shown:
             shown.add(event.child)
-            yield from _child_lines(children[event.child], transcripts[event.child], "    ")
+            yield from _child_lines(children[event.child], "    ", full)
 
 
-def _child_lines(
-    event: ChildStarted | ChildFinished, transcript: Path, indent: str
-) -> Iterator[str]:
-    child_events = read_events(transcript)
-    final = next((e for e in child_events if isinstance(e, ChildFinished)), None)
-    result = final.result if final else event.result if isinstance(event, ChildFinished) else None
-    facts = _facts(result) if result else "unfinished"
-    yield f"{indent}child {event.child} {event.agent} {event.description!r}: {facts}"
-    for child_event in child_events:
-        if isinstance(child_event, MessageAdded):
-            yield from _message_lines(child_event, indent + "  ")
+def _child_lines(child: AgentLog, indent: str, full: bool) -> Iterator[str]:
+    known = child.started or child.finished
+    description = known.description if known else ""
+    result = child.result
+    seconds = f", {result.duration:.1f} s" if result else ""
+    yield (
+        f"{indent}child {child.child} {child.agent} {description!r}: {child.status}, "
+        f"{plural(len(child.answers), 'turn')}, {plural(child.tool_calls, 'tool call')}, "
+        f"{child.usage.total} tokens, {_dollars(child.cost)}{seconds}"
+    )
+    for message in child.messages:
+        yield from _message_lines(message, indent + "  ", full)
     if result and result.error:
-        yield f"{indent}  error: {_short(result.error, 100)}"
+        yield from _text_lines("error: ", result.error, indent + "  ", full)
 
 
-def _message_lines(event: MessageAdded, indent: str) -> Iterator[str]:
+def _message_lines(event: MessageAdded, indent: str, full: bool) -> Iterator[str]:
     if event.role == "user":
         for block in event.content:
-            if isinstance(block, ToolResultBlock) and block.is_error:
-                yield f"{indent}  ! {_short(block.content, 90)}"
+            if isinstance(block, ToolResultBlock) and (full or block.is_error):
+                mark = "! " if block.is_error else "-> "
+                yield from _text_lines(mark, block.content, indent + "  ", full)
             elif isinstance(block, TextBlock) and event.turn == 0:
-                yield f"{indent}prompt: {_short(block.text, 90)}"
+                yield from _text_lines("prompt: ", block.text, indent, full)
         return
     tokens = f" ({event.usage.total} tokens)" if event.usage else ""
     yield f"{indent}turn {event.turn + 1}{tokens}"
     for block in event.content:
         if isinstance(block, TextBlock) and block.text.strip():
-            yield f"{indent}  {_short(block.text, 90)}"
+            yield from _text_lines("", block.text, indent + "  ", full)
         elif isinstance(block, ToolUseBlock):
-            args = json.dumps(block.input, ensure_ascii=False)
-            yield f"{indent}  {block.name} {_short(args, 80)}"
+            args = json.dumps(block.input, ensure_ascii=False, indent=2 if full else None)
+            yield from _text_lines(f"{block.name} ", args, indent + "  ", full)
 
 
-def _facts(result: Result) -> str:
-    return (
-        f"{result.status}, {result.turns} turns, {result.tool_calls} tool calls, "
-        f"{result.usage.total} tokens, {result.duration:.1f} s"
-    )
-
-
-def _text(event: MessageAdded) -> str:
-    return " ".join(b.text for b in event.content if isinstance(b, TextBlock))
+def _text_lines(head: str, text: str, indent: str, full: bool) -> Iterator[str]:
+    """``head`` and ``text`` on one line cut to ``SHORT`` characters; ``full``: every line
+    of it, the later ones indented under the first."""
+    if not full:
+        yield f"{indent}{head}{_short(text, SHORT)}"
+        return
+    first, *rest = text.rstrip("\n").split("\n")
+    yield f"{indent}{head}{first}"
+    for line in rest:
+        yield f"{indent}{' ' * len(head)}{line}".rstrip()
 
 
 def _short(text: str, width: int) -> str:

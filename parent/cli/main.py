@@ -17,6 +17,7 @@ from typing import Any
 
 import click
 
+from isoagent.parent.cli.errors import OutputErrorsCommand
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 
 # name: (module defining the command function of that name, its short help for the list)
@@ -41,6 +42,10 @@ COMMANDS = {
         "isoagent.parent.cli.logs",
         "List the latest runs, or show RUN as a tree of its agents, turns and tool calls.",
     ),
+    "gateway": (
+        "isoagent.parent.cli.gateway",
+        "List this user's warm gateways (server, age, memory, calls), or stop them.",
+    ),
     "demo": (
         "isoagent.parent.cli.demo",
         "Run three subagent examples offline: scripted model turns, real child processes.",
@@ -48,20 +53,7 @@ COMMANDS = {
 }
 
 
-@contextmanager
-def _reader_gone_quietly() -> Iterator[None]:
-    """A reader that went away (``| head``) ends the command quietly with exit 141, as it
-    does other tools, where click would exit 1."""
-    try:
-        yield
-    except BrokenPipeError:
-        from isoagent.parent.cli.output import silence
-
-        silence(sys.stdout)
-        sys.exit(ExitCode.READER_GONE)
-
-
-class _Group(click.Group):
+class _Group(OutputErrorsCommand, click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
@@ -81,14 +73,6 @@ class _Group(click.Group):
         ]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
-
-    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
-        with _reader_gone_quietly():  # --help
-            return super().make_context(*args, **kwargs)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        with _reader_gone_quietly():
-            return super().invoke(ctx)
 
     def main(self, args: Sequence[str] | None = None, **kwargs: Any) -> Any:  # type: ignore[override]
         """``isoagent -p ...`` is Claude Code's print mode (``print_mode.py``); click's errors

@@ -15,11 +15,11 @@ from isoagent.parent.children.hosts import RemoteSettings
 from isoagent.parent.cli.errors import fail
 from isoagent.parent.cli.exit_codes import ExitCode
 from isoagent.parent.options import OPTION_NAMES, Options, settings_for
+from isoagent.parent.records.terminal_text import terminal_line
 from isoagent.parent.settings import Settings
-from isoagent.parent.terminal_text import terminal_line
 
 if TYPE_CHECKING:
-    from isoagent.parent.agent_files import AgentCatalog
+    from isoagent.parent.claude_code.agent_files import AgentCatalog
     from isoagent.protocol import AgentSpec
 
 DEFAULTS = Settings(workdir=Path("."))

@@ -1,6 +1,6 @@
 """What ``run`` and ``task`` print on stdout: ``--output-format text|json|stream-json``.
 
-- ``text``: the final answer (the summary) only.
+- ``text``: the final answer (the summary) only, and only when the run ended ok.
 - ``json``: one object at the end: Claude Code's ``result`` object (``claude -p
   --output-format json``), plus isoagent's status, run folder and one record per child.
 - ``stream-json``: Claude Code's stream (``claude -p --output-format stream-json
@@ -18,19 +18,20 @@ import signal
 import stat
 import sys
 from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import click
 import msgspec
 
 from isoagent.parent.cli.claude_format import ClaudeFormat
+from isoagent.parent.cli.errors import silence
 from isoagent.parent.cli.exit_codes import ExitCode, exit_code_for
-from isoagent.parent.events import RunFinished
-from isoagent.parent.terminal_text import for_stdout, terminal_line
+from isoagent.parent.records.events import RunFinished
+from isoagent.parent.records.terminal_text import for_stdout, terminal_line
 
 if TYPE_CHECKING:
-    from isoagent.parent.events import Sink
     from isoagent.parent.model.gateway import Gateway
+    from isoagent.parent.records.events import Sink
     from isoagent.parent.session import Session
 
 
@@ -38,7 +39,8 @@ class JsonLines:
     """Writes objects (msgspec Structs, dicts) as JSON lines, each flushed as soon as written.
 
     When the reader goes away (``| head -1``) the lines stop quietly and ``on_gone`` is called
-    (``end_when_reader_goes`` ends the session then).
+    (``end_when_reader_goes`` ends the session then). Any other failure (a full disk) is
+    raised, and stdout, if that is the stream, goes to /dev/null: nothing is written after.
     """
 
     def __init__(self, stream: BinaryIO | None = None) -> None:
@@ -55,6 +57,11 @@ class JsonLines:
             self.stream.flush()
         except BrokenPipeError:
             self.reader_gone()
+        except OSError:
+            self.gone = True
+            if self.stream is sys.stdout.buffer:
+                silence(sys.stdout)
+            raise
 
     def reader_gone(self) -> None:
         """Write no more (stdout, if that is the stream, goes to /dev/null); tell ``on_gone``."""
@@ -91,14 +98,6 @@ def end_when_reader_goes(session: Session, lines: JsonLines) -> None:
     loop.add_reader(fd, gone)
 
 
-def silence(stream: IO[Any]) -> None:
-    """Point ``stream`` (stdout, stderr) at /dev/null once its reader has gone, so that
-    nothing written later (nor the flush at exit) raises a second BrokenPipeError."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, stream.fileno())
-    os.close(devnull)
-
-
 class Output:
     def __init__(
         self,
@@ -133,12 +132,15 @@ class Output:
         return [self.claude] if self.format != "text" else []
 
     def finish(self, final: RunFinished) -> ExitCode:
-        """Print the end of the run (stream-json has already written its ``result`` line),
-        say on stderr why it failed if it did, and return the exit code."""
+        """Print the end of the run (stream-json has already written its ``result`` line;
+        text, the answer of a run that ended ok), say on stderr why it failed if it did, and
+        return the exit code."""
         result = final.result
         if self.format == "json":
             self.lines(self.claude.result(final))
-        elif self.format == "text" and result.summary:
+        elif self.format == "text" and result.summary and result.status == "ok":
+            # a script reads stdout as the answer: a failed run's text (what the parent said
+            # before its budget ran out) is in its transcript, not there
             # color=True: click would strip CSI sequences from a pipe's payload otherwise
             click.echo(for_stdout(result.summary), color=True)
         if result.status != "ok":

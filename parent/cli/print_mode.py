@@ -9,7 +9,7 @@ stdin (an ``initialize`` request answered first, then the prompt as a user messa
 each further user message continues the conversation). Nothing goes to stderr but
 warnings and errors, as with ``claude -p``. The SDK's other flags: ``sdk_options.py``
 (those that are ``Options`` fields, and those refused by name), ``settings_flag.py``
-(``--settings``), ``parent/plugins.py`` (``--plugin-dir``).
+(``--settings``), ``parent/claude_code/plugins.py`` (``--plugin-dir``).
 """
 
 from __future__ import annotations
@@ -28,19 +28,20 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
-from isoagent.parent.cli.errors import fail, run_session_body
+from isoagent.parent.claude_code.mcp_servers import SDK_ONLY
+from isoagent.parent.claude_code.plugins import PluginRefused, plugin_agents
+from isoagent.parent.cli.errors import OutputErrorsCommand, fail, run_session_body
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import output_options
 from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
-from isoagent.parent.cli.sdk_options import sdk_flags, sdk_settings_options
+from isoagent.parent.cli.sdk_options import KnowsItsFlags, sdk_flags, sdk_settings_options
 from isoagent.parent.cli.settings_flag import ClaudeSettings, Unsupported, read_settings
-from isoagent.parent.mcp_servers import SDK_ONLY
-from isoagent.parent.plugins import PluginRefused, plugin_agents
+from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 
 if TYPE_CHECKING:
-    from isoagent.parent.permission_prompt import Decision
+    from isoagent.parent.agent.permission_prompt import Decision
 
 # the permission modes, and how much each lets run unasked where --allowedTools names what does
 _WIDTH = {"default": 1, "acceptEdits": 2, "plan": 0, "bypassPermissions": 3, "dontAsk": 1,
@@ -48,7 +49,11 @@ _WIDTH = {"default": 1, "acceptEdits": 2, "plan": 0, "bypassPermissions": 3, "do
 PERMISSION_MODES = list(_WIDTH)
 
 
-@click.command(name="isoagent -p", epilog=EXIT_CODES_HELP)
+class _PrintModeCommand(OutputErrorsCommand, KnowsItsFlags):
+    """Print mode's command: the SDK's unknown flags set aside, and output errors one line."""
+
+
+@click.command(name="isoagent -p", epilog=EXIT_CODES_HELP, cls=_PrintModeCommand)
 @click.argument("prompt", required=False)
 @click.option("-p", "--print", "print_flag", is_flag=True, help="Print mode (this command).")
 @click.option("--system-prompt", default="", help="Replace the parent's system prompt.")
@@ -144,7 +149,7 @@ def print_mode(
 
     Without PROMPT the prompt is read from stdin; with one, piped stdin is attached.
     """
-    from isoagent.parent.parent_agent import claude_settings
+    from isoagent.parent.agent.parent_agent import claude_settings
 
     if permission_prompt_tool is not None and not unsupported:
         if permission_prompt_tool != "stdio":
@@ -173,10 +178,10 @@ def print_mode(
             unsupported = unsupported or f"--plugin-dir is not supported: {exc}"
         except ValueError as exc:
             fail(f"error: {exc}", ExitCode.USAGE)
-    for name, why in settings.mcp_servers.refused.items():
+    for name, why in settings.mcp_servers.failed.items():
         if why == SDK_ONLY and input_format == "stream-json":
             continue  # the SDK is there: its tools are listed before the first run
-        unsupported = unsupported or f"--mcp-config is not supported for server {name!r}: {why}"
+        warn(f"warning: MCP server {name!r} failed: {why}")  # and so in init, as Claude Code
     if unsupported and input_format != "stream-json":  # the SDK hears it at initialize
         fail(f"error: {unsupported}")
     for given, file, flag in (
@@ -262,7 +267,7 @@ def run_prompt(
     """One parent run, printed in ``output_format`` (with ``partial``, every streamed
     event too): its exit status and run id. An ``inbox`` (stream-json input) may
     interrupt it."""
-    from isoagent.parent.parent_agent import parent_tools
+    from isoagent.parent.agent.parent_agent import parent_tools
     from isoagent.parent.session import Session
 
     output = Output(
@@ -275,8 +280,10 @@ def run_prompt(
     output.claude.plugins = [
         {"name": name, "path": path, "source": f"{name}@inline"} for name, path in settings.plugins
     ]  # as Claude Code's init lists a --plugin-dir
+    output.claude.mcp_servers = settings.mcp_servers.status()
     if inbox is not None:
         output.claude.cost_before = inbox.cost
+        output.claude.context_tokens = inbox.context_tokens
 
     async def main() -> int:
         nonlocal run_id
@@ -286,6 +293,7 @@ def run_prompt(
             output.hear(session.gateway)
             if inbox is not None:
                 inbox.interrupt = session.interrupt
+                inbox.stop_task = session.stop_child
                 if settings.permission_prompt_tool:
                     session.ask = inbox.ask
             result = await session.run_parent(prompt)
@@ -296,6 +304,7 @@ def run_prompt(
             final = session.finish(result)
             if inbox is not None:
                 inbox.cost = output.claude.cost_before + output.claude.run_cost
+                inbox.context_tokens = output.claude.context_tokens
             return output.finish(final)
 
     return run_session_body(main), run_id
@@ -315,25 +324,28 @@ def _serve_stream(
                 _respond(message, None, unsupported)
             break
         if message.get("type") == "control_request":
-            settings = _answer(message, settings)
+            settings = _answer(message, settings, inbox)
         elif message.get("type") == "user" and (text := _user_text(message)).strip():
             if settings.mcp_servers.sdk_names:
-                from isoagent.parent.sdk_mcp import with_sdk_servers
+                from isoagent.parent.claude_code.sdk_mcp import with_sdk_servers
 
                 servers = with_sdk_servers(settings.mcp_servers, inbox.control)
                 settings = dataclasses.replace(settings, mcp_servers=servers)
+            inbox.settings = settings
             inbox.running.set()
             interrupts = inbox.interrupts
             try:
                 code, run_id = run_prompt(settings, text, output_format, inbox, partial=partial)
             finally:
                 inbox.running.clear()
-                inbox.interrupt = None
+                inbox.interrupt = inbox.stop_task = None
             if code > 128 and inbox.interrupts == interrupts:
                 return code  # a signal ended it (the SDK's disconnect): start nothing queued
             settings = dataclasses.replace(settings, budget_spent=inbox.spent)
             if run_id and _can_continue(settings, run_id):
-                session = settings.session_id or run_id  # the next message goes on with it
+                from isoagent.parent.agent.parent_agent import run_session
+
+                session = settings.session_id or run_session(settings.runs_dir, run_id)
                 settings = dataclasses.replace(settings, resume=run_id, session_id=session)
     if unsupported:
         fail(f"error: {unsupported}")
@@ -348,9 +360,12 @@ class _Inbox:
     def __init__(self) -> None:
         self.running = threading.Event()
         self.interrupt: Callable[[], None] | None = None  # the running session's
+        self.stop_task: Callable[[str], bool] | None = None  # and its stop_child
         self.interrupts = 0  # interrupt requests so far
         self.spent = 0.0  # US dollars the session's runs spent, under --max-budget-usd
         self.cost = 0.0  # what the session's runs cost, as their results say
+        self.settings: Settings | None = None  # the running (or last) run's
+        self.context_tokens = 0  # the parent's context after its last answer
         self._queue: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
         self._asked: dict[str, queue.Queue[dict[str, Any] | None]] = {}  # by request id
         self._ids = itertools.count(1)
@@ -387,7 +402,7 @@ class _Inbox:
     def ask(self, tool: str, tool_input: dict[str, Any], cancelled: threading.Event) -> Decision:
         """Claude Code's ``can_use_tool`` request, and the SDK's answer (a cancelled run, or
         stdin's end, is a no)."""
-        from isoagent.parent.permission_prompt import Decision
+        from isoagent.parent.agent.permission_prompt import Decision
 
         request = {"subtype": "can_use_tool", "tool_name": tool, "input": tool_input}
         response = self.control(request, cancelled)
@@ -435,6 +450,15 @@ class _Inbox:
             if self.interrupt is not None:
                 self.interrupt()
             _respond(message, {}, "")
+        elif isinstance(request, dict) and request.get("subtype") == "stop_task":
+            task = str(request.get("task_id"))
+            if self.stop_task is not None and self.stop_task(task):
+                _respond(message, {}, "")
+            else:
+                _respond(message, None, f"no task {task!r} is running")
+        elif isinstance(request, dict) and request.get("subtype") in _ANY_TIME:
+            assert self.settings is not None  # set before a run starts
+            _respond(message, _ANY_TIME[request["subtype"]](self.settings, self), "")
         elif isinstance(request, dict) and request.get("subtype") == "set_model":
             _respond(message, {}, "")  # the next run's model: set when this one ends
             self._queue.put({**message, "answered": True})
@@ -462,7 +486,7 @@ def _lines(fd: int) -> Iterator[bytes]:
 def _can_continue(settings: Settings, run_id: str) -> bool:
     """Whether run ``run_id`` holds a conversation the next message can go on with (a
     first turn that was interrupted does not)."""
-    from isoagent.parent.parent_agent import ResumeError, earlier_conversation
+    from isoagent.parent.agent.parent_agent import ResumeError, earlier_conversation
 
     try:
         return bool(earlier_conversation(settings.runs_dir, run_id))
@@ -470,16 +494,54 @@ def _can_continue(settings: Settings, run_id: str) -> bool:
         return False
 
 
-def _answer(message: dict[str, Any], settings: Settings) -> Settings:
+def _mcp_status(settings: Settings, inbox: _Inbox) -> dict[str, Any]:
+    """``get_mcp_status``: the session's servers (an SDK's not yet listed before a run)."""
+    return {"mcpServers": settings.mcp_servers.status(sdk=not inbox.running.is_set())}
+
+
+def _context_usage(settings: Settings, inbox: _Inbox) -> dict[str, Any]:
+    """``get_context_usage``: the parent's context as the API counted it at its last
+    answer (system prompt, tools and messages: isoagent does not count them apart)."""
+    betas = settings.call_options.betas if settings.call_options is not None else ()
+    window = 1_000_000 if any("context-1m" in beta for beta in betas) else 200_000
+    used = inbox.context_tokens
+    return {
+        "categories": [
+            {"name": "Context, as the API counted it", "tokens": used, "color": "claude"},
+            {"name": "Free space", "tokens": max(window - used, 0), "color": "promptBorder"},
+        ],
+        "totalTokens": used, "maxTokens": window, "rawMaxTokens": window,
+        "percentage": round(100 * used / window, 1), "model": settings.model,
+        "isAutoCompactEnabled": False, "memoryFiles": [], "mcpTools": [], "gridRows": [],
+        "agents": [{"agentType": name, "source": a.source} for name, a in settings.agents.items()],
+    }  # fmt: skip
+
+
+# control requests that have nothing to act on in isoagent, and why (README: the SDK)
+_NOTHING_TO_DO = {
+    "rewind_files": "isoagent keeps no file checkpoints to rewind to: a writing child "
+    "changes the workspace itself, as Claude Code's tools do without checkpointing; use git",
+    "mcp_reconnect": "isoagent's parent holds no MCP connection to renew: each child starts "
+    "the servers its agent uses, so the next one tries a failed server again",
+}
+
+# control requests answered during a run as between runs
+_ANY_TIME: dict[str, Callable[[Settings, _Inbox], dict[str, Any]]] = {
+    "mcp_status": _mcp_status,
+    "get_context_usage": _context_usage,
+}
+
+
+def _answer(message: dict[str, Any], settings: Settings, inbox: _Inbox) -> Settings:
     """Claude Code's reply to a control request: ``initialize`` succeeds (adding the agent
     types it carries) unless it registers hooks, which isoagent cannot run (a hook meant to
     block a tool call must not be ignored) or asks for skills; ``set_model`` sets the next
     run's model; anything else is refused by name, so the SDK does not wait for an answer
     that never comes. The settings the session runs with."""
-    from isoagent.parent.agent_files import inline_agents
+    from isoagent.parent.agent.parent_agent import restrict_agents
+    from isoagent.parent.claude_code.agent_files import inline_agents
     from isoagent.parent.model.aliases import resolve_model
     from isoagent.parent.options import default_model
-    from isoagent.parent.parent_agent import restrict_agents
 
     request = message.get("request")
     request = request if isinstance(request, dict) else {}
@@ -499,6 +561,22 @@ def _answer(message: dict[str, Any], settings: Settings) -> Settings:
     if subtype == "interrupt":  # between runs: nothing to interrupt
         _respond(message, {}, "")
         return settings
+    if subtype in _ANY_TIME:
+        _respond(message, _ANY_TIME[subtype](settings, inbox), "")
+        return settings
+    if subtype == "mcp_toggle":
+        try:
+            servers = settings.mcp_servers.toggled(
+                str(request.get("serverName")), bool(request.get("enabled"))
+            )
+        except ValueError as exc:
+            subtype, error = None, str(exc)
+        else:
+            _respond(message, {}, "")
+            return dataclasses.replace(settings, mcp_servers=servers)
+    error = _NOTHING_TO_DO.get(str(subtype), error)
+    if subtype == "stop_task":  # between runs
+        error = f"no task {str(request.get('task_id'))!r} is running"
     if subtype == "set_permission_mode":
         mode = str(request.get("mode", ""))
         try:
@@ -534,7 +612,7 @@ def _with_permission_mode(settings: Settings, mode: str) -> Settings:
     """``settings`` in permission ``mode`` from the next run on (``set_permission_mode``).
     Agent types are narrowed to it; one that would widen them (out of plan mode, or to
     more than ``--allowedTools`` gave) is a ``ValueError``: what they lost is not kept."""
-    from isoagent.parent.parent_agent import restrict_agents
+    from isoagent.parent.agent.parent_agent import restrict_agents
 
     if mode not in _WIDTH:
         raise ValueError(f"unknown permission mode {mode!r}")

@@ -8,6 +8,7 @@ such option".
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 from collections.abc import Callable
@@ -115,12 +116,59 @@ REFUSED = {
 }
 _FLAGS = {"--session-mirror"}  # the rest take a value
 # flags that change nothing in isoagent, accepted as Claude Code accepts them
-ACCEPTED = {"--include-hook-events": "isoagent runs no hooks, so it has no hook events to show"}
+ACCEPTED = {
+    "--include-hook-events": "isoagent runs no hooks, so it has no hook events to show",
+    "--debug-to-stderr": "isoagent's diagnostics go to stderr already (more with -v)",
+}
+
+
+class KnowsItsFlags(click.Command):
+    """A command that sets aside the long flags it does not know (the SDK's ``extra_args``,
+    a newer Claude Code's flags: ``--flag``, ``--flag=value``, ``--flag value``) before
+    click parses the rest, for ``sdk_flags`` to refuse by name."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        known = {opt for param in self.params for opt in param.opts}
+        kept: list[str] = []
+        unknown: list[str] = []
+        rest = iter(args)
+        for arg in rest:
+            if arg == "--":
+                kept += [arg, *rest]
+                break
+            name = arg.split("=", 1)[0]
+            if not arg.startswith("--") or name in known:
+                kept.append(arg)
+                continue
+            unknown.append(name)
+            if "=" not in arg:  # its value, if the next word is not a flag
+                following = next(rest, None)
+                if following is not None and following.startswith("-"):
+                    kept.append(following)
+        ctx.meta[UNKNOWN_FLAGS] = unknown
+        return super().parse_args(ctx, kept)
+
+
+UNKNOWN_FLAGS = "isoagent.unknown_flags"
+
+
+def _unknown_flag(ctx: click.Context, stream_json: bool) -> str:
+    """The first flag ``KnowsItsFlags`` set aside, refused for the SDK's ``initialize``;
+    in text mode it is click's own error, with "did you mean", as for any command."""
+    unknown = ctx.meta.get(UNKNOWN_FLAGS) or []
+    if not unknown:
+        return ""
+    if not stream_json:
+        known = [opt for param in ctx.command.params for opt in param.opts]
+        close = difflib.get_close_matches(unknown[0], known)
+        raise click.NoSuchOption(unknown[0], possibilities=close, ctx=ctx)
+    return f"{unknown[0]} is not supported: isoagent does not know this flag"
 
 
 def sdk_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The SDK's flags isoagent refuses or has nothing to do for; the command gets
-    ``unsupported``: the first refused flag given, as one line ("" when none)."""
+    """The SDK's flags isoagent refuses or has nothing to do for, and those it does not
+    know; the command gets ``unsupported``: the first refused flag given, as one line
+    ("" when none)."""
     options = [
         click.option(
             flag, f"refused_{flag[2:].replace('-', '_')}", hidden=True, is_flag=flag in _FLAGS
@@ -140,6 +188,8 @@ def sdk_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
                 unsupported = f"{flag} is not supported: {why}"
         for flag in ACCEPTED:
             kwargs.pop(f"accepted_{flag[2:].replace('-', '_')}")
+        stream_json = kwargs.get("input_format") == "stream-json"
+        unsupported = unsupported or _unknown_flag(click.get_current_context(), stream_json)
         return fn(*args, unsupported=unsupported, **kwargs)
 
     for option in reversed(options):

@@ -10,7 +10,7 @@ from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP
 from isoagent.parent.cli.options import output_options, pick_agent, settings_options
 from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import task_prompt
-from isoagent.parent.events import Sink
+from isoagent.parent.records.events import Sink
 from isoagent.parent.settings import Settings
 
 EPILOG = f"""\b

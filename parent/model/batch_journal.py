@@ -21,7 +21,7 @@ from pathlib import Path
 
 import msgspec
 
-from isoagent.parent.run_folder import open_base
+from isoagent.parent.records.run_folder import open_base
 
 _APPEND = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
 

@@ -19,6 +19,7 @@ next call miss too, the caller's call fails with the child's message.
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict, deque
 from pathlib import Path
 from typing import Literal
@@ -27,7 +28,7 @@ import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.parent.model.gateway import ModelSource
-from isoagent.parent.run_folder import TranscriptWriter
+from isoagent.parent.records.run_folder import write_all
 from isoagent.protocol import (
     Block,
     Message,
@@ -57,24 +58,45 @@ class Recorded(msgspec.Struct):
 
 
 class RecordingSource:
-    """Passes calls to ``inner`` and appends each call and its reply to ``path``."""
+    """Passes calls to ``inner`` and appends each call and its reply to ``path``.
+
+    A call whose line cannot be written (a full disk) fails, saying so: a run recorded
+    in part must not end as if its recording were whole. Every later call fails the same
+    way without being made: it could only be paid for and lost.
+    """
 
     def __init__(self, inner: ModelSource, path: Path) -> None:
         try:
-            path.write_bytes(b"")
+            self._file = path.open("wb", buffering=0)
         except OSError as exc:
             raise CassetteError(f"cannot write the recording {path}: {exc.strerror}") from None
         self.inner = inner
         self.path = path
-        self._writer = TranscriptWriter(path)
+        self._end = 0  # of the last whole line
+        self._broken: ModelError | None = None  # why a line could not be written
 
     async def complete(self, call: ModelCall) -> ModelReply:
-        reply = await self.inner.complete(call)
-        self._writer(Recorded(call, reply))  # type: ignore[arg-type]
-        return reply
+        if self._broken is None:
+            reply = await self.inner.complete(call)
+            line = _encoder.encode(Recorded(call, reply)) + b"\n"
+            try:
+                write_all(self._file, line)
+                self._end += len(line)
+                return reply
+            except OSError as exc:
+                with contextlib.suppress(OSError):  # no line cut short: it stays loadable
+                    self._file.truncate(self._end)
+                self._broken = ModelError(
+                    "replay", f"cannot write the recording {self.path}: {exc.strerror}"
+                )
+        return ModelReply(turn=call.turn, error=self._broken)
 
     async def aclose(self) -> None:
+        self._file.close()
         await self.inner.aclose()
+
+
+_encoder = msgspec.json.Encoder()
 
 
 def load(path: Path) -> list[Recorded]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 
-from isoagent.parent.events import MessageAdded, Sink
+from isoagent.parent.records.events import MessageAdded, Sink
 from isoagent.protocol import ModelCall, ModelReply
 
 # the child whose conversation the task's model call belongs to ("": the parent's), for
@@ -32,7 +32,14 @@ class ConversationRecorder:
         if reply.error is None:
             self.sink(
                 MessageAdded(
-                    "assistant", reply.content, call.turn, self.child, reply.usage, reply.model
+                    "assistant",
+                    reply.content,
+                    call.turn,
+                    self.child,
+                    reply.usage,
+                    reply.model,
+                    reply.id,
+                    reply.stop_reason,
                 )
             )
             self._seen += 1

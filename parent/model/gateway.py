@@ -36,6 +36,8 @@ class Gateway:
         self.api_seconds = 0.0  # summed over calls, concurrent ones included
         self.retries = 0  # refused or failed attempts retried, over every call
         self.rejected: ModelError | None = None  # the key was refused (401): it stays refused
+        # each agent's latest failed call, by child id ("": the parent's): what kind
+        self.failures: dict[str, ModelError] = {}
         self._slots = asyncio.Semaphore(max_concurrent)
         # hears every event of every streamed call, with the child whose call it is ("":
         # the parent's): ``--include-partial-messages``
@@ -57,6 +59,8 @@ class Gateway:
             reply = await self.source.complete(call)
             self.api_seconds += time.monotonic() - started
         error = reply.error
+        if error is not None:
+            self.failures[calling_for.get()] = error
         if error is not None and error.kind == "auth" and error.status_code == 401:
             self.rejected = error
         self.usage = self.usage + reply.usage

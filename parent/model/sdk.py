@@ -261,6 +261,7 @@ class _Message(msgspec.Struct):
     content: list[dict[str, Any]]
     usage: SentUsage
     stop_reason: str | None = None
+    id: str = ""
 
 
 _encoder = msgspec.json.Encoder()
@@ -295,7 +296,9 @@ def message_reply(turn: int, body: bytes) -> ModelReply:
         for block in message.content
         if block.get("type") in BLOCK_TYPES
     ]
-    return ModelReply(turn, content, message.stop_reason or "", message.usage.counts())
+    return ModelReply(
+        turn, content, message.stop_reason or "", message.usage.counts(), id=message.id
+    )
 
 
 def _first_cause(exc: BaseException) -> str:

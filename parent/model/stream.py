@@ -63,6 +63,7 @@ class _DeltaUsage(msgspec.Struct):
 
 
 class _Started(msgspec.Struct):
+    id: str = ""
     usage: SentUsage = msgspec.field(default_factory=SentUsage)
 
 
@@ -243,6 +244,7 @@ class Assembly:
         self.events = 0
         self.error: ModelError | None = None  # an ``error`` event said so
         self.stop_reason: str | None = None
+        self.message_id = ""
         self._usage = SentUsage()
         self._blocks: dict[int, dict[str, Any]] = {}
         self._parts: dict[int, list[str]] = {}
@@ -269,6 +271,7 @@ class Assembly:
         elif isinstance(event, ContentBlockStop):
             self._stop_block(event.index)
         elif isinstance(event, MessageStart):
+            self.message_id = event.message.id
             self._usage = event.message.usage
         elif isinstance(event, MessageDelta):
             self.stop_reason = event.delta.stop_reason or self.stop_reason or ""
@@ -300,4 +303,7 @@ class Assembly:
         return self.error is None and self.stop_reason is not None
 
     def reply(self) -> ModelReply:
-        return ModelReply(self.turn, self._content, self.stop_reason or "", self._usage.counts())
+        return ModelReply(
+            self.turn, self._content, self.stop_reason or "", self._usage.counts(),
+            id=self.message_id,
+        )  # fmt: skip

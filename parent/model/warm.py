@@ -16,6 +16,8 @@ import the SDK.
   the network off has a network namespace of its own).
 - ``ISOAGENT_WARM_GATEWAY=0`` turns it off: every invocation imports the SDK itself.
   A gateway that cannot be reached or started is reported once; the SDK is used in-process.
+- ``isoagent gateway list|stop`` finds this user's in ``/proc/net/unix`` and asks each for
+  its ``GatewayStatus``; a stopped one answers the calls it has, and takes no more.
 """
 
 from __future__ import annotations
@@ -72,10 +74,29 @@ class StreamedEvent(msgspec.Struct, tag=True):
     data: bytes
 
 
+class StatusAsked(msgspec.Struct, tag=True):
+    """``isoagent gateway list``: what the gateway is; answered with a ``GatewayStatus``."""
+
+
+class StopAsked(msgspec.Struct, tag=True):
+    """``isoagent gateway stop``: answered with a ``GatewayStatus``, then the gateway stops
+    listening, answers the calls it has and exits."""
+
+
+class GatewayStatus(msgspec.Struct, tag=True):
+    pid: int
+    server: str  # its ANTHROPIC_BASE_URL; "": the SDK's default
+    calls_served: int
+    calls_running: int
+    idle_seconds: float  # how long it stays with no call
+
+
 # the gateway answers a WarmCall with a Waiting for each change of what the call waits on
 # (the invocation says it on its stderr: the gateway has none), the streamed events if they
 # were asked for, then the ModelReply
-_calls = msgspec.msgpack.Decoder(WarmCall)
+_requests = msgspec.msgpack.Decoder(WarmCall | StatusAsked | StopAsked)
+_status = msgspec.msgpack.Decoder(GatewayStatus)
+PREFIX = "isoagent-gateway-"  # of every gateway's address, then the uid and the digest
 _answers_decoder = msgspec.msgpack.Decoder(ModelReply | Waiting | StreamedEvent)
 
 
@@ -98,7 +119,7 @@ def address(environ: os._Environ[str] | dict[str, str] = os.environ) -> str:
         *sorted(f"{k}={v}" for k, v in _configuration(environ).items()),
     ]
     digest = hashlib.sha256("\0".join(config).encode()).hexdigest()[:32]
-    return f"\0isoagent-gateway-{os.getuid()}-{digest}"
+    return f"\0{PREFIX}{os.getuid()}-{digest}"
 
 
 def _configuration(environ: os._Environ[str] | dict[str, str]) -> dict[str, str]:
@@ -268,6 +289,59 @@ def _say(message: str) -> None:
     print(f"isoagent: {message}", file=sys.stderr, flush=True)
 
 
+_ACCEPTING = 0x10000  # /proc/net/unix's flag of a listening socket (__SO_ACCEPTCON)
+
+
+def listening() -> list[str]:
+    """The addresses of this user's warm gateways that listen in this network namespace,
+    read from ``/proc/net/unix``."""
+    prefix = f"@{PREFIX}{os.getuid()}-"
+    found: set[str] = set()
+    with open("/proc/net/unix", encoding="utf-8", errors="replace") as table:
+        next(table, None)  # Num RefCount Protocol Flags Type St Inode Path
+        for line in table:
+            fields = line.split()
+            if (
+                len(fields) == 8
+                and int(fields[3], 16) & _ACCEPTING
+                and fields[7].startswith(prefix)
+            ):
+                found.add("\0" + fields[7][1:])
+    return sorted(found)
+
+
+def listener_pid(where: str) -> int:
+    """The pid of the process listening on abstract socket ``where``, or 0."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(where)
+        except OSError:
+            return 0
+        creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, _uid, _gid = struct.unpack("3i", creds)
+    return int(pid)
+
+
+def ask(where: str, request: StatusAsked | StopAsked, seconds: float = 5.0) -> GatewayStatus:
+    """The status of the gateway at ``where`` (which ``request`` may also stop). OSError if
+    it cannot be reached, is another user's, or does not answer (an older version)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(seconds)
+        sock.connect(where)
+        if not _same_user(sock):
+            raise OSError("its address is held by another user's process")
+        sock.sendall(encode_frame(request))
+        with sock.makefile("rb") as stream:
+            header = stream.read(HEADER.size)
+            if len(header) < HEADER.size:
+                raise OSError("it did not answer (another version of isoagent?)")
+            body = stream.read(check_length(header))
+    try:
+        return _status.decode(body)
+    except msgspec.DecodeError as exc:
+        raise OSError(f"its answer did not decode: {exc}") from None
+
+
 # --- the gateway process ---------------------------------------------------------------
 
 
@@ -288,14 +362,23 @@ async def serve(where: str, idle: float = IDLE_SECONDS) -> None:
         return
     source = in_process(DEADLINE, None)  # one limiter for every invocation
     calls = 0  # being answered now
+    served = 0  # answered since it started
     last = time.monotonic()  # when the last call was answered
+    stop = asyncio.Event()
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal calls, last
+        nonlocal calls, served, last
         try:
             if not _same_user(writer.get_extra_info("socket")):
                 return
-            asked = await asyncio.wait_for(_read_frame(reader, _calls), FRAME_SECONDS)
+            asked = await asyncio.wait_for(_read_frame(reader, _requests), FRAME_SECONDS)
+            if isinstance(asked, StatusAsked | StopAsked):
+                server = os.environ.get("ANTHROPIC_BASE_URL", "")
+                writer.write(encode_frame(GatewayStatus(os.getpid(), server, served, calls, idle)))
+                await writer.drain()
+                if isinstance(asked, StopAsked):
+                    stop.set()
+                return
             if not isinstance(asked, WarmCall):
                 return
             calls += 1
@@ -317,6 +400,7 @@ async def serve(where: str, idle: float = IDLE_SECONDS) -> None:
                     return
                 writer.write(encode_frame(work.result()))
                 await writer.drain()
+                served += 1
             finally:
                 calls -= 1
                 last = time.monotonic()
@@ -328,8 +412,12 @@ async def serve(where: str, idle: float = IDLE_SECONDS) -> None:
     server = await asyncio.start_unix_server(answer, sock=listener)
     try:
         async with server:
-            while calls or time.monotonic() - last < idle:
-                await asyncio.sleep(min(idle, 1.0))
+            while not stop.is_set() and (calls or time.monotonic() - last < idle):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), min(idle, 1.0))
+            server.close()  # stopped or idle: no new call; those it has are answered
+            while calls:
+                await asyncio.sleep(0.05)
     finally:
         await source.aclose()
 

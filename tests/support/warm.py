@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import struct
 from typing import TYPE_CHECKING
 
 from isoagent.parent.model import warm
@@ -64,19 +62,7 @@ class WarmGateways:
     def _end(addresses: set[str]) -> None:
         """SIGTERM each, and wait until it is gone."""
         for where in addresses:
-            pid = listener(where)
+            pid = warm.listener_pid(where)
             if pid:
                 os.kill(pid, signal.SIGTERM)
                 wait_for(lambda pid=pid: not alive(pid), 10)
-
-
-def listener(where: str) -> int:
-    """The pid of the process listening on abstract socket ``where``, or 0."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(where)
-        except OSError:
-            return 0
-        creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, _uid, _gid = struct.unpack("3i", creds)
-    return int(pid)

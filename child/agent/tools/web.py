@@ -9,13 +9,17 @@ socket error. ``web_search`` is the Messages API's own web search tool: the API 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
 from isoagent.child.agent.tools.base import Tool, ToolError
 from isoagent.protocol import SandboxPolicy, ToolSpec
+
+if TYPE_CHECKING:
+    from ipaddress import IPv4Address, IPv6Address, IPv6Network
 
 MAX_BYTES = 5_000_000
 TIMEOUT = 30.0
@@ -117,12 +121,52 @@ def allowed_address(
     if host not in local_hosts:
         for info in infos:
             address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-            if not address.is_global or address.is_multicast:
+            if not public(address):
                 raise NotAllowed(
                     f"{host} is at {address}, not a public address "
                     f"(--allow-local-fetch {host} allows it)"
                 )
     return infos[0]
+
+
+def public(address: IPv4Address | IPv6Address) -> bool:
+    """Whether ``address`` is public: global and not multicast and, for an IPv6 address
+    that carries an IPv4 one, that one public too, since it is where a gateway (NAT64,
+    6to4, Teredo) or the host's own stack (mapped, compatible) delivers it. The
+    local-use NAT64 prefix ``64:ff9b:1::/48`` is never public: where it carries its IPv4
+    address is its network's choice."""
+    if not address.is_global or address.is_multicast:
+        return False
+    if address.version == 4:
+        return True
+    local_nat64, carriers = _ipv6_prefixes()
+    return address not in local_nat64 and all(
+        public(inner) for inner in _carried_ipv4(address, carriers)
+    )
+
+
+def _carried_ipv4(address: IPv6Address, carriers: Sequence[IPv6Network]) -> list[IPv4Address]:
+    """The IPv4 addresses ``address`` carries: 6to4's (``2002::/16``), Teredo's server
+    and client (``2001::/32``), or the last 32 bits in ``carriers``."""
+    from ipaddress import IPv4Address
+
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        return list(address.teredo)
+    if any(address in prefix for prefix in carriers):
+        return [IPv4Address(int(address) & 0xFFFFFFFF)]
+    return []
+
+
+@functools.cache
+def _ipv6_prefixes() -> tuple[IPv6Network, tuple[IPv6Network, ...]]:
+    """The local-use NAT64 prefix, and the prefixes whose last 32 bits are an IPv4
+    address: IPv4-mapped, SIIT's IPv4-translated, IPv4-compatible, NAT64's well-known."""
+    from ipaddress import IPv6Network
+
+    carriers = ("::ffff:0:0/96", "::ffff:0:0:0/96", "::/96", "64:ff9b::/96")
+    return IPv6Network("64:ff9b:1::/48"), tuple(IPv6Network(n) for n in carriers)
 
 
 def domain_allowed(host: str, patterns: Sequence[str]) -> bool:

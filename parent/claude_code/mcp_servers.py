@@ -36,9 +36,9 @@ _NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
 
 
 class McpServers:
-    """The servers a run may start, by name, and those it cannot (name -> why); ``refused``:
+    """The servers a run may start, by name, and those it cannot (name -> why); ``failed``:
     those of them a ``--mcp-config`` gave (the SDK's ``mcp_servers``), not a workspace's
-    ``.mcp.json``: ``isoagent -p`` refuses them at ``initialize``."""
+    ``.mcp.json``: ``isoagent -p`` names each on stderr and runs on, as Claude Code does."""
 
     def __init__(
         self,
@@ -46,11 +46,13 @@ class McpServers:
         unusable: Mapping[str, str] | None = None,
         given: Sequence[str] = (),
         relay: SdkRelay | None = None,
+        disabled: frozenset[str] = frozenset(),
     ) -> None:
         self.servers = dict(servers or {})
+        self.disabled = disabled  # turned off by the SDK's toggle_mcp_server: no child gets it
         self.unusable = dict(unusable or {})
         self.given = tuple(given)  # the names a --mcp-config gave
-        self.refused = {name: self.unusable[name] for name in given if name in self.unusable}
+        self.failed = {name: self.unusable[name] for name in given if name in self.unusable}
         self.relay = relay  # calls the tools of the SDK's servers (type sdk)
 
     @property
@@ -67,7 +69,15 @@ class McpServers:
             {**self.unusable, **dict.fromkeys(remote, why)},
             self.given,
             self.relay,
+            self.disabled,
         )
+
+    def toggled(self, name: str, enabled: bool) -> McpServers:
+        """These servers with ``name`` turned on or off (``ValueError``: no such server)."""
+        if name not in self.servers and name not in self.unusable:
+            raise ValueError(f"no MCP server {name!r}")
+        disabled = self.disabled - {name} if enabled else self.disabled | {name}
+        return McpServers(self.servers, self.unusable, self.given, self.relay, disabled)
 
     def with_sdk(self, listed: Mapping[str, McpServer | str], relay: SdkRelay) -> McpServers:
         """With the SDK's servers listed (a server, or why it could not be listed), their
@@ -75,14 +85,37 @@ class McpServers:
         servers = {k: v for k, v in listed.items() if isinstance(v, McpServer)}
         failed = {k: v for k, v in listed.items() if isinstance(v, str)}
         unusable = {k: v for k, v in self.unusable.items() if k not in listed}
-        return McpServers({**self.servers, **servers}, {**unusable, **failed}, self.given, relay)
+        return McpServers(
+            {**self.servers, **servers}, {**unusable, **failed}, self.given, relay, self.disabled
+        )
+
+    def status(self, *, sdk: bool = False) -> list[dict[str, str]]:
+        """Each server as Claude Code's ``init`` and ``get_mcp_status`` list it. isoagent's
+        parent connects to none: a child starts the stdio and http servers its agent uses,
+        so they are ``pending``; an SDK server whose tools were listed is ``connected`` (one
+        not listed yet is ``pending`` while the ``sdk`` is there to list it); one no child
+        can use is ``failed``, with the reason."""
+        listed = [
+            {"name": name, "status": "connected" if server.type == "sdk" else "pending"}
+            for name, server in self.servers.items()
+        ] + [
+            {"name": name, "status": "pending"} if sdk and why == SDK_ONLY
+            else {"name": name, "status": "failed", "error": why}
+            for name, why in self.unusable.items()
+        ]  # fmt: skip
+        for entry in listed:  # where Claude Code says a server came from
+            entry["source"] = "dynamic" if entry["name"] in self.given else "project"
+            if entry["name"] in self.disabled:
+                entry["status"] = "disabled"
+                entry.pop("error", None)
+        return listed
 
     def for_agent(self, agent: AgentSpec) -> list[McpServer]:
         """The servers whose tools ``agent`` names, in the order it names them: its own
         (inline in its ``mcpServers``) before the run's of the same name."""
         names = dict.fromkeys(server_of(tool) for tool in agent.mcp_tools)
         servers = {**self.servers, **{server.name: server for server in agent.mcp_servers}}
-        return [servers[name] for name in names if name in servers]
+        return [servers[name] for name in names if name in servers and name not in self.disabled]
 
     def problems(self, agents: Iterable[AgentSpec]) -> list[str]:
         """One line for every server agents name that cannot be started, by reason."""
@@ -119,6 +152,12 @@ def strict_agents(agents: Mapping[str, AgentSpec]) -> tuple[dict[str, AgentSpec]
         dropped += [f"{name} (agent {agent.name})" for name in sorted(own)]
     why = "--strict-mcp-config: an agent file's own servers do not run"
     return kept, [f"MCP servers left out ({why}): {', '.join(dropped)}"] if dropped else []
+
+
+def whole_server(tool: str) -> str:
+    """``mcp__ctx__*`` -> ``mcp__ctx``: Claude Code's wildcard for every tool of a server,
+    spelt as isoagent's grant for it; any other name as it is."""
+    return tool.removesuffix("__*") if tool.startswith(PREFIX) else tool
 
 
 def server_of(tool: str) -> str:

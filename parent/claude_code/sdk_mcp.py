@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from isoagent.child.agent.tools.mcp import content_text, tool_name
-from isoagent.parent.mcp_servers import McpServers
+from isoagent.parent.claude_code.mcp_servers import McpServers
 from isoagent.protocol import McpServer, ToolSpec
 
 # a control request's ``request`` -> the SDK's ``response`` object (None: no answer came)

@@ -8,6 +8,7 @@ One shape serves three readers: the JSONL transcripts on disk, the
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, Literal
 
 import msgspec
@@ -15,8 +16,9 @@ import msgspec
 from isoagent.protocol import Block, Progress, Result, Status, Usage
 
 
-class Event(msgspec.Struct, tag_field="type", omit_defaults=True):
-    pass
+class Event(msgspec.Struct, tag_field="type", omit_defaults=True, kw_only=True):
+    # when it was written to its transcript (``TranscriptWriter`` sets it): a run's timeline
+    timestamp: datetime | None = None
 
 
 class RunStarted(Event, tag="init"):
@@ -25,7 +27,8 @@ class RunStarted(Event, tag="init"):
     model: str
     workdir: str
     agents: list[str]
-    session_id: str = ""  # the conversation it goes on with (--resume, --session-id); "": its own
+    session_id: str = ""  # its conversation's UUID (an earlier run's with --resume); "": its run id
+    batch_input: str = ""  # isoagent batch: the file its tasks came from ("-": stdin)
 
 
 class ChildStarted(Event, tag="child_started"):
@@ -48,6 +51,8 @@ class MessageAdded(Event, tag="message"):
     child: str = ""
     usage: Usage | None = None
     model: str = ""  # the model that answered, when not the one asked (--fallback-model)
+    id: str = ""  # an answer's id, as the API gave it
+    stop_reason: str = ""  # why an answer ended, as the API said
 
 
 class ChildProgress(Event, tag="child_progress"):

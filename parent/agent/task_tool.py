@@ -11,7 +11,7 @@ import msgspec
 from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.tools.base import Tool, ToolContext, ToolError, input_schema
 from isoagent.parent.children.supervisor import ChildRequest, Supervisor
-from isoagent.parent.events import ChildFinished
+from isoagent.parent.records.events import ChildFinished
 from isoagent.protocol import AgentSpec, ToolSpec
 
 

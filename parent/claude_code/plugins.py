@@ -15,7 +15,7 @@ from pathlib import Path
 
 import msgspec
 
-from isoagent.parent.agent_files import load_agents
+from isoagent.parent.claude_code.agent_files import load_agents
 from isoagent.protocol import AgentSpec
 
 # component -> (its conventional place, why isoagent does not load it)

@@ -15,16 +15,16 @@ from typing import Any
 import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL, WRITE_TOOLS
-from isoagent.parent.agent_files import (
+from isoagent.parent.claude_code.agent_files import (
     PLAN_MODE,
     InvalidAgent,
     build_spec,
     inline_agents,
     tool_entries,
 )
-from isoagent.parent.events import AnyEvent, MessageAdded, RunStarted
+from isoagent.parent.records.events import AnyEvent, MessageAdded, RunStarted
 from isoagent.parent.settings import Settings
-from isoagent.protocol import AgentSpec, Message, ToolUseBlock
+from isoagent.protocol import AgentSpec, Message, ToolResultBlock, ToolUseBlock
 
 _TASK_NAMES = frozenset({"Task", "Agent", TASK_TOOL})
 _NEVER_ASKS = ("read_file", "glob", "grep")  # Claude Code runs reads without permission
@@ -32,7 +32,7 @@ _decode = msgspec.json.Decoder(AnyEvent).decode
 
 
 class ResumeError(Exception):
-    """The run to continue does not exist or holds no finished conversation."""
+    """The run to continue does not exist or holds no conversation."""
 
 
 def claude_settings(
@@ -250,21 +250,26 @@ def _last_written(run: Path) -> int:
         return 0
 
 
+INTERRUPTED = "[Request interrupted by user for tool use]"  # Claude Code's words for it
+
+
 def earlier_conversation(runs_dir: Path, run_id: str) -> list[Message]:
-    """The parent's conversation in run ``run_id`` ([] for ""), up to the model's last
-    answer: a turn cut off with tool calls unanswered cannot be sent again."""
+    """The parent's conversation in run ``run_id`` ([] for ""). A turn cut off (an
+    interrupt, an error) stays in it, as in Claude Code: tool calls it left unanswered are
+    answered as interrupted, and a prompt the model never answered is kept (the API joins
+    it with the next one)."""
     if not run_id:
         return []
     if "/" in run_id or run_id in (".", "..") or not (runs_dir / run_id).is_dir():
         raise ResumeError(f"no run {run_id!r} in {runs_dir}")
     messages = _parent_messages(runs_dir / run_id)
-    while messages and (
-        messages[-1].role != "assistant"
-        or any(isinstance(b, ToolUseBlock) for b in messages[-1].content)
-    ):
-        messages.pop()
     if not messages:
-        raise ResumeError(f"run {run_id!r} has no finished conversation to continue")
+        raise ResumeError(f"run {run_id!r} has no conversation to continue")
+    last = messages[-1]
+    unanswered = [b for b in last.content if isinstance(b, ToolUseBlock)]
+    if last.role == "assistant" and unanswered:
+        results = [ToolResultBlock(use.id, INTERRUPTED, is_error=True) for use in unanswered]
+        messages.append(Message("user", list(results)))
     return messages
 
 

@@ -10,6 +10,7 @@ An agent file is Markdown with YAML front matter::
     model: sonnet                    # an alias or a model id; "inherit" or absent = the parent's
     permissionMode: plan             # plan: read-only (no write tools, read-only sandbox)
     maxTurns: 20
+    effort: high                     # its requests' output_config.effort
     mcpServers:                      # MCP servers: a name the run configures (.mcp.json,
       - github                       # --mcp-config), or the agent's own; without `tools`,
       - ctx:                         # every tool of each (with it, what it names)
@@ -22,7 +23,8 @@ that is not valid YAML on its own (``description: Use this when: ...``, ``**bold
 read as the literal text after the colon; names may hold spaces and dots; values of the
 wrong type for ``tools``, ``model`` or ``maxTurns`` are ignored; unknown keys are ignored;
 an ``mcpServers`` that is not such a list, or whose inline server is not a stdio, http or
-sse one, rejects the file.
+sse one, rejects the file, and so does a field isoagent cannot honour (``memory``, ``skills``,
+``hooks``, ``isolation``: ``REFUSED_FIELDS``) or an ``effort`` that is not a level.
 A file whose front matter cannot be read, or that lacks a name or a description, is
 rejected with one line (``path:line: message``); Markdown files without front matter
 (READMEs) are not agent files. Everything else worth knowing (tools isoagent lacks, names
@@ -53,8 +55,8 @@ import yaml
 from yaml.reader import ReaderError
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS, WRITE_TOOLS
-from isoagent.parent.mcp_servers import PREFIX as MCP_PREFIX
-from isoagent.parent.mcp_servers import agent_entry, server_of
+from isoagent.parent.claude_code.mcp_servers import PREFIX as MCP_PREFIX
+from isoagent.parent.claude_code.mcp_servers import agent_entry, server_of, whole_server
 from isoagent.parent.model.aliases import agent_model
 from isoagent.protocol import AgentSpec, McpServer
 
@@ -98,6 +100,16 @@ CLAUDE_TOOLS: dict[str, str] = {
     **{tool: tool for tool in (*BASE_TOOLS, "todo_write", "web_fetch", "web_search")},
 }
 # Claude Code tools isoagent does not give an agent; naming them is not an error.
+EFFORTS = ("low", "medium", "high", "max")
+# fields of Claude Code's agents that isoagent cannot honour: an agent that sets one is
+# refused with the reason, not run without it. initialPrompt and color are accepted: Claude
+# Code uses them only for an agent that is the main session's, never a subagent
+REFUSED_FIELDS = {
+    "memory": "isoagent's agents keep no memory between runs",
+    "skills": "isoagent has no skills",
+    "hooks": "isoagent runs no hooks",
+    "isolation": "each isoagent child is isolated by its own sandbox, not a git worktree",
+}
 KNOWN_ELSEWHERE = frozenset(
     {
         "Task", "Agent", "task", "TodoRead",
@@ -362,6 +374,12 @@ def build_spec(
         granted = [tool for tool in granted if tool not in WRITE_TOOLS]
     model = fields.get("model")
     turns = fields.get("maxTurns")
+    for key, why in REFUSED_FIELDS.items():
+        if fields.get(key) not in (None, False, [], {}, ""):
+            raise InvalidAgent(key, f"{key} is not supported: {why}")
+    effort = fields.get("effort")
+    if effort is not None and effort not in EFFORTS:
+        raise InvalidAgent("effort", f"effort must be one of {', '.join(EFFORTS)}, not {effort!r}")
     spec = AgentSpec(
         name=name,
         description=description,
@@ -374,6 +392,7 @@ def build_spec(
         bash_deny=deny if "bash" in granted else [],
         mcp_tools=mcp,
         mcp_servers=own,
+        effort=effort or "",
     )
     return spec, missing
 
@@ -425,6 +444,7 @@ def _grant(entries: list[str], missing: list[str], mcp: list[str]) -> tuple[list
     unrestricted_bash = False
     for entry in entries:
         tool, rule = _split_rule(entry)
+        tool = whole_server(tool)
         ours = CLAUDE_TOOLS.get(tool)
         if tool.startswith(MCP_PREFIX) and rule is None:
             mcp.append(tool)
@@ -453,6 +473,7 @@ def _take_away(entries: list[str], granted: list[str], mcp: list[str]) -> list[s
     deny: list[str] = []
     for entry in entries:
         tool, rule = _split_rule(entry)
+        tool = whole_server(tool)
         ours = CLAUDE_TOOLS.get(tool)
         if tool.startswith(MCP_PREFIX):  # itself, or a whole server's: every tool of it
             mcp[:] = [t for t in mcp if t != tool and not t.startswith(f"{tool}__")]

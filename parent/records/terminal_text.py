@@ -53,3 +53,8 @@ def for_stdout(text: str, *, lines: bool = True) -> str:
 def warn(message: str) -> None:
     """``isoagent: MESSAGE`` on stderr, as one escaped line."""
     print(f"isoagent: {terminal_line(message)}", file=sys.stderr, flush=True)
+
+
+def plural(n: int, one: str, many: str = "") -> str:
+    """``1 tool call``, ``2 tool calls``; ``many`` where adding an s is wrong (children)."""
+    return f"{n} {one if n == 1 else many or one + 's'}"

@@ -10,12 +10,13 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from io import FileIO
 from pathlib import Path
 
 import msgspec
 
-from isoagent.parent.events import Event
+from isoagent.parent.records.events import Event
 
 _encoder = msgspec.json.Encoder()
 
@@ -114,7 +115,8 @@ def write_all(file: FileIO, data: bytes) -> None:
 
 
 class TranscriptWriter:
-    """Appends events as JSONL lines, flushed one by one so a crash loses nothing written.
+    """Appends events as JSONL lines, flushed one by one so a crash loses nothing written;
+    each event gets the time it was written, unless it has one.
 
     A file that cannot be created or written (disk full) is reported once on stderr;
     the run goes on.
@@ -134,6 +136,8 @@ class TranscriptWriter:
     def __call__(self, event: Event) -> None:
         if self._file is None:
             return
+        if isinstance(event, Event) and event.timestamp is None:
+            event = msgspec.structs.replace(event, timestamp=datetime.now(UTC))
         try:
             line = _encoder.encode(event) + b"\n"  # text that is not UTF-8 cannot be encoded
             write_all(self._file, line)

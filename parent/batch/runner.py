@@ -1,0 +1,241 @@
+"""Running a batch: resume from ``-o``, N tasks at once in one session, a line per task.
+
+No click here: ``isoagent batch`` (``parent/cli/batch.py``) is the command line over it, and
+a Python caller can drive the same run. Notices for the user go to ``say`` (one line each).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from isoagent.parent.batch.display import BatchDisplay
+from isoagent.parent.batch.input import BatchTask, TaskId, label
+from isoagent.parent.batch.result_file import BatchRefused, ResultFile
+from isoagent.parent.records.events import ChildFinished, TaskRecord
+from isoagent.protocol import Result
+
+if TYPE_CHECKING:
+    from isoagent.parent.session import Session
+
+
+def say_on_stderr(line: str) -> None:
+    print(f"isoagent: {line}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Outcome:
+    """How a batch ended: ``failed`` of ``total`` not ok; ``stopped``, why it stopped early;
+    ``unwritten``, whether some line could not be written."""
+
+    total: int
+    failed: int
+    stopped: str = ""
+    unwritten: bool = False
+
+
+class _Stopped(Exception):
+    """No task can succeed (the API refused the key): the batch stops at once."""
+
+
+class BatchRun:
+    """One batch in a session: each line to ``results`` (``-o``) if given, else to
+    ``stdout``, which also gets the lines ``results`` could not take.
+
+    When ``stdout`` fails (a full disk), no task starts any more; the lines so far and
+    those of the tasks still running are kept in the run folder's ``results.jsonl``,
+    which a batch run again with it as ``-o`` resumes from.
+    """
+
+    def __init__(
+        self,
+        pending: list[BatchTask],
+        invalid: list[TaskRecord],
+        reported: set[tuple[TaskId, str]],
+        results: ResultFile | None,
+        stdout: Callable[[TaskRecord], None],
+        *,
+        live: bool = False,
+        say: Callable[[str], None] = say_on_stderr,
+    ) -> None:
+        self.pending = pending
+        self.invalid = invalid
+        self.reported = reported
+        self.results = results
+        self.stdout = stdout
+        self.say = say
+        self.waiting_told = False  # that -o could not be written, once
+        self.written: list[TaskRecord] = []  # the lines of this batch, in order
+        self.records: list[TaskRecord] = []
+        self.stdout_error: OSError | None = None  # why stdout failed, if it did
+        self.kept: ResultFile | None = None  # the run folder's results, once stdout failed
+        self.kept_error = ""  # why its lines could not be kept in the run folder then
+        self.display = BatchDisplay(len(pending) + len(invalid), live=live)
+
+    async def run(self, session: Session) -> Outcome:
+        try:
+            return await self._run(session)
+        finally:
+            if self.kept is not None:
+                self.kept.close()
+
+    async def _run(self, session: Session) -> Outcome:
+        self.display.start(session.waits)
+        for record in self.invalid:  # each bad line once in the output, on stderr every time
+            if (record.id, record.error) not in self.reported:
+                self._write(session, record)
+            self.display.task_finished(record, ran=False)
+        queue = iter(self.pending)
+        ticker = asyncio.create_task(self._tick())
+        again = ": run it again with the same -o to resume" if self.results else ""
+        stopped = ""
+        try:
+            try:
+                async with asyncio.TaskGroup() as group:
+                    for _ in range(min(session.settings.max_parallel, len(self.pending))):
+                        group.create_task(self._worker(session, queue))
+            except* _Stopped as group:  # the other tasks were ended: it says why
+                stopped = str(group.exceptions[0])
+        except asyncio.CancelledError:
+            if session.signal != signal.SIGPIPE:  # stdout's reader left: it ends quietly
+                self.display.close(f"; interrupted{again}")
+            self._hand_back_unwritten()
+            raise
+        finally:
+            ticker.cancel()
+        stopped = stopped or self._stdout_failed()
+        self.display.close("; stopped" if stopped else "")
+        unwritten = self._hand_back_unwritten()
+        outcome = self._finish(session)
+        if stopped:
+            self.say(f"batch stopped: {stopped}{again}")
+            outcome.stopped = stopped
+        outcome.unwritten = unwritten
+        return outcome
+
+    def _write(self, session: Session, record: TaskRecord) -> None:
+        """The task's line, written before the task counts as done."""
+        self.written.append(record)
+        if self.results is None and self.stdout_error is None:
+            try:
+                self.stdout(record)
+                return
+            except OSError as exc:
+                self._keep_in_run_folder(session, exc)
+        if self.results is not None:
+            self.results(record)
+
+    def _keep_in_run_folder(self, session: Session, error: OSError) -> None:
+        """stdout failed: the lines so far, and from now on, go to the run folder's
+        ``results.jsonl`` (``kept_error`` says why not, if it cannot be made either)."""
+        self.stdout_error = error
+        try:
+            path = session.run.path / "results.jsonl"
+            self.results = self.kept = ResultFile(session.settings.runs_dir, path)
+        except (OSError, BatchRefused) as exc:
+            self.kept_error = (exc.strerror if isinstance(exc, OSError) else None) or str(exc)
+            return
+        for record in self.written[:-1]:
+            self.results(record)
+
+    def _stdout_failed(self) -> str:
+        """Why the batch stopped because stdout failed, or "" if it did not."""
+        if self.stdout_error is None:
+            return ""
+        why = f"cannot write to stdout ({self.stdout_error.strerror})"
+        if self.results is None:
+            return f"{why}, nor keep its lines in the run folder ({self.kept_error})"
+        where = self.results.path
+        return f"{why}: its lines are in {where}: run it again with -o {where} to resume"
+
+    def _hand_back_unwritten(self) -> bool:
+        """Put on stdout the result lines -o could not take (a full disk), and say so."""
+        results = self.results
+        if results is None or not (lines := results.unwritten()):
+            return False
+        where = "they are on stdout instead"
+        try:
+            if self.stdout_error is not None:
+                raise self.stdout_error
+            for line in lines:
+                self.stdout(_record_decoder.decode(line))
+        except OSError as exc:
+            where = f"nor to stdout ({exc.strerror})"
+        why = results.error.strerror if results.error else "?"
+        count = f"{len(lines)} result {'line' if len(lines) == 1 else 'lines'}"
+        self.say(
+            f"error: cannot write {count} to {results.path} ({why}): {where}; "
+            "their tasks run again when the batch is resumed"
+        )
+        return True
+
+    async def _worker(self, session: Session, queue: Iterator[BatchTask]) -> None:
+        from isoagent.parent.children.supervisor import ChildRequest, describe
+
+        while self.stdout_error is None and (task := next(queue, None)) is not None:
+            self.display.task_started()
+            title = f"{label(task.id, task.line)}: {describe(task.prompt)}"
+            request = ChildRequest(title, task.prompt, task.agent)
+            record = task_record(task, await session.supervisor.run(request))
+            self._write(session, record)
+            if self.results and self.results.waiting and not self.waiting_told:
+                self.waiting_told = True
+                why = self.results.error.strerror if self.results.error else "?"
+                self.say(
+                    f"cannot write {self.results.path} for now ({why}): its lines "
+                    "wait and are tried again with each next one"
+                )
+            self.records.append(record)
+            self.display.task_finished(record)
+            if (rejected := session.gateway.rejected) is not None:  # so would every task be
+                raise _Stopped(rejected.message)
+
+    async def _tick(self) -> None:
+        while self.display.live:
+            await asyncio.sleep(1)
+            self.display.draw()
+
+    def _finish(self, session: Session) -> Outcome:
+        records = self.records
+        failed = sum(r.status != "ok" for r in records) + len(self.invalid)
+        total = len(records) + len(self.invalid)
+        usage = session.gateway.usage
+        result = Result(
+            summary=f"{total - failed} of {total} tasks ok",
+            status="error" if failed else "ok",
+            turns=sum(r.turns for r in records),
+            tool_calls=sum(r.tool_calls for r in records),
+            usage=usage,
+            duration=round(time.monotonic() - self.display.started, 3),
+            error=f"{failed} of {total} tasks not ok" if failed else "",
+        )
+        session.finish(result)
+        return Outcome(total, failed)
+
+
+_record_decoder = msgspec.json.Decoder(TaskRecord)
+
+
+def task_record(task: BatchTask, finished: ChildFinished) -> TaskRecord:
+    result = finished.result
+    return TaskRecord(
+        id=task.id,
+        status=result.status,
+        line=task.line,
+        agent=finished.agent,
+        summary=result.summary,
+        turns=result.turns,
+        tool_calls=result.tool_calls,
+        tokens=result.usage,
+        seconds=result.duration,
+        transcript=finished.transcript,
+        error=result.error,
+        retries=finished.retries,
+    )

@@ -1,0 +1,180 @@
+"""A run folder read back: its agents, what each used and cost, and how the run ended.
+
+The one reading of ``.isoagent/runs/<run-id>/`` behind ``isoagent logs`` (its list, its tree,
+its ``--json`` and its timeline): ``run.jsonl`` holds the run and the parent's conversation,
+one ``child-*.jsonl`` per child holds that child's. Tokens and cost are the transcripts' own:
+the sum of every answer's usage, priced by the model that gave it.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import msgspec
+
+from isoagent.parent.model.prices import cost_usd
+from isoagent.parent.records.events import (
+    AnyEvent,
+    ChildFinished,
+    ChildStarted,
+    MessageAdded,
+    RunFinished,
+    RunStarted,
+)
+from isoagent.protocol import Result, TextBlock, ToolUseBlock, Usage
+
+_decode = msgspec.json.Decoder(AnyEvent).decode
+
+
+def read_events(path: Path) -> list[AnyEvent]:
+    """The events of one transcript; a line that does not decode is skipped."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError:
+        return []
+    events = []
+    for line in lines:
+        try:
+            events.append(_decode(line))
+        except msgspec.DecodeError:
+            continue
+    return events
+
+
+@dataclass
+class AgentLog:
+    """One agent of a run: the parent (``child`` is "") or a child, with its transcript."""
+
+    child: str
+    agent: str
+    model: str
+    events: list[AnyEvent]
+    started: ChildStarted | None = None  # a child's start, as run.jsonl has it
+    finished: ChildFinished | None = None
+
+    @property
+    def messages(self) -> list[MessageAdded]:
+        return [e for e in self.events if isinstance(e, MessageAdded) and e.child == self.child]
+
+    @property
+    def answers(self) -> list[MessageAdded]:
+        """The model's messages: each carries the usage of the call that gave it."""
+        return [m for m in self.messages if m.role == "assistant"]
+
+    @functools.cached_property
+    def usage(self) -> Usage:
+        return sum((m.usage for m in self.answers if m.usage), Usage())
+
+    @functools.cached_property
+    def cost(self) -> float:
+        return sum(cost_usd(m.model or self.model, m.usage) for m in self.answers if m.usage)
+
+    @property
+    def result(self) -> Result | None:
+        return self.finished.result if self.finished else None
+
+    @property
+    def status(self) -> str:
+        return self.result.status if self.result else "unfinished"
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(isinstance(b, ToolUseBlock) for m in self.answers for b in m.content)
+
+
+@dataclass
+class PastRun:
+    path: Path
+    events: list[AnyEvent]  # run.jsonl's
+    parent: AgentLog
+    children: list[AgentLog]
+
+    @classmethod
+    def read(cls, path: Path) -> PastRun:
+        events = read_events(path / "run.jsonl")
+        start = next((e for e in events if isinstance(e, RunStarted)), None)
+        parent = AgentLog("", "parent", start.model if start else "", events)
+        started = {e.child: e for e in events if isinstance(e, ChildStarted)}
+        finished = {e.child: e for e in events if isinstance(e, ChildFinished)}
+        children = []
+        for child in sorted(started.keys() | finished.keys()):
+            known = started.get(child) or finished[child]
+            transcript = read_events(path / Path(known.transcript).name)
+            own_start = next((e for e in transcript if isinstance(e, ChildStarted)), None)
+            own_end = next((e for e in transcript if isinstance(e, ChildFinished)), None)
+            begun = own_start or started.get(child)
+            children.append(
+                AgentLog(
+                    child,
+                    known.agent,
+                    begun.model if begun else "",
+                    transcript,
+                    begun,
+                    own_end or finished.get(child),
+                )
+            )
+        return cls(path, events, parent, children)
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def start(self) -> RunStarted | None:
+        return next((e for e in self.events if isinstance(e, RunStarted)), None)
+
+    @property
+    def final(self) -> RunFinished | None:
+        return next((e for e in self.events if isinstance(e, RunFinished)), None)
+
+    @property
+    def agents(self) -> list[AgentLog]:
+        return [self.parent, *self.children]
+
+    @property
+    def status(self) -> str:
+        return self.final.result.status if self.final else "unfinished"
+
+    @property
+    def usage(self) -> Usage:
+        return sum((a.usage for a in self.agents), Usage())
+
+    @property
+    def cost(self) -> float:
+        return sum(a.cost for a in self.agents)
+
+    @property
+    def turns(self) -> int:
+        return sum(len(a.answers) for a in self.agents)
+
+    @property
+    def tool_calls(self) -> int:
+        return sum(a.tool_calls for a in self.agents)
+
+    @property
+    def seconds(self) -> float | None:
+        return self.final.result.duration if self.final else None
+
+    @property
+    def failed(self) -> list[AgentLog]:
+        """The children that did not end ok (an unfinished one of a finished run too)."""
+        return [c for c in self.children if c.status != "ok" and (c.finished or self.final)]
+
+    @property
+    def label(self) -> str:
+        """What the run was asked: a batch's input file, else the first prompt."""
+        start = self.start
+        if start is not None and start.batch_input:
+            where = "stdin" if start.batch_input == "-" else start.batch_input
+            return f"batch {where}"
+        first = next((m for m in self.parent.messages if m.role == "user"), None)
+        if first is not None:
+            return " ".join(b.text for b in first.content if isinstance(b, TextBlock))
+        return next((c.started.prompt for c in self.children if c.started), "")
+
+    @property
+    def started_at(self) -> datetime | None:
+        return self.events[0].timestamp if self.events else None

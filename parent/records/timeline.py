@@ -1,0 +1,266 @@
+"""A run's timeline as one self-contained HTML page (``isoagent logs RUN --html``).
+
+The parent and each child are bars on one time axis, from the times their transcripts were
+written (``Event.timestamp``, one clock: the parent's). A bar's pieces follow its
+conversation: a model call runs from the message that asked (the prompt, or the tools'
+results) to the answer, so it includes any wait for a slot or the rate limit; the tools run
+from the answer to the next results message, and a parent's ``task`` calls are its waits for
+children. Inline CSS and SVG only: no script, no network; the details of each piece are in
+its tooltip (SVG ``<title>``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from html import escape
+from typing import Literal
+
+from isoagent.parent.model.prices import cost_usd
+from isoagent.parent.records.past_run import AgentLog, PastRun
+from isoagent.parent.records.terminal_text import plural
+from isoagent.protocol import ToolUseBlock, Usage
+
+Kind = Literal["starting", "model", "tools", "children"]
+COLOURS: dict[Kind, str] = {
+    "starting": "#94a3b8",
+    "model": "#2563eb",
+    "tools": "#f59e0b",
+    "children": "#8b5cf6",
+}
+TRACK = "#e2e8f0"  # a bar's whole life, under its pieces
+LEGEND: dict[Kind, str] = {
+    "starting": "starting (process, Hello, Task)",
+    "model": "model call (with waits for a slot or the rate limit)",
+    "tools": "tool calls",
+    "children": "waiting for children (task)",
+}
+
+LABEL_WIDTH = 300  # the agents' names, left of the bars
+PLOT_WIDTH = 840
+LANE = 46  # one agent's height
+BAR = 26
+AXIS = 30
+
+
+class NoTimes(Exception):
+    """The run's transcripts carry no times: written before they did, or empty."""
+
+
+@dataclass
+class Piece:
+    start: float  # seconds since the run started
+    end: float
+    kind: Kind
+    title: str
+
+
+@dataclass
+class Lane:
+    agent: AgentLog
+    name: str
+    description: str
+    start: float
+    end: float
+    pieces: list[Piece] = field(default_factory=list)
+
+
+def lanes(run: PastRun) -> list[Lane]:
+    """The run's parent and children as lanes, their times in seconds since it started."""
+    times = [e.timestamp for a in run.agents for e in a.events if e.timestamp is not None]
+    if not times or run.start is None or run.start.timestamp is None:
+        raise NoTimes(f"run {run.run_id} has no times in its transcripts: no timeline to draw")
+    origin = run.start.timestamp
+    last = run.final.timestamp if run.final and run.final.timestamp else max(times)
+    end = _seconds(last, origin)
+    result = [_lane(run.parent, origin, 0.0, end)]
+    for child in run.children:
+        started = child.started.timestamp if child.started else None
+        finished = child.finished.timestamp if child.finished else None
+        result.append(
+            _lane(child, origin, _seconds(started, origin), _seconds(finished, origin) or end)
+        )
+    return result
+
+
+def _seconds(at: datetime | None, origin: datetime) -> float:
+    return max((at - origin).total_seconds(), 0.0) if at is not None else 0.0
+
+
+def _lane(agent: AgentLog, origin: datetime, start: float, end: float) -> Lane:
+    if agent.child:
+        description = agent.started.description if agent.started else ""
+        lane = Lane(agent, f"{agent.child} {agent.agent}", description, start, end)
+    else:
+        lane = Lane(agent, "parent" if agent.messages else "session", "", start, end)
+    asked: float | None = None  # when the pending model call was asked
+    tools: Piece | None = None  # the tool calls running since the last answer
+    for message in agent.messages:
+        at = _seconds(message.timestamp, origin)
+        if message.role == "user":
+            if tools is not None:
+                tools.end = at
+                tools = None
+            elif not lane.pieces and agent.child:  # its prompt: the process is up
+                lane.pieces.append(Piece(start, at, "starting", "starting: process, Hello, Task"))
+            asked = at
+            continue
+        usage = message.usage or Usage()
+        cost = cost_usd(message.model or agent.model, usage)
+        said = f"turn {message.turn + 1}: model call, {usage.total:,} tokens, ${cost:.4f}"
+        lane.pieces.append(Piece(asked if asked is not None else at, at, "model", said))
+        asked = None
+        names = [b.name for b in message.content if isinstance(b, ToolUseBlock)]
+        if names:
+            kind: Kind = "children" if "task" in names else "tools"
+            tools = Piece(at, end, kind, f"turn {message.turn + 1}: " + ", ".join(names))
+            lane.pieces.append(tools)
+    for piece in lane.pieces:
+        piece.title += f" ({piece.end - piece.start:.2f} s, from {piece.start:.2f} s)"
+    return lane
+
+
+def timeline_page(run: PastRun) -> str:
+    """The whole page: a heading with the run's totals, the bars, a legend, a table."""
+    drawn = lanes(run)
+    span = max(max(lane.end for lane in drawn), 0.001)
+    step = _tick_step(span)
+    scale = PLOT_WIDTH / (math.ceil(span / step) * step)
+    height = AXIS + LANE * len(drawn) + 10
+    width = LABEL_WIDTH + PLOT_WIDTH + 60
+    svg = [
+        f'<svg width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" shape-rendering="crispEdges" role="img">'
+    ]
+    ticks = math.ceil(span / step)
+    for i in range(ticks + 1):
+        x = LABEL_WIDTH + i * step * scale
+        svg.append(
+            f'<line x1="{x:.1f}" y1="{AXIS - 6}" x2="{x:.1f}" y2="{height - 6}" class="grid"/>'
+        )
+        svg.append(f'<text x="{x:.1f}" y="{AXIS - 12}" class="tick">{_tick_label(i * step)}</text>')
+    for index, lane in enumerate(drawn):
+        svg.extend(_lane_svg(lane, AXIS + index * LANE, scale))
+    svg.append("</svg>")
+    final = run.final
+    seconds = f", {final.result.duration:.1f} s" if final else ""
+    started = run.start.timestamp if run.start else None
+    when = f"started {started:%Y-%m-%d %H:%M:%S} UTC · " if started else ""
+    heading = (
+        f"{when}{escape(run.status)}, {plural(len(run.children), 'child', 'children')}, "
+        f"{plural(run.turns, 'turn')}, {plural(run.tool_calls, 'tool call')}, "
+        f"{run.usage.total:,} tokens, ${run.cost:.4f}{seconds}"
+    )
+    legend = "".join(
+        f'<span class="key"><i style="background:{COLOURS[kind]}"></i>{escape(text)}</span>'
+        for kind, text in LEGEND.items()
+    )
+    return _PAGE.format(
+        title=escape(f"isoagent run {run.run_id}"),
+        run_id=escape(run.run_id),
+        label=escape(_short(run.label, 160)),
+        heading=heading,
+        legend=legend,
+        svg="\n".join(svg),
+        rows="\n".join(_row(lane, run.status) for lane in drawn),
+        bars=len(drawn),
+    )
+
+
+def _lane_svg(lane: Lane, top: int, scale: float) -> list[str]:
+    agent = lane.agent
+    x = LABEL_WIDTH + lane.start * scale
+    width = max((lane.end - lane.start) * scale, 2.0)
+    y = top + (LANE - BAR) // 2
+    status = "ok" if not agent.child else agent.status
+    failed = status not in ("ok", "unfinished")
+    title = f"{lane.name}: {lane.end - lane.start:.2f} s, {agent.usage.total:,} tokens"
+    name = f"{lane.name}: {lane.description}" if lane.description else lane.name
+    parts = [
+        f'<g class="bar" data-agent="{escape(lane.name)}">',
+        f'<text x="8" y="{y + 11}" class="name">{escape(_short(name, 36))}</text>',
+        f'<text x="8" y="{y + 25}" class="facts">{agent.usage.total:,} tokens · '
+        f"${agent.cost:.4f} · {plural(len(agent.answers), 'turn')}</text>",
+        f'<rect x="{x:.1f}" y="{y}" width="{width:.1f}" height="{BAR}" fill="{TRACK}">'
+        f"<title>{escape(title)}</title></rect>",
+    ]
+    for piece in lane.pieces:
+        px = LABEL_WIDTH + piece.start * scale
+        pw = max((piece.end - piece.start) * scale, 1.5)
+        parts.append(
+            f'<rect x="{px:.1f}" y="{y + 3}" width="{pw:.1f}" height="{BAR - 6}" '
+            f'fill="{COLOURS[piece.kind]}"><title>{escape(piece.title)}</title></rect>'
+        )
+    if failed:
+        parts.append(
+            f'<text x="{x + width + 6:.1f}" y="{y + 18}" class="failed">{escape(status)}</text>'
+        )
+    parts.append("</g>")
+    return parts
+
+
+def _row(lane: Lane, run_status: str) -> str:
+    agent = lane.agent
+    result = agent.result
+    cells = [
+        lane.name,
+        _short(lane.description, 60),
+        agent.status if agent.child else run_status,
+        str(len(agent.answers)),
+        str(agent.tool_calls),
+        f"{agent.usage.total:,}",
+        f"${agent.cost:.4f}",
+        f"{lane.end - lane.start:.2f}",
+        str(agent.finished.retries if agent.finished else ""),
+        _short(result.error, 120) if result else "",
+    ]
+    return "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in cells) + "</tr>"
+
+
+def _tick_step(span: float) -> float:
+    """1, 2 or 5 times a power of ten: at most ten ticks over ``span`` seconds."""
+    power = 10 ** math.floor(math.log10(span / 10)) if span > 0 else 1
+    return next(m * power for m in (1, 2, 5, 10) if span / (m * power) <= 10)
+
+
+def _tick_label(value: float) -> str:
+    return f"{value:g} s"
+
+
+def _short(text: str, width: int) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>
+body {{ font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; color: #0f172a;
+  margin: 24px; background: #fff; }}
+h1 {{ font-size: 18px; margin: 0 0 4px; }}
+p {{ margin: 0 0 12px; color: #334155; }}
+.legend {{ display: flex; flex-wrap: wrap; gap: 18px; margin: 8px 0 12px; color: #334155; }}
+.key i {{ display: inline-block; width: 12px; height: 12px; margin-right: 6px;
+  vertical-align: -1px; }}
+svg text {{ font-family: system-ui, sans-serif; fill: #0f172a; }}
+.name {{ font-size: 13px; font-weight: 600; }}
+.facts {{ font-size: 11px; fill: #475569; }}
+.tick {{ font-size: 11px; text-anchor: middle; fill: #475569; }}
+.grid {{ stroke: #f1f5f9; stroke-width: 1; }}
+.failed {{ font-size: 12px; font-weight: 600; fill: #b91c1c; }}
+table {{ border-collapse: collapse; margin-top: 16px; font-size: 13px; }}
+th, td {{ padding: 3px 10px; border-bottom: 1px solid #e2e8f0; text-align: left; }}
+th {{ color: #475569; font-weight: 600; }}
+</style></head>
+<body data-bars="{bars}">
+<h1>run {run_id}</h1>
+<p>{label}<br>{heading}</p>
+<div class="legend">{legend}</div>
+{svg}
+<table><tr><th>agent</th><th>description</th><th>status</th><th>turns</th><th>tool calls</th>
+<th>tokens</th><th>cost</th><th>seconds</th><th>retries</th><th>error</th></tr>
+{rows}
+</table>
+</body></html>
+"""

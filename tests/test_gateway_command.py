@@ -1,0 +1,170 @@
+"""``isoagent gateway list|stop``: this user's warm gateways, real ones started by ``isoagent``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from isoagent.parent.model import warm
+from tests.conftest import cli_env
+from tests.support.cli import run_cli, start_cli
+from tests.support.messages_server import MessagesServer, text_reply
+from tests.support.processes import alive, wait_for
+
+
+def gateway_env(server: MessagesServer, key: str) -> dict[str, str]:
+    """A configuration of this test's own: its gateway's address is nobody else's."""
+    return cli_env(
+        server, ANTHROPIC_API_KEY=key, ISOAGENT_WARM_GATEWAY="1", ISOAGENT_WARM_GATEWAY_IDLE="60"
+    )
+
+
+def gateway_id(env: dict[str, str]) -> str:
+    return warm.address(env).rsplit("-", 1)[-1][:12]
+
+
+def listed(env: dict[str, str], cwd: Path) -> dict[str, dict[str, Any]]:
+    done = run_cli(["gateway", "list", "--json"], env, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return {g["id"]: g for g in json.loads(done.stdout)}
+
+
+def ask_once(env: dict[str, str], cwd: Path) -> None:
+    done = run_cli(["task", "hi"], env, cwd=cwd, input="", process=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def end(env: dict[str, str]) -> None:
+    """The gateway a failed test left: ended by a signal, not by the command under test."""
+    pid = warm.listener_pid(warm.address(env))
+    if pid:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_gateway_list_shows_its_server_age_memory_and_calls(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    env = gateway_env(api_server, f"key-{tmp_path.name}")
+    try:
+        ask_once(env, tmp_path)
+        ask_once(env, tmp_path)
+        mine = listed(env, tmp_path)[gateway_id(env)]
+        assert mine["pid"] == warm.listener_pid(warm.address(env))
+        assert mine["server"] == api_server.base_url and mine["calls_served"] == 2
+        assert mine["memory_bytes"] > 20 << 20 and mine["age_seconds"] >= 0
+        assert mine["idle_seconds"] == 60 and "error" not in mine
+        text = run_cli(["gateway", "list"], env, cwd=tmp_path).stdout.splitlines()
+        assert text[0].split() == ["ID", "PID", "SERVER", "AGE", "MEMORY", "CALLS"]
+        row = next(line for line in text if line.startswith(gateway_id(env)))
+        assert (
+            f"  {mine['pid']}  " in row and api_server.base_url in row and row.endswith("2 served")
+        )
+    finally:
+        end(env)
+
+
+def test_gateway_stop_ends_the_one_named_and_no_other(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    first = gateway_env(api_server, f"key-1-{tmp_path.name}")
+    second = gateway_env(api_server, f"key-2-{tmp_path.name}")
+    try:
+        ask_once(first, tmp_path)
+        ask_once(second, tmp_path)
+        pid = warm.listener_pid(warm.address(first))
+        other = warm.listener_pid(warm.address(second))
+        done = run_cli(["gateway", "stop", gateway_id(first)[:8]], first, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"{gateway_id(first)}  stopped (pid {pid})\n"
+        assert not alive(pid) and not warm.listener_pid(warm.address(first))
+        assert alive(other) and gateway_id(second) in listed(second, tmp_path)
+        ask_once(first, tmp_path)  # the next invocation starts one again
+        assert listed(first, tmp_path)[gateway_id(first)]["calls_served"] == 1
+    finally:
+        end(first)
+        end(second)
+
+
+def test_a_stopped_gateway_answers_the_call_it_has(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    env = gateway_env(api_server, f"key-{tmp_path.name}")
+    api_server.handler = lambda req: text_reply("SLOW-ANSWER", delay=1.5)
+    task = start_cli(["task", "hi"], env, cwd=tmp_path)
+    try:
+        name = gateway_id(env)
+        assert wait_for(
+            lambda: listed(env, tmp_path).get(name, {}).get("calls_running") == 1, 30
+        ), "the call never reached the gateway"
+        pid = warm.listener_pid(warm.address(env))
+        done = run_cli(["gateway", "stop", name], env, cwd=tmp_path)
+        assert done.returncode == 0 and done.stdout == f"{name}  stopped (pid {pid})\n"
+        out, err = task.communicate(timeout=60)
+        assert task.returncode == 0 and out == "SLOW-ANSWER\n", err[-2000:]
+        assert "warm gateway" not in err  # answered there, not by a fallback here
+        assert not alive(pid)
+    finally:
+        task.kill()
+        task.wait()
+        end(env)
+
+
+def test_gateway_stop_of_an_unknown_id_is_one_clear_line(tmp_path: Path) -> None:
+    done = run_cli(["gateway", "stop", "zzzz"], {}, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "isoagent: no warm gateway matching 'zzzz' (see 'isoagent gateway list')\n"
+    )
+    neither = run_cli(["gateway", "stop"], {}, cwd=tmp_path)
+    assert neither.returncode == 2 and "or --all" in neither.stderr
+
+
+# In a network namespace of its own: the abstract sockets there are the script's alone, so
+# --all stops its two gateways and none of the machine's (other tests', other users')
+ALL_SCRIPT = """
+import json, os, subprocess, sys, time
+from isoagent.parent.model import warm
+cli = [sys.executable, "-m", "isoagent", "gateway"]
+gateways = []
+for key in ("key-a", "key-b"):
+    env = {**os.environ, "ANTHROPIC_API_KEY": key}
+    gateways.append(subprocess.Popen([sys.executable, "-m", "isoagent.parent.model.warm"], env=env))
+deadline = time.monotonic() + 60
+while len(warm.listening()) < 2 and time.monotonic() < deadline:
+    time.sleep(0.05)
+before = json.loads(subprocess.run([*cli, "list", "--json"], capture_output=True).stdout)
+stopped = subprocess.run([*cli, "stop", "--all"], capture_output=True, text=True)
+codes = [g.wait(timeout=30) for g in gateways]
+after = subprocess.run([*cli, "list"], capture_output=True, text=True)
+print(json.dumps({"before": [g["pid"] for g in before], "pids": [g.pid for g in gateways],
+                  "stopped": stopped.stdout, "codes": codes, "after": after.stderr}))
+"""
+
+
+def test_gateway_stop_all_ends_every_one(tmp_path: Path) -> None:
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode:
+        pytest.skip("no network namespace of our own to start gateways in (unshare -n)")
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+        warm.IDLE_VARIABLE: "60",
+    }
+    done = subprocess.run(
+        ["unshare", "-n", sys.executable, "-c", ALL_SCRIPT],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout)
+    assert sorted(seen["before"]) == sorted(seen["pids"])
+    stopped = seen["stopped"].splitlines()
+    assert len(stopped) == 2 and all(" stopped (pid " in line for line in stopped)
+    assert seen["codes"] == [0, 0]  # each exited by itself
+    assert seen["after"] == "isoagent: no warm gateway is running\n"

@@ -1,0 +1,145 @@
+"""A hostile child with ``--child-network on`` beside honest ones: whatever it does to its
+way out (the parent's egress proxy), the parent stays up and bounded, and its siblings
+finish; and what files a child and the parent may hold.
+
+The site stands on 127.0.0.2, reached through the proxy as in ``test_egress_proxy.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from isoagent.parent.children.egress_proxy import MAX_CONNECTIONS
+from isoagent.parent.children.sandbox_policy import mount_namespaces_available
+from isoagent.parent.cli.exit_codes import ExitCode
+from tests.conftest import cli_env
+from tests.support.cli import ISOAGENT, read_jsonl
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.test_egress_proxy import LET_OUT, SITE_HOST, Site, fetch
+
+# a child's network namespace needs what its mount namespace does: root, or user namespaces
+needs_namespaces = pytest.mark.skipif(
+    not mount_namespaces_available(), reason="children get no network namespace here"
+)
+
+# a child's bash: 1,100 connections to its proxy, each an unfinished request head, held
+FLOOD = """
+import os, socket, time, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+held, failed = [], 0
+for _ in range(1100):
+    try:
+        s = socket.create_connection((proxy.hostname, proxy.port), timeout=5)
+        s.sendall(b"GET http://a")
+        held.append(s)
+    except OSError:
+        failed += 1
+print("held", len(held), "failed", failed, flush=True)
+time.sleep(60)
+"""
+
+
+def open_files_limit(soft: int, hard: int) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def sample_until_exit(cli: subprocess.Popen[str], seconds: float) -> tuple[int, int]:
+    """The most open files and threads ``cli`` had, sampled until it exits (or ``seconds``)."""
+    files = threads = 0
+    deadline = time.monotonic() + seconds
+    while cli.poll() is None and time.monotonic() < deadline:
+        files = max(files, count(f"/proc/{cli.pid}/fd"))
+        threads = max(threads, count(f"/proc/{cli.pid}/task"))
+        time.sleep(0.01)
+    return files, threads
+
+
+def count(folder: str) -> int:
+    try:
+        return len(os.listdir(folder))
+    except OSError:  # it ended
+        return 0
+
+
+@needs_namespaces
+def test_a_child_flooding_its_proxy_is_ended_and_its_siblings_finish(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    def handler(req: Request) -> Reply:
+        prompt = req.first_user_text
+        if req.turn == 0 and prompt == "flood":
+            return tool_reply("bash", {"command": f"{sys.executable} -c {shlex.quote(FLOOD)}"})
+        if req.turn == 0:  # an honest task: a page through the same proxy, mid-flood
+            return tool_reply("bash", {"command": f"sleep 2; {fetch(url + prompt)}"})
+        return text_reply("SAW " + req.tool_results[0]["content"].strip())
+
+    tasks = tmp_path / "tasks.jsonl"
+    lines = [{"id": "flood", "prompt": "flood"}]
+    lines += [{"id": f"honest{n}", "prompt": f"honest{n}"} for n in range(3)]
+    tasks.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "out.jsonl"
+    with Site() as site:
+        url = f"http://{SITE_HOST}:{site.port}/"
+        api_server.handler = handler  # type: ignore[assignment]
+        cli = subprocess.Popen(
+            [*ISOAGENT, "batch", str(tasks), "-o", str(out), "-j", "4", *LET_OUT],
+            env=cli_env(api_server, HOME=str(tmp_path / "home")),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: open_files_limit(1024, 1024),  # ulimit -n 1024
+        )
+        files, threads = sample_until_exit(cli, 90)
+        if cli.poll() is None:
+            cli.kill()
+        _, stderr = cli.communicate()
+    assert files < 256 and threads < 64, (files, threads)
+    assert cli.returncode == ExitCode.TASKS_FAILED, stderr  # the flooding one
+    records = {r["id"]: r for r in read_jsonl(out)}
+    assert sorted(records) == ["flood", "honest0", "honest1", "honest2"], stderr
+    for n in range(3):
+        assert records[f"honest{n}"]["status"] == "ok"
+        assert records[f"honest{n}"]["summary"] == f"SAW page /honest{n}"
+    flood = records["flood"]
+    assert flood["status"] == "error"
+    budget = f"more than {MAX_CONNECTIONS} connections to the egress proxy at once"
+    assert budget in flood["error"]
+
+
+def test_a_child_gets_a_bounded_file_limit_and_the_parent_its_own_hard_one(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """The CLI starts with a soft limit of 256 below a hard one of 8192: it raises its own
+    to the hard one (a child's fork server inherits it), and the child holds at most
+    ``CHILD_OPEN_FILES``, soft and hard, whatever the parent has."""
+    from isoagent.child.sandbox.limits import CHILD_OPEN_FILES
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply("bash", {"command": "echo soft $(ulimit -Sn) hard $(ulimit -Hn)"})
+        return text_reply(req.tool_results[0]["content"].strip())
+
+    api_server.handler = handler  # type: ignore[assignment]
+    done = subprocess.run(
+        [*ISOAGENT, "task", "go"],
+        env=cli_env(api_server, HOME=str(tmp_path / "home")),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: open_files_limit(256, 8192),
+    )
+    assert done.returncode == 0, done.stderr
+    limit = min(CHILD_OPEN_FILES, 8192)
+    assert done.stdout.strip() == f"soft {limit} hard {limit}"
