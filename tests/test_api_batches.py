@@ -14,6 +14,7 @@ from typing import Any
 import anthropic
 import pytest
 
+import isoagent
 from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
 from isoagent.child.agent.loop import text_of
 from isoagent.parent.children.supervisor import ChildRequest
@@ -330,3 +331,21 @@ def test_a_queue_larger_than_a_message_batch_may_be_is_sent_as_several(
 
     assert asyncio.run(ask()) == ["ok"] * 5
     assert [len(b.requests) for b in api_server.batches.values()] == [2, 2, 1]
+
+
+def test_the_python_batch_api_sends_message_batches_too(
+    api_server: MessagesServer, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", api_server.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    api_server.handler = _three_turns
+    records = list(
+        isoagent.batch(
+            ["one", "two"], jobs=2, workdir=workspace, output=tmp_path / "out.jsonl",
+            api_batches=True, batch_window=30.0,
+        )
+    )  # fmt: skip
+    assert sorted(r.summary for r in records) == ["did: one", "did: two"]
+    assert [len(b.requests) for b in api_server.batches.values()] == [2, 2, 2]
+    assert list((workspace / ".isoagent" / "runs").glob("batch-*.batches.jsonl"))

@@ -11,7 +11,7 @@ from typing import BinaryIO
 import click
 
 from isoagent.parent.batch.input import BatchTask, LineTooLong, parse_tasks, read_lines
-from isoagent.parent.batch.result_file import BatchRefused, Previous, ResultFile, output_key
+from isoagent.parent.batch.result_file import BatchRefused, Previous, ResultFile, batches_journal
 from isoagent.parent.batch.runner import BatchRun, Outcome
 from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import fail, run_command
@@ -115,7 +115,7 @@ def batch(
         # a writing child must not truncate or unlink it under the parent's open file
         settings = dataclasses.replace(settings, kept_files=(output_path.resolve(),))
         if api_batches:  # a rerun answers the turns already sent from their batches
-            journal = settings.runs_dir / f"batch-{output_key(output_path)}.batches.jsonl"
+            journal = batches_journal(settings.runs_dir, output_path)
             settings = dataclasses.replace(settings, batch_journal=journal)
     done = previous.done
     pending = [t for t in items if isinstance(t, BatchTask) and t.id not in done]
