@@ -25,6 +25,7 @@ from isoagent.parent.session import Session
 from isoagent.parent.settings import Settings
 from isoagent.protocol import Limits, Message, ModelCall, TextBlock
 from tests.conftest import base_env, cli_env
+from tests.support.api_env import use_server
 from tests.support.cli import read_jsonl, run_cli, start_cli
 from tests.support.messages_server import (
     MessagesServer,
@@ -200,7 +201,7 @@ def _spend(server: MessagesServer, workspace: Path, api_batches: bool) -> tuple[
 
 
 def test_the_budget_prices_a_batchs_tokens_at_half(
-    api_server: MessagesServer, workspace: Path, monkeypatch: pytest.MonkeyPatch
+    api_server: MessagesServer, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # each turn reads a million input tokens: $2 at sonnet-5's price, $1 in a batch
     def script(request: Request) -> Reply:
@@ -209,8 +210,7 @@ def test_the_budget_prices_a_batchs_tokens_at_half(
         return reply
 
     api_server.handler = script
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", api_server.base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    use_server(monkeypatch, api_server, tmp_path / "home")
     # $1 + $1 leave $0.50: the third turn is made; at the normal price the second ends it
     assert _spend(api_server, workspace, api_batches=True) == ("ok", 3.0)
     assert _spend(api_server, workspace, api_batches=False) == ("budget", 4.0)
@@ -313,10 +313,9 @@ def test_a_batch_recorded_in_message_batches_replays_without_a_server(
 
 
 def test_a_queue_larger_than_a_message_batch_may_be_is_sent_as_several(
-    api_server: MessagesServer, monkeypatch: pytest.MonkeyPatch
+    api_server: MessagesServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", api_server.base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    use_server(monkeypatch, api_server, tmp_path / "home")
     monkeypatch.setattr(batches, "MAX_REQUESTS", 2)
 
     async def ask() -> list[str]:
@@ -336,9 +335,7 @@ def test_a_queue_larger_than_a_message_batch_may_be_is_sent_as_several(
 def test_the_python_batch_api_sends_message_batches_too(
     api_server: MessagesServer, workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", api_server.base_url)
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    use_server(monkeypatch, api_server, tmp_path / "home")
     api_server.handler = _three_turns
     records = list(
         isoagent.batch(
