@@ -48,6 +48,8 @@ def _default(field: msgspec.structs.FieldInfo) -> Any:
     if field.default_factory is not msgspec.NODEFAULT:
         return msgspec.field(default_factory=field.default_factory)
     return field.default
+
+
 # a Result whose texts stay undecoded: views of the buffer it is decoded from
 _RAW_TEXTS = msgspec.msgpack.Decoder(
     msgspec.defstruct(
