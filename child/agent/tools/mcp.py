@@ -113,20 +113,22 @@ class McpSessions:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
         return future.result(timeout)
 
-    async def start(self, server: McpServer, workdir: str) -> list[Any]:
-        """Start ``server`` in ``workdir``, with this child's environment (its tag
-        included) and the server's own variables, or connect to it (http, sse: through
-        ``HTTP_PROXY``, the egress proxy, as every request of the child); its tools."""
+    async def start(self, server: McpServer, ctx: ToolContext) -> list[Any]:
+        """Start ``server`` in the workspace as the agent's commands start (the parent's:
+        under ``ctx.command_prefix``, a writing child's sandbox), with their environment
+        (its tag included) and the server's own variables, or connect to it (http, sse:
+        through ``HTTP_PROXY``, the egress proxy, as every request of the child); its tools."""
         from mcp.client.session import ClientSession
 
         if server.type == "stdio":
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
+            argv = [*ctx.command_prefix, server.command, *server.args]
             params = StdioServerParameters(
-                command=server.command,
-                args=server.args,
-                env={**os.environ, **server.env},
-                cwd=workdir,
+                command=argv[0],
+                args=argv[1:],
+                env={**(os.environ if ctx.env is None else ctx.env), **server.env},
+                cwd=str(ctx.workdir),
             )
             transport = stdio_client(params)
         elif server.type == "sse":
@@ -150,6 +152,12 @@ class McpSessions:
     def call(self, server: str, tool: str, args: dict[str, Any]) -> Any:
         return self.run(self.sessions[server].call_tool(tool, args), None)
 
+    def close(self) -> None:
+        """End the sessions (a stdio server's stdin closes: it ends) and their thread."""
+        with contextlib.suppress(Exception):  # what is left is ended by its tag
+            self.run(self._stack.aclose(), START_SECONDS)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
 
 def tool_name(server: str, tool: str) -> str:
     """What the model calls a server's tool: ``mcp__<server>__<tool>``."""
@@ -162,10 +170,15 @@ def granted(names: list[str], server: str, tool: str) -> bool:
 
 
 def mcp_tools(
-    servers: list[McpServer], names: list[str], ctx: ToolContext, call_sdk_tool: CallSdkTool
+    servers: list[McpServer],
+    names: list[str],
+    ctx: ToolContext,
+    call_sdk_tool: CallSdkTool,
+    sessions: McpSessions | None = None,
 ) -> list[Tool]:
     """The tools ``names`` grants of ``servers``, each server started (an SDK's: called
-    through the parent with ``call_sdk_tool``); a server that fails is ``McpUnavailable``."""
+    through the parent with ``call_sdk_tool``) in ``sessions`` (default: new ones, which
+    end with this process); a server that fails is ``McpUnavailable``."""
     tools: list[Tool] = [
         SdkTool.of(ctx, server.name, spec, call_sdk_tool)
         for server in servers
@@ -188,10 +201,10 @@ def mcp_tools(
         raise McpUnavailable(
             "MCP servers need the mcp package: pip install 'isoagent[mcp]'"
         ) from None
-    sessions = McpSessions()
+    sessions = sessions or McpSessions()
     for server in servers:
         try:
-            listed = sessions.run(sessions.start(server, str(ctx.workdir)), START_SECONDS)
+            listed = sessions.run(sessions.start(server, ctx), START_SECONDS)
         except Exception as exc:
             why = str(exc) or type(exc).__name__
             raise McpUnavailable(f"MCP server {server.name!r} did not start: {why}") from None
