@@ -146,7 +146,13 @@ def parent_tools(settings: Settings) -> AgentSpec:
     unasked = _unasked(settings.allowed_tools, settings.permission_mode)
     fields: dict[str, object] = {
         "tools": None if asks else unasked,
-        "disallowedTools": [r for r in settings.disallowed_tools if r not in _TASK_NAMES],
+        # the MCP tools' rules are parent_mcp_tools' (a server's tool may be kept from a
+        # server --allowedTools gives whole)
+        "disallowedTools": [
+            r
+            for r in settings.disallowed_tools
+            if not (r in _TASK_NAMES or r.startswith(MCP_PREFIX))
+        ],
         "permissionMode": settings.permission_mode,
     }
     spec, _ = build_spec("parent", "the parent agent", "", fields, source="flags")

@@ -1,0 +1,152 @@
+"""MCP tools for the main agent, through the SDK, side by side with Claude Code's CLI on the
+same scripted server: the parent is offered every tool of the session's servers, a call
+runs when ``allowed_tools`` grants it and is refused otherwise, and the parent's stdio
+server runs under the sandbox of the parent's own commands."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import claude_agent_sdk
+import pytest
+
+from tests.conftest import cli_env
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.support.processes import alive, wait_for
+from tests.test_mcp_servers import lookup_server, sdk_calc
+from tests.test_print_mode import CLAUDE, needs_claude
+from tests.test_sdk_options import ISOAGENT_SCRIPT
+
+CLIS = [
+    pytest.param(ISOAGENT_SCRIPT, id="isoagent"),
+    pytest.param(CLAUDE, id="claude", marks=needs_claude),
+]
+
+
+def calls(tool: str, arguments: dict[str, Any]) -> object:
+    """A main agent that calls ``tool`` when it is offered and answers with its result
+    (or ``not offered``)."""
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply(tool, arguments) if tool in req.tool_names else text_reply("-")
+        [result] = req.tool_results
+        return text_reply(f"{'error: ' if result.get('is_error') else ''}{result['content']}")
+
+    return handler
+
+
+def ask(cli: Path, server: MessagesServer, workspace: Path, **options: Any) -> list[Any]:
+    """The messages of ``query("go")`` through the SDK and ``cli``, with ``options``."""
+    env = cli_env(server, HOME=str(workspace))
+    # Claude Code defers MCP tools behind a search tool (ToolSearch) by default: off, they
+    # are offered in the request as isoagent offers them
+    env |= {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ENABLE_TOOL_SEARCH": "false"}
+    settings = claude_agent_sdk.ClaudeAgentOptions(
+        cli_path=str(cli), cwd=str(workspace), env=env, **options
+    )
+
+    async def talk() -> list[Any]:
+        return [m async for m in claude_agent_sdk.query(prompt="go", options=settings)]
+
+    return asyncio.run(asyncio.wait_for(talk(), 120))
+
+
+def answer(messages: list[Any]) -> Any:
+    result = messages[-1]
+    assert isinstance(result, claude_agent_sdk.ResultMessage), messages
+    return result
+
+
+@pytest.mark.parametrize("cli", CLIS)
+@pytest.mark.parametrize("grant", ["mcp__calc__add", "mcp__calc", "mcp__calc__*"])
+def test_the_main_agent_calls_an_sdk_servers_tool_that_allowed_tools_grants(
+    api_server: MessagesServer, tmp_path: Path, cli: Path, grant: str
+) -> None:
+    api_server.handler = calls("mcp__calc__add", {"a": 2, "b": 3})  # type: ignore[assignment]
+    messages = ask(
+        cli, api_server, tmp_path, mcp_servers={"calc": sdk_calc()}, allowed_tools=[grant]
+    )
+    result = answer(messages)
+    assert "sum 5" in str(result.result) and "error" not in str(result.result)
+    assert result.permission_denials == []
+
+
+@pytest.mark.parametrize("cli", CLIS)
+@pytest.mark.parametrize("allowed", [[], ["mcp__calc__add"]], ids=["no-grant", "other-tool"])
+def test_the_main_agent_is_offered_an_mcp_tool_not_granted_but_its_call_is_refused(
+    api_server: MessagesServer, tmp_path: Path, cli: Path, allowed: list[str]
+) -> None:
+    """As in Claude Code's ``-p``: an MCP tool needs a permission, nobody can be asked
+    (no ``can_use_tool``), so the call is refused and said in ``permission_denials``."""
+    secrets: list[str] = []
+    api_server.handler = calls("mcp__calc__secret", {})  # type: ignore[assignment]
+    messages = ask(
+        cli, api_server, tmp_path, mcp_servers={"calc": sdk_calc(secrets)}, allowed_tools=allowed
+    )
+    result = answer(messages)
+    assert secrets == []  # the SDK's tool never ran
+    assert str(result.result).startswith("error: ")  # the model read a refusal
+    assert [d["tool_name"] for d in result.permission_denials] == ["mcp__calc__secret"]
+
+
+@pytest.mark.parametrize("cli", CLIS)
+@pytest.mark.parametrize("denied", ["mcp__calc__secret", "mcp__calc", "mcp__calc__*"])
+def test_an_mcp_tool_disallowed_tools_names_is_not_offered_to_the_main_agent(
+    api_server: MessagesServer, tmp_path: Path, cli: Path, denied: str
+) -> None:
+    api_server.handler = calls("mcp__calc__secret", {})  # type: ignore[assignment]
+    ask(
+        cli,
+        api_server,
+        tmp_path,
+        mcp_servers={"calc": sdk_calc()},
+        allowed_tools=["mcp__calc"],  # the whole server, but what disallowed_tools names
+        disallowed_tools=[denied],
+    )
+    [request] = api_server.requests
+    offered = [name for name in request.tool_names if name.startswith("mcp__")]
+    assert offered == ([] if denied != "mcp__calc__secret" else ["mcp__calc__add"])
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_the_main_agent_calls_a_stdio_servers_tool(
+    api_server: MessagesServer, tmp_path: Path, cli: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    server = {"type": "stdio", **lookup_server(outside)}
+    api_server.handler = calls("mcp__ctx__lookup", {"key": "k1"})  # type: ignore[assignment]
+    messages = ask(
+        cli, api_server, tmp_path, mcp_servers={"ctx": server}, allowed_tools=["mcp__ctx__*"]
+    )
+    assert "value of k1" in str(answer(messages).result)
+
+
+def test_the_main_agents_stdio_server_runs_in_its_commands_sandbox_and_ends_with_it(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """The server gets a writing child's sandbox, as the parent's bash does: it cannot
+    write outside the workspace (Claude Code's writes there); it ends with the turn."""
+    workspace, outside = tmp_path / "ws", tmp_path / "outside"
+    workspace.mkdir()
+    outside.mkdir()
+    server = {"type": "stdio", **lookup_server(outside)}
+    api_server.handler = calls("mcp__ctx__lookup", {"key": "k1"})  # type: ignore[assignment]
+    messages = ask(
+        ISOAGENT_SCRIPT,
+        api_server,
+        workspace,
+        mcp_servers={"ctx": server},
+        allowed_tools=["mcp__ctx__lookup"],
+    )
+    text = str(answer(messages).result)
+    assert "value of k1" in text and "outside refused" in text
+    assert not list(outside.iterdir())
+    assert list(workspace.glob("started-*"))  # it may write in the workspace
+    match = re.search(r"pid (\d+)", text)
+    assert match is not None
+    assert wait_for(lambda: not alive(int(match.group(1))), 10)
