@@ -94,22 +94,28 @@ def test_the_main_agent_is_offered_an_mcp_tool_not_granted_but_its_call_is_refus
 
 
 @pytest.mark.parametrize("cli", CLIS)
-@pytest.mark.parametrize("denied", ["mcp__calc__secret", "mcp__calc", "mcp__calc__*"])
+@pytest.mark.parametrize(
+    ("denied", "offered"),
+    [
+        ("mcp__calc__secret", ["mcp__calc__add", "mcp__more__add", "mcp__more__secret"]),
+        ("mcp__calc", ["mcp__more__add", "mcp__more__secret"]),
+        ("mcp__calc__*", ["mcp__more__add", "mcp__more__secret"]),
+    ],
+)
 def test_an_mcp_tool_disallowed_tools_names_is_not_offered_to_the_main_agent(
-    api_server: MessagesServer, tmp_path: Path, cli: Path, denied: str
+    api_server: MessagesServer, tmp_path: Path, cli: Path, denied: str, offered: list[str]
 ) -> None:
     api_server.handler = calls("mcp__calc__secret", {})  # type: ignore[assignment]
     ask(
         cli,
         api_server,
         tmp_path,
-        mcp_servers={"calc": sdk_calc()},
-        allowed_tools=["mcp__calc"],  # the whole server, but what disallowed_tools names
+        mcp_servers={"calc": sdk_calc(), "more": sdk_calc()},
+        allowed_tools=["mcp__calc", "mcp__more"],  # whole servers, but what is disallowed
         disallowed_tools=[denied],
     )
     [request] = api_server.requests
-    offered = [name for name in request.tool_names if name.startswith("mcp__")]
-    assert offered == ([] if denied != "mcp__calc__secret" else ["mcp__calc__add"])
+    assert sorted(name for name in request.tool_names if name.startswith("mcp__")) == offered
 
 
 @pytest.mark.parametrize("cli", CLIS)
