@@ -14,7 +14,14 @@ import claude_agent_sdk
 import pytest
 
 from tests.conftest import cli_env
-from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.support.messages_server import (
+    MessagesServer,
+    Reply,
+    Request,
+    text_reply,
+    tool_reply,
+    tools_reply,
+)
 from tests.support.processes import alive, wait_for
 from tests.test_mcp_servers import lookup_server, sdk_calc
 from tests.test_print_mode import CLAUDE, needs_claude
@@ -156,3 +163,44 @@ def test_the_main_agents_stdio_server_runs_in_its_commands_sandbox_and_ends_with
     match = re.search(r"pid (\d+)", text)
     assert match is not None
     assert wait_for(lambda: not alive(int(match.group(1))), 10)
+
+
+@pytest.mark.filterwarnings("ignore:can_use_tool will not be invoked for")  # what is tested
+@pytest.mark.parametrize("cli", CLIS)
+def test_can_use_tool_is_asked_about_the_main_agents_mcp_calls_allowed_tools_does_not_grant(
+    api_server: MessagesServer, tmp_path: Path, cli: Path
+) -> None:
+    secrets: list[str] = []
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tools_reply([("mcp__calc__add", {"a": 2, "b": 3}), ("mcp__calc__secret", {})])
+        return text_reply(str([r["content"] for r in req.tool_results]))
+
+    api_server.handler = handler
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def can_use_tool(name: str, tool_input: dict[str, Any], _context: Any) -> Any:
+        asked.append((name, tool_input))
+        return claude_agent_sdk.PermissionResultDeny(message="no secrets today")
+
+    env = cli_env(api_server, HOME=str(tmp_path))
+    env |= {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ENABLE_TOOL_SEARCH": "false"}
+    options = claude_agent_sdk.ClaudeAgentOptions(
+        cli_path=str(cli),
+        cwd=str(tmp_path),
+        env=env,
+        mcp_servers={"calc": sdk_calc(secrets)},
+        allowed_tools=["mcp__calc__add"],
+        can_use_tool=can_use_tool,
+    )
+
+    async def talk() -> list[Any]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("go")
+            return [m async for m in client.receive_response()]
+
+    result = answer(asyncio.run(asyncio.wait_for(talk(), 120)))
+    assert asked == [("mcp__calc__secret", {})] and secrets == []
+    assert "sum 5" in str(result.result) and "no secrets today" in str(result.result)
+    assert [d["tool_name"] for d in result.permission_denials] == ["mcp__calc__secret"]
