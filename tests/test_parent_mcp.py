@@ -6,6 +6,7 @@ server runs under the sandbox of the parent's own commands."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import claude_agent_sdk
 import pytest
 
 from tests.conftest import cli_env
+from tests.support.cli import run_cli
 from tests.support.messages_server import (
     MessagesServer,
     Reply,
@@ -204,3 +206,33 @@ def test_can_use_tool_is_asked_about_the_main_agents_mcp_calls_allowed_tools_doe
     assert asked == [("mcp__calc__secret", {})] and secrets == []
     assert "sum 5" in str(result.result) and "no secrets today" in str(result.result)
     assert [d["tool_name"] for d in result.permission_denials] == ["mcp__calc__secret"]
+
+
+def test_a_server_the_main_agent_cannot_use_is_named_and_its_run_goes_on(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """An http server, with network for the children: the parent process would reach it
+    past the egress proxy, so it is failed for the parent, unreached (a subagent gets it);
+    a stdio server that does not start is named too. The parent runs with those that work."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    servers = {
+        "web": {"type": "http", "url": "http://127.0.0.2:9/mcp"},
+        "broken": {"command": str(tmp_path / "no-such-server")},
+        "ctx": lookup_server(outside),
+    }
+    api_server.handler = calls("mcp__ctx__lookup", {"key": "k1"})  # type: ignore[assignment]
+    args = ["-p", "go", "--mcp-config", json.dumps({"mcpServers": servers})]
+    args += ["--allowedTools", "mcp__ctx", "--allowed-domains", "127.0.0.2"]
+    args += ["--allow-local-fetch", "127.0.0.2"]
+    done = run_cli(args, cli_env(api_server, HOME=str(tmp_path)), cwd=tmp_path, input="")
+    assert done.returncode == 0, done.stderr
+    assert "value of k1" in done.stdout
+    warnings = [line for line in done.stderr.splitlines() if "MCP server" in line]
+    assert len(warnings) == 2, done.stderr
+    assert "MCP server 'web' failed: the parent agent reaches no http or sse server" in (
+        done.stderr
+    )
+    assert "MCP server 'broken' did not start" in done.stderr
+    [first, _] = api_server.requests
+    assert [name for name in first.tool_names if name.startswith("mcp__")] == ["mcp__ctx__lookup"]
