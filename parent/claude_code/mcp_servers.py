@@ -93,11 +93,11 @@ class McpServers:
         )
 
     def status(self, *, sdk: bool = False) -> list[dict[str, str]]:
-        """Each server as Claude Code's ``init`` and ``get_mcp_status`` list it. isoagent's
-        parent connects to none: a child starts the stdio and http servers its agent uses,
-        so they are ``pending``; an SDK server whose tools were listed is ``connected`` (one
-        not listed yet is ``pending`` while the ``sdk`` is there to list it); one no child
-        can use is ``failed``, with the reason."""
+        """Each server as Claude Code's ``init`` and ``get_mcp_status`` list it. A stdio or
+        http server is ``pending``: the parent starts its stdio ones with its turn, after
+        ``init``, and a child those its agent uses; an SDK server whose tools were listed
+        is ``connected`` (one not listed yet is ``pending`` while the ``sdk`` is there to
+        list it); one no child can use is ``failed``, with the reason."""
         listed = [
             {"name": name, "status": "connected" if server.type == "sdk" else "pending"}
             for name, server in self.servers.items()
