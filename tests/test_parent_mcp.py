@@ -85,17 +85,24 @@ def test_the_main_agent_calls_an_sdk_servers_tool_that_allowed_tools_grants(
 
 
 @pytest.mark.parametrize("cli", CLIS)
-@pytest.mark.parametrize("allowed", [[], ["mcp__calc__add"]], ids=["no-grant", "other-tool"])
+@pytest.mark.parametrize(
+    "grants",
+    [
+        {},
+        {"allowed_tools": ["mcp__calc__add"]},
+        {"allowed_tools": ["mcp__calc"], "permission_mode": "plan"},
+    ],
+    ids=["no-grant", "other-tool", "plan-mode"],
+)
 def test_the_main_agent_is_offered_an_mcp_tool_not_granted_but_its_call_is_refused(
-    api_server: MessagesServer, tmp_path: Path, cli: Path, allowed: list[str]
+    api_server: MessagesServer, tmp_path: Path, cli: Path, grants: dict[str, Any]
 ) -> None:
     """As in Claude Code's ``-p``: an MCP tool needs a permission, nobody can be asked
-    (no ``can_use_tool``), so the call is refused and said in ``permission_denials``."""
+    (no ``can_use_tool``), so the call is refused and said in ``permission_denials``; in
+    plan mode a granted one is refused too."""
     secrets: list[str] = []
     api_server.handler = calls("mcp__calc__secret", {})  # type: ignore[assignment]
-    messages = ask(
-        cli, api_server, tmp_path, mcp_servers={"calc": sdk_calc(secrets)}, allowed_tools=allowed
-    )
+    messages = ask(cli, api_server, tmp_path, mcp_servers={"calc": sdk_calc(secrets)}, **grants)
     result = answer(messages)
     assert secrets == []  # the SDK's tool never ran
     assert str(result.result).startswith("error: ")  # the model read a refusal

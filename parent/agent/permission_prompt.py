@@ -11,7 +11,7 @@ asked about: their tools are what their agent type and ``--allowedTools`` give t
 
 An MCP tool is offered to the parent whatever the rules, as in Claude Code; a call that
 needs a yes (``--allowedTools`` names neither it nor its server) is asked, or, with nobody
-to ask, refused.
+to ask, refused; in plan mode every call of one is refused (it may write anything).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 from isoagent.child.agent.tools.base import Tool, ToolOutput
 from isoagent.child.agent.tools.bash_rules import CommandRefused, check
 from isoagent.child.agent.tools.mcp import ServerTool, granted
+from isoagent.parent.claude_code.agent_files import PLAN_MODE
 from isoagent.protocol import AgentSpec, ToolSpec
 
 # isoagent's tools as the SDK's callback knows them (Claude Code's names)
@@ -41,6 +42,7 @@ CLAUDE_NAMES = {
 _EDITS = frozenset({"write_file", "edit_file"})
 DENIED = "Permission to use "  # how a refused call's result begins
 NOT_GRANTED = "it needs a permission: --allowedTools (allowed_tools) does not name it"
+IN_PLAN_MODE = "an MCP tool is not called in plan mode: nothing may write"
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,9 @@ def asking_tools(
     wrapped: list[Tool[Any]] = []
     for tool in tools:
         rules: list[str] = []
+        if isinstance(tool, ServerTool) and permission_mode == PLAN_MODE:
+            wrapped.append(AskingTool(tool, _refusal(IN_PLAN_MODE), []))
+            continue
         if isinstance(tool, ServerTool):
             asks = not granted(allowed.mcp_tools, tool.server, tool.tool)
         else:
@@ -73,13 +78,17 @@ def asking_tools(
             )
             rules = allowed.bash_allow if tool.name == "bash" and free else []
             asks = ask is not None and tool.name in CLAUDE_NAMES and (not free or bool(rules))
-        wrapped.append(AskingTool(tool, ask or _refuse, rules) if asks else tool)
+        wrapped.append(AskingTool(tool, ask or _refusal(NOT_GRANTED), rules) if asks else tool)
     return wrapped
 
 
-def _refuse(name: str, args: dict[str, Any], cancelled: threading.Event) -> Decision:
-    """Nobody's answer: no."""
-    return Decision(False, args, NOT_GRANTED)
+def _refusal(why: str) -> Ask:
+    """An answer of no, for ``why``, whatever is asked."""
+
+    def refuse(name: str, args: dict[str, Any], cancelled: threading.Event) -> Decision:
+        return Decision(False, args, why)
+
+    return refuse
 
 
 class AskingTool(Tool[Any]):
