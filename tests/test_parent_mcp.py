@@ -71,14 +71,21 @@ def answer(messages: list[Any]) -> Any:
 
 
 @pytest.mark.parametrize("cli", CLIS)
-@pytest.mark.parametrize("grant", ["mcp__calc__add", "mcp__calc", "mcp__calc__*"])
+@pytest.mark.parametrize(
+    "grants",
+    [
+        {"allowed_tools": ["mcp__calc__add"]},
+        {"allowed_tools": ["mcp__calc"]},
+        {"allowed_tools": ["mcp__calc__*"]},
+        {"allowed_tools": ["mcp__calc__add"], "tools": ["Read"]},  # --tools: built-ins only
+    ],
+    ids=["tool", "server", "wildcard", "tools-option"],
+)
 def test_the_main_agent_calls_an_sdk_servers_tool_that_allowed_tools_grants(
-    api_server: MessagesServer, tmp_path: Path, cli: Path, grant: str
+    api_server: MessagesServer, tmp_path: Path, cli: Path, grants: dict[str, Any]
 ) -> None:
     api_server.handler = calls("mcp__calc__add", {"a": 2, "b": 3})  # type: ignore[assignment]
-    messages = ask(
-        cli, api_server, tmp_path, mcp_servers={"calc": sdk_calc()}, allowed_tools=[grant]
-    )
+    messages = ask(cli, api_server, tmp_path, mcp_servers={"calc": sdk_calc()}, **grants)
     result = answer(messages)
     assert "sum 5" in str(result.result) and "error" not in str(result.result)
     assert result.permission_denials == []
