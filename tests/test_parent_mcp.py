@@ -250,3 +250,28 @@ def test_a_server_the_main_agent_cannot_use_is_named_and_its_run_goes_on(
     assert "MCP server 'broken' did not start" in done.stderr
     [first, _] = api_server.requests
     assert [name for name in first.tool_names if name.startswith("mcp__")] == ["mcp__ctx__lookup"]
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_server_toggled_off_is_no_longer_offered_to_the_main_agent(
+    api_server: MessagesServer, tmp_path: Path, cli: Path
+) -> None:
+    env = cli_env(api_server, HOME=str(tmp_path))
+    env |= {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ENABLE_TOOL_SEARCH": "false"}
+    options = claude_agent_sdk.ClaudeAgentOptions(
+        cli_path=str(cli), cwd=str(tmp_path), env=env, mcp_servers={"calc": sdk_calc()}
+    )
+
+    async def talk() -> None:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("first")
+            _ = [m async for m in client.receive_response()]
+            await client.toggle_mcp_server("calc", False)
+            await client.query("second")
+            _ = [m async for m in client.receive_response()]
+
+    asyncio.run(asyncio.wait_for(talk(), 120))
+    first, second = (
+        [n for n in r.tool_names if n.startswith("mcp__")] for r in api_server.requests
+    )
+    assert (first, second) == (["mcp__calc__add", "mcp__calc__secret"], [])
