@@ -159,7 +159,8 @@ def test_the_main_agents_stdio_server_runs_in_its_commands_sandbox_and_ends_with
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
     """The server gets a writing child's sandbox, as the parent's bash does: it cannot
-    write outside the workspace (Claude Code's writes there); it ends with the turn."""
+    write outside the workspace (Claude Code's writes there); it gets their environment,
+    without the API key; it ends with the turn."""
     workspace, outside = tmp_path / "ws", tmp_path / "outside"
     workspace.mkdir()
     outside.mkdir()
@@ -173,7 +174,7 @@ def test_the_main_agents_stdio_server_runs_in_its_commands_sandbox_and_ends_with
         allowed_tools=["mcp__ctx__lookup"],
     )
     text = str(answer(messages).result)
-    assert "value of k1" in text and "outside refused" in text
+    assert "value of k1" in text and "outside refused" in text and "api key none" in text
     assert not list(outside.iterdir())
     assert list(workspace.glob("started-*"))  # it may write in the workspace
     match = re.search(r"pid (\d+)", text)
