@@ -37,7 +37,7 @@ CLIS = [
 
 def calls(tool: str, arguments: dict[str, Any]) -> object:
     """A main agent that calls ``tool`` when it is offered and answers with its result
-    (or ``not offered``)."""
+    (``-`` when it is not)."""
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
@@ -48,15 +48,22 @@ def calls(tool: str, arguments: dict[str, Any]) -> object:
     return handler
 
 
-def ask(cli: Path, server: MessagesServer, workspace: Path, **options: Any) -> list[Any]:
-    """The messages of ``query("go")`` through the SDK and ``cli``, with ``options``."""
+def sdk_options(
+    cli: Path, server: MessagesServer, workspace: Path, **options: Any
+) -> claude_agent_sdk.ClaudeAgentOptions:
+    """``options`` for ``cli`` in ``workspace``, its model ``server``."""
     env = cli_env(server, HOME=str(workspace))
     # Claude Code defers MCP tools behind a search tool (ToolSearch) by default: off, they
     # are offered in the request as isoagent offers them
     env |= {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ENABLE_TOOL_SEARCH": "false"}
-    settings = claude_agent_sdk.ClaudeAgentOptions(
+    return claude_agent_sdk.ClaudeAgentOptions(
         cli_path=str(cli), cwd=str(workspace), env=env, **options
     )
+
+
+def ask(cli: Path, server: MessagesServer, workspace: Path, **options: Any) -> list[Any]:
+    """The messages of ``query("go")`` through the SDK and ``cli``, with ``options``."""
+    settings = sdk_options(cli, server, workspace, **options)
 
     async def talk() -> list[Any]:
         return [m async for m in claude_agent_sdk.query(prompt="go", options=settings)]
@@ -201,12 +208,10 @@ def test_can_use_tool_is_asked_about_the_main_agents_mcp_calls_allowed_tools_doe
         asked.append((name, tool_input))
         return claude_agent_sdk.PermissionResultDeny(message="no secrets today")
 
-    env = cli_env(api_server, HOME=str(tmp_path))
-    env |= {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ENABLE_TOOL_SEARCH": "false"}
-    options = claude_agent_sdk.ClaudeAgentOptions(
-        cli_path=str(cli),
-        cwd=str(tmp_path),
-        env=env,
+    options = sdk_options(
+        cli,
+        api_server,
+        tmp_path,
         mcp_servers={"calc": sdk_calc(secrets)},
         allowed_tools=["mcp__calc__add"],
         can_use_tool=can_use_tool,
@@ -257,11 +262,7 @@ def test_a_server_the_main_agent_cannot_use_is_named_and_its_run_goes_on(
 def test_a_server_toggled_off_is_no_longer_offered_to_the_main_agent(
     api_server: MessagesServer, tmp_path: Path, cli: Path
 ) -> None:
-    env = cli_env(api_server, HOME=str(tmp_path))
-    env |= {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "ENABLE_TOOL_SEARCH": "false"}
-    options = claude_agent_sdk.ClaudeAgentOptions(
-        cli_path=str(cli), cwd=str(tmp_path), env=env, mcp_servers={"calc": sdk_calc()}
-    )
+    options = sdk_options(cli, api_server, tmp_path, mcp_servers={"calc": sdk_calc()})
 
     async def talk() -> None:
         async with claude_agent_sdk.ClaudeSDKClient(options) as client:
