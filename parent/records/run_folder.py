@@ -1,4 +1,5 @@
-"""Where a run keeps its transcripts and child logs: ``.isoagent/runs/<run-id>/``."""
+"""Where a run keeps its transcripts and child logs: ``.isoagent/runs/<run-id>/`` in the
+workspace, or a folder chosen (``--run-dir``), or the user's state folder."""
 
 from __future__ import annotations
 
@@ -26,6 +27,40 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 # the folders a run's files live in are only ever opened relative to their parent's fd,
 # never by a path: a child that replaced one with a symbolic link gets ELOOP, not our files
 _UNFOLLOWED = 2  # the run base and its parent: ".isoagent/runs"
+RUNS = Path(".isoagent") / "runs"  # a workspace's, by default
+RUN_DIR_VARIABLE = "ISOAGENT_RUN_DIR"
+
+
+def runs_dir_for(workdir: Path, chosen: str | Path | None = None) -> tuple[Path, bool]:
+    """Where the runs of ``workdir`` go, and whether that is the fallback: ``chosen``
+    (``--run-dir``), else ``$ISOAGENT_RUN_DIR``, else the workspace's ``.isoagent/runs``,
+    else, when that cannot be made there (a read-only workspace), ``state_runs()``.
+    Links in a chosen path are resolved now: the folder is later opened without following
+    any (``open_base``)."""
+    chosen = chosen or os.environ.get(RUN_DIR_VARIABLE)
+    if chosen:
+        return Path(os.path.realpath(os.path.expanduser(chosen))), False
+    default = workdir / RUNS
+    if _can_make(default):
+        return default, False
+    return state_runs(), True
+
+
+def state_runs() -> Path:
+    """Runs in the user's state folder: ``$XDG_STATE_HOME/isoagent/runs``, by default
+    ``~/.local/state/isoagent/runs`` (a relative ``XDG_STATE_HOME`` is ignored, as the XDG
+    specification says)."""
+    state = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(state) if os.path.isabs(state) else Path.home() / ".local" / "state"
+    return Path(os.path.realpath(base / "isoagent" / "runs"))
+
+
+def _can_make(folder: Path) -> bool:
+    """Whether this process may write in ``folder``, or in the nearest existing folder
+    above it (permissions, a read-only mount)."""
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    return os.access(folder, os.W_OK | os.X_OK, effective_ids=True)
 
 
 @dataclass
@@ -86,11 +121,12 @@ def open_base(base: Path) -> int:
     """``base`` as a directory fd: its last two folders (``.isoagent/runs``, which children
     may reach) made 0700 and opened without following a link; ``.isoagent`` gets a
     ``.gitignore`` of ``*`` so git status stays clean."""
-    anchor = base.parents[_UNFOLLOWED - 1]
+    unfollowed = min(_UNFOLLOWED, len(base.parts) - 1)
+    anchor = base.parents[unfollowed - 1] if unfollowed else base
     anchor.mkdir(parents=True, exist_ok=True)
     fd = os.open(anchor, _DIRECTORY & ~os.O_NOFOLLOW)
     try:
-        for name in base.parts[-_UNFOLLOWED:]:
+        for name in base.parts[-unfollowed:]:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(name, 0o700, dir_fd=fd)
             try:
