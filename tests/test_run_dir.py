@@ -5,9 +5,7 @@
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -15,7 +13,7 @@ import pytest
 
 from isoagent.parent.records.run_folder import runs_dir_for
 from tests.conftest import cli_env
-from tests.support.cli import ISOAGENT, run_cli
+from tests.support.cli import in_private_mounts, run_cli
 from tests.support.messages_server import MessagesServer
 from tests.support.scripts import child_runs
 
@@ -44,26 +42,6 @@ def test_the_run_dir_chosen_holds_the_runs_and_logs_reads_them_there(
     assert listed.stdout.startswith(run.name)
 
 
-def in_private_mounts(
-    setup: str, script: str, env: dict[str, str], cwd: Path
-) -> subprocess.CompletedProcess[str]:
-    """``setup`` then ``script`` (sh) in a mount namespace of their own, as root; skips the
-    test where that cannot be had."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("needs root and unshare to mount in a namespace of the test's own")
-    done = subprocess.run(
-        ["unshare", "-m", "sh", "-c", f"{{ {setup}; }} || exit 99\n{script}"],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-    if done.returncode == 99:
-        pytest.skip(f"cannot mount in a namespace of the test's own: {done.stderr}")
-    return done
-
-
 def test_a_read_only_workspace_runs_a_read_only_agent_with_its_runs_in_the_state_folder(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
@@ -76,13 +54,12 @@ def test_a_read_only_workspace_runs_a_read_only_agent_with_its_runs_in_the_state
     (ws / "notes.txt").write_text("PLAIN-NOTES")
     state = home / ".local" / "state" / "isoagent" / "runs"
     api_server.handler = child_runs("Explore", f"cat notes.txt; ls -a {state} 2>&1")
-    isoagent = shlex.join(ISOAGENT)
     out = tmp_path / "out"
     out.mkdir()
     script = f"""
         cd {ws} || exit 98
-        {isoagent} run go >{out}/run.out 2>{out}/run.err; echo $? >{out}/run.rc
-        {isoagent} logs >{out}/logs.out 2>{out}/logs.err; echo $? >{out}/logs.rc
+        isoagent run go >{out}/run.out 2>{out}/run.err; echo $? >{out}/run.rc
+        isoagent logs >{out}/logs.out 2>{out}/logs.err; echo $? >{out}/logs.rc
     """
     env = cli_env(api_server, HOME=str(home))
     env.pop("XDG_STATE_HOME", None)
