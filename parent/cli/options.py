@@ -166,7 +166,8 @@ LIMIT_OPTIONS = [
     click.option(
         "--deny-read", "deny_read", multiple=True, metavar="PATH",
         help="Another file or folder sandboxed children may not read (besides ~/.ssh, ~/.aws, "
-        "~/.netrc, shell histories, the run folders, ...); repeatable.",
+        "~/.netrc, shell histories and start-up files, /etc/shadow, the run folders, ...); "
+        "repeatable.",
     ),
     click.option(
         "--max-tokens-total", type=click.IntRange(0), default=DEFAULTS.max_tokens_total,
