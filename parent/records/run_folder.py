@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import secrets
 import sys
@@ -50,8 +51,12 @@ def state_runs() -> Path:
     """Runs in the user's state folder: ``$XDG_STATE_HOME/isoagent/runs``, by default
     ``~/.local/state/isoagent/runs`` (a relative ``XDG_STATE_HOME`` is ignored, as the XDG
     specification says)."""
-    state = os.environ.get("XDG_STATE_HOME", "")
-    base = Path(state) if os.path.isabs(state) else Path.home() / ".local" / "state"
+    return _state_runs(os.environ.get("XDG_STATE_HOME", ""), str(Path.home()))
+
+
+@functools.lru_cache(maxsize=4)  # asked for each child (sandbox_policy): a realpath is 25 us
+def _state_runs(state: str, home: str) -> Path:
+    base = Path(state) if os.path.isabs(state) else Path(home, ".local", "state")
     return Path(os.path.realpath(base / "isoagent" / "runs"))
 
 
