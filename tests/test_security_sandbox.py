@@ -485,3 +485,30 @@ def test_a_repositorys_mcp_server_cannot_read_the_users_start_up_files_or_keys(
     assert done.returncode == 0, done.stderr
     assert "PLAIN-NOTES" in done.stdout  # the server read what it may
     assert "SECRET" not in done.stdout
+
+
+@needs_landlock
+@needs_mounts
+def test_a_root_child_cannot_read_a_disk(api_server: MessagesServer, tmp_path: Path) -> None:
+    """A disk's device node is root's (``brw-rw---- root disk``): uid 0 without capabilities
+    opens it by the owner's bits and reads every file on it. Played with a loop device over
+    an image holding a secret (attached for the test; the kernel's, while it runs)."""
+    if os.geteuid() != 0 or shutil.which("losetup") is None:
+        pytest.skip("needs root and losetup to attach a loop device")
+    image = tmp_path / "disk.img"
+    image.write_bytes(b"SECRET-DISK" * 1000)
+    attach = subprocess.run(
+        ["losetup", "-f", "--show", str(image)], capture_output=True, text=True, check=False
+    )
+    if attach.returncode != 0:
+        pytest.skip(f"cannot attach a loop device: {attach.stderr.strip()}")
+    device = attach.stdout.strip()
+    try:
+        api_server.handler = child_runs("Explore", f"head -c 64 {device} 2>&1; echo TRIED")
+        done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    finally:
+        subprocess.run(["losetup", "-d", device], check=False)
+    assert done.returncode == 0, done.stderr
+    assert "TRIED" in done.stdout
+    assert "SECRET" not in done.stdout
+    assert f"{device}' for reading: Permission denied" in done.stdout
