@@ -138,3 +138,30 @@ def test_a_child_cannot_read_or_write_runs_kept_outside_the_workspace(
     assert "TRIED" in done.stdout
     assert "SECRET" not in done.stdout
     assert not (earlier / "planted").exists()
+
+
+@pytest.mark.parametrize("options", SANDBOXES)
+def test_a_link_planted_above_the_run_folders_in_the_workspace_is_not_followed(
+    api_server: MessagesServer, tmp_path: Path, options: list[str]
+) -> None:
+    """The workspace is the home: a writing child swaps ``~/.local/state`` (above the state
+    folder's ``isoagent/runs``) for a link; the next run whose runs go there refuses."""
+    home, outside = tmp_path / "home", tmp_path / "outside"
+    (home / ".local").mkdir(parents=True)
+    outside.mkdir()
+    plant = f"ln -s {outside} ~/.local/state && ls -l ~/.local"
+    api_server.handler = child_runs("general-purpose", plant)
+    env = cli_env(api_server, HOME=str(home))
+    env.pop("XDG_STATE_HOME", None)
+    done = run_cli(["run", "go", *options], env, cwd=home)
+    assert done.returncode == 0, done.stderr
+    assert (home / ".local" / "state").is_symlink()  # planted
+
+    runs = home / ".local" / "state" / "isoagent" / "runs"
+    again = run_cli(["run", "go", "--run-dir", str(runs), *options], env, cwd=home)
+    assert again.returncode == 1
+    assert again.stderr == (
+        f"isoagent: cannot create the run folder in {runs}: "
+        "state is a symbolic link or not a folder\n"
+    )
+    assert list(outside.iterdir()) == []
