@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 
 from isoagent.parent.children.sandbox_policy import (
+    hidden_paths,
     landlock_available,
     mechanism_warnings,
     mount_namespaces_available,
 )
+from isoagent.parent.settings import Settings
 from tests.conftest import cli_env
 from tests.support.cli import in_private_mounts, run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
@@ -512,3 +514,12 @@ def test_a_root_child_cannot_read_a_disk(api_server: MessagesServer, tmp_path: P
     assert "TRIED" in done.stdout
     assert "SECRET" not in done.stdout
     assert f"{device}' for reading: Permission denied" in done.stdout
+
+
+@needs_mounts
+def test_a_system_secrets_folder_that_holds_the_workspace_is_not_hidden(tmp_path: Path) -> None:
+    """``-C /etc/ssl/private`` works on what is there: hiding the folder would hide the work."""
+    folder = Path("/etc/ssl/private")
+    if str(folder) not in hidden_paths("read-only", Settings(workdir=tmp_path)):
+        pytest.skip(f"{folder} is not one a child of this user could read here")
+    assert str(folder) not in hidden_paths("read-only", Settings(workdir=folder))

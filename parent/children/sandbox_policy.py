@@ -69,7 +69,8 @@ DENY_READ = (
 # what only root reads on a usual system (and a child running as root, even without
 # capabilities: uid 0 passes the owner's read bits): password hashes, host keys, sudo
 # rules, private TLS keys, the machine's Kerberos, VPN and Wi-Fi secrets, cluster admin
-# credentials, cloud-init's user data; each hidden where the child could read it
+# credentials, cloud-init's user data, systemd's credentials, containers' file systems;
+# each hidden where the child could read it
 SYSTEM_SECRETS = (
     "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
     "/etc/sudoers", "/etc/sudoers.d", "/var/lib/sudo", "/var/db/sudo", "/etc/ssl/private",
@@ -77,6 +78,8 @@ SYSTEM_SECRETS = (
     "/etc/ppp/pap-secrets", "/etc/wireguard", "/etc/NetworkManager/system-connections",
     "/etc/wpa_supplicant", "/etc/letsencrypt", "/etc/kubernetes", "/etc/rancher",
     "/var/lib/cloud/instances", "/var/spool/cron/crontabs", "/var/spool/cron/tabs",
+    "/etc/credstore", "/etc/credstore.encrypted", "/run/credentials", "/var/lib/tailscale",
+    "/var/lib/docker", "/var/lib/containerd", "/var/lib/kubelet",
 )  # fmt: skip
 SSH_HOST_KEYS = "/etc/ssh/ssh_host_*_key"
 
@@ -98,7 +101,7 @@ def hidden_paths(mode: SandboxMode, settings: Settings) -> tuple[str, ...]:
     candidates = _hidden_candidates(
         homes(), runs, settings.deny_read, settings.workdir, settings.add_dirs
     )
-    return _existing(candidates) + _system_secrets()
+    return _existing(candidates) + _system_secrets(settings.workdir, settings.add_dirs)
 
 
 def homes() -> tuple[str, ...]:
@@ -133,14 +136,17 @@ def _hidden_candidates(
     )
 
 
-@functools.cache
-def _system_secrets() -> tuple[str, ...]:
+@functools.lru_cache(maxsize=8)
+def _system_secrets(workdir: Path, add_dirs: tuple[Path, ...]) -> tuple[str, ...]:
     """Those of ``SYSTEM_SECRETS`` and the ssh host keys a child of this user could read
     (or search, a folder) without any capability, by the mode bits of the owner (its uid),
-    the group (its groups) or others; looked up once: they do not come and go in a run."""
+    the group (its groups) or others, less any that holds the workspace or an added folder
+    (``-C /etc/kubernetes``); looked up once: they do not come and go in a run."""
     uid, groups = os.getuid(), {os.getgid(), *os.getgroups()}
     readable = []
     for path in (*SYSTEM_SECRETS, *sorted(glob.glob(SSH_HOST_KEYS))):
+        if any(place.is_relative_to(path) for place in (workdir, *add_dirs)):
+            continue
         try:
             st = os.stat(path)
         except OSError:
