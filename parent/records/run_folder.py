@@ -23,10 +23,10 @@ from isoagent.parent.records.events import Event
 _encoder = msgspec.json.Encoder()
 
 
-_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 # the folders a run's files live in are only ever opened relative to their parent's fd,
 # never by a path: a child that replaced one with a symbolic link gets ELOOP, not our files
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 RUNS = Path(".isoagent") / "runs"  # a workspace's, by default
 RUN_DIR_VARIABLE = "ISOAGENT_RUN_DIR"
 
@@ -48,8 +48,8 @@ def runs_dir_for(workdir: Path, chosen: str | Path | None = None) -> tuple[Path,
 def state_runs() -> Path:
     """Runs in the user's state folder: ``$XDG_STATE_HOME/isoagent/runs``, by default
     ``~/.local/state/isoagent/runs`` (a relative ``XDG_STATE_HOME`` is ignored, as the XDG
-    specification says). The home is made real, as the workspace is, so that a workspace
-    holding the state folder is seen to (``open_base``); nothing below it is resolved."""
+    specification says). The home's path is made real, as the workspace's is, so that
+    ``open_base`` sees a workspace that holds the state folder; nothing below is resolved."""
     return _state_runs(os.environ.get("XDG_STATE_HOME", ""), str(Path.home()))
 
 
