@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
-from isoagent.child.agent.loop import Agent, agent_options
+from isoagent.child.agent.loop import Agent, Hooks, agent_options
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.child.agent.tools.workspace import add_dirs_note
@@ -22,6 +22,7 @@ from isoagent.protocol import (
     FrameReader,
     FrameWriter,
     Hello,
+    HookPlan,
     ParentFrame,
     Result,
     Task,
@@ -107,6 +108,7 @@ def main() -> int:
         on_progress=channel.send,
         is_cancelled=ctx.cancelled.is_set,
         call_options=agent_options(task.agent),
+        hooks=Hooks(task.hooks, channel.ask_hooks) if task.hooks != HookPlan() else None,
     )
     result = agent.run(task.prompt)
     ctx.end_commands()  # nothing a command started outlives the child

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from isoagent.parent.children.hosts import RemoteSettings
 from isoagent.parent.claude_code.mcp_servers import McpServers
 from isoagent.protocol import AgentSpec, CallOptions, Limits
+
+if TYPE_CHECKING:
+    from isoagent.parent.agent.hooks import Hooks
 
 DEFAULT_MODEL = "claude-sonnet-5"
 SandboxChoice = Literal["auto", "off", "workspace", "read-only"]
@@ -70,6 +73,7 @@ class Settings:
     local_fetch_hosts: tuple[str, ...] = ()  # web_fetch may reach them on private addresses
     kept_files: tuple[Path, ...] = ()  # read-only to writing children (batch's -o file)
     batch_input: str = ""  # isoagent batch: its FILE, as given ("-": stdin), for the run's record
+    hooks: Hooks | None = None  # Claude Code's hooks: --settings' commands, the SDK's callbacks
 
     @property
     def runs_dir(self) -> Path:

@@ -23,7 +23,9 @@ from typing import Any
 
 import msgspec
 
+from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.loop import text_of
+from isoagent.parent.agent.hooks import SessionHooks, Subagent
 from isoagent.parent.children.call_limits import CallLimits
 from isoagent.parent.children.cleanup import describe_exit
 from isoagent.parent.children.connection import StderrLog, log_cap, write_frame
@@ -51,6 +53,8 @@ from isoagent.protocol import (
     Cancel,
     FrameError,
     Hello,
+    HookCall,
+    HookReply,
     McpCall,
     McpReply,
     ModelCall,
@@ -100,6 +104,7 @@ class Supervisor:
         self._running: set[asyncio.Task[ChildFinished]] = set()
         self._loop = asyncio.get_running_loop()
         self.live: dict[str, _ChildRun] = {}  # the children running, by id
+        self.hooks: SessionHooks | None = None  # the session's, asked about its children
         self.planted = None
         self._planted_lock = asyncio.Lock()
         # the repositories and .claude folders below the workspace's top, read-only to
@@ -239,6 +244,8 @@ class _ChildRun:
         self.started = asyncio.get_running_loop().time()
         self._finished: ChildFinished | None = None
         self.limits: CallLimits | None = None  # its model calls' limits, from its Task
+        self.task: Task | None = None
+        self.subagent = Subagent(self.id, self.agent.name, str(self.transcript_path))
         # how the parent ended it before its Result (a budget broken, stop_task), if it did
         self.ended: asyncio.Future[ChildFailed] = asyncio.get_running_loop().create_future()
 
@@ -260,7 +267,7 @@ class _ChildRun:
         drain: asyncio.Task[None] | None = None
         result: Result | None = None
         try:
-            task = self._task()
+            task = self.task = await self._task_with_hooks()
             self.limits = CallLimits(task)
             process = await launcher.start()
             self.pid = process.pid  # on its host: the launcher's here (the child's is there)
@@ -302,6 +309,21 @@ class _ChildRun:
                 launcher.close()
         assert self._finished is not None
         return self._finished
+
+    async def _task_with_hooks(self) -> Task:
+        """Its Task, with what SubagentStart hooks add to its prompt, and what it asks the
+        session's hooks about."""
+        task = self._task()
+        hooks = self.sup.hooks
+        if hooks is None:
+            return task
+        context = await asyncio.to_thread(hooks.subagent_start, self.subagent)
+        tools = [t for t in [*self.agent.tools, *self.agent.mcp_tools] if t != TASK_TOOL]
+        return msgspec.structs.replace(
+            task,
+            prompt="\n\n".join(filter(None, [task.prompt, context])),
+            hooks=hooks.plan(tools, self.subagent),
+        )
 
     def _task(self) -> Task:
         sup = self.sup
@@ -413,7 +435,9 @@ class _ChildRun:
             if isinstance(frame, Result):
                 return frame
 
-    async def _answer(self, process: ChildProcess) -> ModelCall | McpCall | Progress | Result:
+    async def _answer(
+        self, process: ChildProcess
+    ) -> ModelCall | McpCall | HookCall | Progress | Result:
         """Take the next frame and act on it: answer a model call, forward progress."""
         frame = await process.frames.next()
         if frame is None:
@@ -439,6 +463,8 @@ class _ChildRun:
                 await write_frame(process.stdin, reply)
             case McpCall():
                 await write_frame(process.stdin, await self._call_sdk_tool(frame))
+            case HookCall():
+                await write_frame(process.stdin, await self._ask_hooks(frame))
             case Progress():
                 self.last_progress = frame
                 event = ChildProgress(self.id, self.agent.name, self.request.description, frame)
@@ -459,6 +485,15 @@ class _ChildRun:
         assert relay is not None  # a Task holds an SDK server's tools only once it was listed
         text, is_error = await asyncio.to_thread(relay, call.server, call.tool, call.arguments)
         return McpReply(call.id, text, is_error)
+
+    async def _ask_hooks(self, call: HookCall) -> HookReply:
+        """The session's hooks on one of the child's steps, one its Task's plan names (a
+        child is untrusted)."""
+        assert self.task is not None
+        hooks = self.sup.hooks
+        if hooks is None or not self.task.hooks.asks(call.event, call.tool):
+            raise ChildFailed(f"asked the hooks about what its Task does not: {call.event}")
+        return await asyncio.to_thread(hooks.answer, call, self.subagent)
 
     def _failure(self, status: Status, message: str, code: int | None = None) -> Result:
         progress = self.last_progress
