@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.test_print_mode import CLAUDE, ISOAGENT_SCRIPT, needs_claude
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _env(server: MessagesServer, tmp_path: Path) -> dict[str, str]:
@@ -116,9 +119,7 @@ def test_a_pre_tool_use_hook_that_denies_a_childs_bash_stops_it(
     hooks = {"PreToolUse": [HookMatcher(matcher="Bash", hooks=[no_bash])]}
     if cli == "claude":
         env, path = _claude_env(api_server, tmp_path / "home"), CLAUDE
-        messages = talk(
-            "go", workspace, env, path, hooks=hooks, permission_mode="bypassPermissions"
-        )
+        messages = talk("go", workspace, env, path, hooks=hooks, allowed_tools=["Bash", "Agent"])
     else:
         messages = talk("go", workspace, _env(api_server, tmp_path), hooks=hooks)
 
@@ -162,6 +163,42 @@ def test_a_pre_tool_use_hook_changes_the_parents_bash_input(
     messages = talk("go", workspace, _env(api_server, tmp_path), hooks=hooks)
     assert isinstance(messages[-1], ResultMessage) and not messages[-1].is_error
     assert (workspace / "out.txt").read_text() == "from-the-hook\n"
+
+
+def test_the_parents_prompt_tool_results_and_end_go_through_their_hooks(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """UserPromptSubmit adds to the prompt, PostToolUse to a tool's result; Stop, blocking
+    once, makes the parent go on with its reason."""
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply("bash", {"command": "echo ran"})
+        return text_reply(f"turn {req.turn}")
+
+    api_server.handler = handler
+    stops: list[bool] = []
+
+    async def context(data: Any, *_: Any) -> dict[str, Any]:
+        event = data["hook_event_name"]
+        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": event + "!"}}
+
+    async def stop(data: Any, *_: Any) -> dict[str, Any]:
+        stops.append(data["stop_hook_active"])
+        return {} if data["stop_hook_active"] else {"decision": "block", "reason": "not yet"}
+
+    hooks = {
+        "UserPromptSubmit": [HookMatcher(hooks=[context])],
+        "PostToolUse": [HookMatcher(matcher="Bash", hooks=[context])],
+        "Stop": [HookMatcher(hooks=[stop])],
+    }
+    messages = talk("go", workspace, _env(api_server, tmp_path), hooks=hooks)
+    assert isinstance(messages[-1], ResultMessage) and messages[-1].result == "turn 2"
+    first, second, third = api_server.requests
+    assert first.first_user_text == "go\n\nUserPromptSubmit!"
+    assert second.tool_results[0]["content"] == "ran\n\n\nPostToolUse!"
+    assert third.messages[-1]["content"][0]["text"] == "Stop hook feedback:\nnot yet"
+    assert stops == [False, True]
 
 
 def test_subagent_start_and_stop_fire_with_the_agent_type(
@@ -220,6 +257,30 @@ def test_a_settings_command_hook_blocks_a_childs_bash_with_exit_2(
     assert given["agent_type"] == "general-purpose"
     answer = child_requests(api_server)[-1].tool_results[0]
     assert answer["is_error"] is True and "no commands here" in answer["content"]
+
+
+def test_a_child_cannot_ask_the_hooks_about_what_its_task_does_not(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """A child is untrusted: a HookCall for a tool its Task's plan does not name (hooks
+    match Bash only) ends it, and the SDK's callback never hears of it."""
+    heard: list[Any] = []
+
+    async def hook(data: Any, *_: Any) -> dict[str, Any]:
+        heard.append(data)
+        return {}
+
+    forger = f"{sys.executable} -m tests.support.faulty_children forge-hook {tmp_path}"
+    env = {**_env(api_server, tmp_path), "ISOAGENT_CHILD_COMMAND": forger, "PYTHONPATH": str(REPO)}
+    api_server.handler = delegates_a_command("true")
+    hooks = {"PreToolUse": [HookMatcher(matcher="Bash", hooks=[hook])]}
+    talk("go", workspace, env, hooks=hooks)
+    assert (tmp_path / "forged.pid").exists()
+    assert [h["tool_name"] for h in heard] == []
+    answer = api_server.requests[-1].tool_results[0]
+    assert "asked the hooks about what its Task does not: PreToolUse of write_file" in str(
+        answer["content"]
+    )
 
 
 def test_hooks_isoagent_cannot_run_are_refused_by_name(

@@ -492,7 +492,8 @@ class _ChildRun:
         assert self.task is not None
         hooks = self.sup.hooks
         if hooks is None or not self.task.hooks.asks(call.event, call.tool):
-            raise ChildFailed(f"asked the hooks about what its Task does not: {call.event}")
+            asked = f"{call.event} of {call.tool}" if call.tool else call.event
+            raise ChildFailed(f"asked the hooks about what its Task does not: {asked}", "error")
         return await asyncio.to_thread(hooks.answer, call, self.subagent)
 
     def _failure(self, status: Status, message: str, code: int | None = None) -> Result:

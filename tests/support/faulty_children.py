@@ -23,6 +23,8 @@ Behaviours:
   each reply's error (or ``ok``) as a line of ``DIR/replies``, until one is refused.
 - ``forge-mcp``: Hello, takes its Task, calls ``secret`` of the SDK's server ``calc`` (an
   ``McpCall``), notes ``DIR/forged.pid`` and waits for an answer.
+- ``forge-hook``: Hello, takes its Task, asks the parent's hooks about a ``write_file`` call
+  (a ``HookCall``) its Task's plan does not name, notes ``DIR/forged.pid`` and waits.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from isoagent.protocol import (
     FrameReader,
     FrameWriter,
     Hello,
+    HookCall,
     McpCall,
     Message,
     ModelCall,
@@ -98,6 +101,11 @@ def main(behaviour: str, folder: Path) -> int:
         return 0
     if behaviour == "forge-mcp":  # a tool of the SDK's server its Task does not give it
         writer.write(McpCall(1, "calc", "secret", {}))
+        note(folder, "forged", os.getpid())
+        reader.read()  # never answered: the parent ends it
+        return 0
+    if behaviour == "forge-hook":  # a step its Task does not ask the hooks about
+        writer.write(HookCall(1, "PreToolUse", "write_file", "toolu_x", {"path": "x"}))
         note(folder, "forged", os.getpid())
         reader.read()  # never answered: the parent ends it
         return 0
