@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -238,8 +239,9 @@ def test_subagent_start_and_stop_fire_with_the_agent_type(
     assert last.messages[-1]["content"][0]["text"] == "Stop hook feedback:\nonce more"
 
 
+@pytest.mark.parametrize("cli", CLIS)
 def test_a_settings_command_hook_blocks_a_childs_bash_with_exit_2(
-    api_server: MessagesServer, tmp_path: Path, workspace: Path
+    cli: str, api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
     """``--settings`` hooks, Claude Code's format: the command gets the input as JSON on
     stdin and exits 2; the call does not run and its stderr is what the child's model reads."""
@@ -247,9 +249,16 @@ def test_a_settings_command_hook_blocks_a_childs_bash_with_exit_2(
     record = tmp_path / "hook-input.json"
     command = f"cat > {record}; echo 'no commands here' >&2; exit 2"
     hook = {"matcher": "Bash|Write", "hooks": [{"type": "command", "command": command}]}
-    settings = {"hooks": {"PreToolUse": [hook]}}
-    args = ["-p", "go", "--settings", json.dumps(settings)]
-    done = run_cli(args, _env(api_server, tmp_path), cwd=workspace, input="")
+    args = ["-p", "go", "--settings", json.dumps({"hooks": {"PreToolUse": [hook]}})]
+    if cli == "claude":
+        env = _claude_env(api_server, tmp_path / "home")
+        args += ["--allowedTools", "Bash,Agent"]
+        done = subprocess.run(
+            [str(CLAUDE), *args], env=env, cwd=workspace, capture_output=True, text=True,
+            input="", timeout=120,
+        )  # fmt: skip
+    else:
+        done = run_cli(args, _env(api_server, tmp_path), cwd=workspace, input="")
     assert done.returncode == 0, done.stderr
     assert not (workspace / "made.txt").exists()
     given = json.loads(record.read_text())

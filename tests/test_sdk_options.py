@@ -773,7 +773,8 @@ def test_a_plugins_agents_are_offered_as_claude_code_names_them(
     done = run_cli(["-p", "x", *args], env, cwd=workspace, input="")
     assert done.returncode == 1
     assert done.stderr.startswith(
-        "isoagent: error: --plugin-dir is not supported: plugin 'myplug' has hooks: isoagent runs"
+        "isoagent: error: --plugin-dir is not supported: plugin 'myplug' has hooks: isoagent "
+        "does not load"
     )
 
 
