@@ -24,6 +24,7 @@ import msgspec
 from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS, TASK_TOOL
 from isoagent.child.agent.loop import Agent
 from isoagent.child.agent.process_tree import TAG_VARIABLE
+from isoagent.child.agent.spans import current_span
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.child.agent.tools.workspace import add_dirs_note
@@ -70,6 +71,8 @@ from isoagent.parent.records.events import (
 from isoagent.parent.records.run_folder import RunFolder, TranscriptWriter
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
+from isoagent.parent.telemetry.config import TelemetryUnavailable
+from isoagent.parent.telemetry.run_trace import RunTrace
 from isoagent.protocol import Result, SandboxPolicy, Usage
 
 # the signals that end a run: each cancels the session's task, which ends every child
@@ -160,6 +163,14 @@ class Session:
             settings, gateway=self.gateway, run=self.run, sink=self.events, fork_server=fork_server
         )
         self.waits = WaitNotices()  # what model calls wait on (a rate limit, an overload)
+        self.trace: RunTrace | None = None  # OpenTelemetry's, when the environment asks
+        try:
+            self.trace = RunTrace.open(os.environ, self.run.run_id)
+        except TelemetryUnavailable as exc:
+            warn(f"warning: telemetry is off: {exc}")
+        if self.trace is not None:
+            self.gateway.on_call = self.trace.model_call
+            self.supervisor.trace = self.trace
         self.signal = 0  # the signal that ended the session, if one did
         # set (from any thread) to end the parent's turn: it stops at its next step, with
         # status cancelled and its result (see ``interrupt``)
@@ -187,10 +198,14 @@ class Session:
         *,
         source: ModelSource | None = None,
         sinks: Sequence[Sink] = (),
+        signals: bool = True,
     ) -> AsyncIterator[Session]:
         """A started session with ``sinks`` attached before its first event; on the way out,
-        whatever the end, its fork server is closed. SIGINT, SIGTERM and SIGHUP cancel the
-        task that opened it, which ends every child, and leave as ``Interrupted``.
+        whatever the end, its fork server is closed. With ``signals`` (the CLI's), SIGINT,
+        SIGTERM and SIGHUP cancel the task that opened it, which ends every child, and leave
+        as ``Interrupted``. Without (the Python API's: the signals are its caller's), the
+        session installs no handler; cancelling the task that opened it (as ``asyncio.run``
+        does on Ctrl-C) ends every child just the same and leaves as ``CancelledError``.
 
         ``source``: the model (default: from ``settings``: a replay, or the SDK); the
         session closes it.
@@ -203,6 +218,7 @@ class Session:
         raise_open_files_limit()
         fork_server = fork_server_for(settings.child_command)
         proxy: EgressProxy | None = None
+        trace: RunTrace | None = None
         try:
             if settings.child_network == "on":
                 policy = EgressPolicy(settings.allowed_domains, settings.local_fetch_hosts)
@@ -230,10 +246,13 @@ class Session:
                     f"cannot create the run folder in {where}: {exc.strerror or exc}"
                 ) from None
             session.waits = waits
+            trace = session.trace
             if proxy is not None:
                 proxy.on_over_budget = session.supervisor.over_budget
             session.events.sinks.extend(sinks)
-            session._stop_on_signals()
+            session._task = asyncio.current_task()
+            if signals:
+                session._stop_on_signals()
             session._start()
             try:
                 yield session
@@ -258,6 +277,8 @@ class Session:
                 fork_server.close()
             if proxy is not None:
                 proxy.close()
+            if trace is not None:  # after the run's last record
+                trace.close()
 
     def stop(self, signum: int) -> None:
         """End the session as ``signum`` does (exit 128 + ``signum``): the task that opened it
@@ -296,7 +317,6 @@ class Session:
         """Signals stop the current task from now on; the handlers stay until the loop
         closes, so a late signal is not a traceback."""
         loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, self.stop, signum)
 
@@ -326,7 +346,14 @@ class Session:
         ):
             self.log(event)
 
+    @property
+    def trace_id(self) -> str:
+        """The run's OpenTelemetry trace id, in hex ("": telemetry is off)."""
+        return self.trace.trace_id_hex if self.trace is not None else ""
+
     def _start(self) -> None:
+        if self.trace is not None:  # what the session's task starts is under the run's span
+            current_span.set(self.trace.run_span)
         if self.fork_server is not None:  # it imports while the first model call is made
             with contextlib.suppress(ForkServerUnavailable):
                 self.fork_server.start()
@@ -339,6 +366,7 @@ class Session:
                 agents=list(self.settings.agents),
                 session_id=self.session_id,
                 batch_input=self.settings.batch_input,
+                trace_id=self.trace_id,
             )
         )
 
@@ -354,7 +382,10 @@ class Session:
             retries=self.gateway.retries,
             structured_output=answer,
             structured_output_failed=self.structured is not None and self.structured.exhausted,
+            trace_id=self.trace_id,
         )
+        if self.trace is not None:
+            self.trace.finish(result)
         self.final = final
         self.events(final)
         self.log.close()
@@ -432,6 +463,7 @@ class Session:
             max_parallel=settings.max_parallel,
             is_cancelled=ctx.cancelled.is_set,
             call_options=settings.call_options,
+            spans=self.trace.recorder() if self.trace is not None else None,
             hooks=hooks,
         )
         try:

@@ -4,6 +4,7 @@ Imports nothing but msgspec and the standard library.
 """
 
 from isoagent.protocol.frames import (
+    MAX_SPANS,
     PROTOCOL_VERSION,
     AgentSpec,
     Block,
@@ -31,6 +32,8 @@ from isoagent.protocol.frames import (
     Result,
     SandboxPolicy,
     ServerToolUseBlock,
+    Span,
+    SpanValue,
     Status,
     Task,
     TextBlock,
@@ -50,6 +53,7 @@ from isoagent.protocol.framing import (
 )
 
 __all__ = [
+    "MAX_SPANS",
     "PROTOCOL_VERSION",
     "AgentSpec",
     "Block",
@@ -80,6 +84,8 @@ __all__ = [
     "Result",
     "SandboxPolicy",
     "ServerToolUseBlock",
+    "Span",
+    "SpanValue",
     "Status",
     "Task",
     "TextBlock",

@@ -184,6 +184,8 @@ class BatchRun:
             title = f"{label(task.id, task.line)}: {describe(task.prompt)}"
             request = ChildRequest(title, task.prompt, task.agent)
             record = task_record(task, await session.supervisor.run(request))
+            if session.trace_id:
+                record.trace_id = session.trace_id
             self._write(session, record)
             if self.results and self.results.waiting and not self.waiting_told:
                 self.waiting_told = True

@@ -36,12 +36,24 @@ class Gateway:
         self.api_seconds = 0.0  # summed over calls, concurrent ones included
         self.retries = 0  # refused or failed attempts retried, over every call
         self.rejected: ModelError | None = None  # the key was refused (401): it stays refused
+        # each agent's latest failed call, by child id ("": the parent's): what kind
+        self.failures: dict[str, ModelError] = {}
         self._slots = asyncio.Semaphore(max_concurrent)
         # hears every event of every streamed call, with the child whose call it is ("":
         # the parent's): ``--include-partial-messages``
         self.on_event: Callable[[str, bytes], None] | None = None
+        # hears every call once answered, with when it started (Unix ns): telemetry
+        self.on_call: Callable[[ModelCall, ModelReply, int], None] | None = None
 
     async def call(self, call: ModelCall) -> ModelReply:
+        """One model turn; see ``_call``."""
+        started = time.time_ns()
+        reply = await self._call(call)
+        if self.on_call is not None:
+            self.on_call(call, reply, started)
+        return reply
+
+    async def _call(self, call: ModelCall) -> ModelReply:
         """One model turn. The budget is checked when the call gets its slot, so calls
         already under way when it runs out still finish: a run can pass its budget by
         what at most ``max_concurrent - 1`` concurrent calls use, never by more."""
@@ -57,6 +69,8 @@ class Gateway:
             reply = await self.source.complete(call)
             self.api_seconds += time.monotonic() - started
         error = reply.error
+        if error is not None:
+            self.failures[calling_for.get()] = error
         if error is not None and error.kind == "auth" and error.status_code == 401:
             self.rejected = error
         self.usage = self.usage + reply.usage

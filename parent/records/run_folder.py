@@ -52,6 +52,17 @@ class RunFolder:
         """A new file ``name`` in the run folder, open for writing."""
         return FileIO(os.open(name, _NEW_FILE, 0o600, dir_fd=self.fd), "wb")
 
+    def scratch_file(self, name: str) -> FileIO:
+        """A new file for writing and reading back, nameless in the run folder once made
+        (``name`` is unlinked at once): it goes when it is closed, or the process ends."""
+        fd = os.open(name, _NEW_FILE & ~os.O_WRONLY | os.O_RDWR, 0o600, dir_fd=self.fd)
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except OSError:
+            os.close(fd)
+            raise
+        return FileIO(fd, "r+b")
+
     def opener(self, path: Path) -> Callable[[], FileIO]:
         """What creates ``path`` (a file of this run folder): for a writer to call."""
         return lambda: self.create_file(path.name)
@@ -107,7 +118,7 @@ def _ignore_all(folder: int) -> None:
         write_all(ignore, b"*\n")
 
 
-def write_all(file: FileIO, data: bytes) -> None:
+def write_all(file: FileIO, data: bytes | memoryview) -> None:
     """Write all of ``data`` to an unbuffered file, whose writes may be partial."""
     view = memoryview(data)
     while view:
