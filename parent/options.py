@@ -38,6 +38,7 @@ from isoagent.protocol import CallOptions, Limits
 MODEL_VARIABLES = ("ISOAGENT_MODEL", "ANTHROPIC_MODEL")  # the model, when none is given
 _LIMITS = Settings(workdir=Path(".")).limits
 _REMOTE = RemoteSettings(hosts=())
+_BATCH_WINDOW = Settings.batch_window
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,6 +142,9 @@ class Options:
     # workspace's .mcp.json unless strict (see mcp_servers)
     mcp_config: Sequence[str] = ()
     strict_mcp_config: bool = False
+    # a batch's model calls as Message Batches, at half price (``isoagent.batch``, ``batch``)
+    api_batches: bool = False
+    batch_window: float = _BATCH_WINDOW  # seconds a call waits for others to join its batch
 
     def __post_init__(self) -> None:
         _check_values(self)
@@ -223,7 +227,7 @@ def _invalid(name: str, value: Any) -> str:
 _AT_LEAST = {
     "max_turns": 0, "timeout": 1, "max_parallel": 1, "max_tokens_total": 0, "cpu_seconds": 0,
     "max_budget_usd": 0, "max_thinking_tokens": 0, "task_budget": 1,
-    "api_retry_deadline": 1,
+    "api_retry_deadline": 1, "batch_window": 0,
     "memory_mb": 0, "max_processes": 0, "max_file_size_mb": 0, "heartbeat": 0.1, "retries": 0,
     "launch_timeout": 1,
 }  # fmt: skip
@@ -287,6 +291,8 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         tools=None if options.tools is None else _words(options.tools),
         max_budget_usd=options.max_budget_usd,
         json_schema=None if options.json_schema is None else check_schema(options.json_schema),
+        api_batches=options.api_batches,
+        batch_window=options.batch_window,
     )
     agents = options.agents
     settings = claude_settings(

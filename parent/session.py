@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import msgspec
 
@@ -56,6 +56,7 @@ from isoagent.parent.children.sandbox_policy import (
 from isoagent.parent.children.supervisor import Supervisor
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway, ModelSource
+from isoagent.parent.model.prices import BATCH_PRICE
 from isoagent.parent.model.retry import WaitNotices
 from isoagent.parent.model.sdk import KEY_VARIABLES
 from isoagent.parent.records.events import (
@@ -112,8 +113,11 @@ def raise_open_files_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def model_source(settings: Settings, waits: WaitNotices | None = None) -> ModelSource:
-    """Replayed, or the SDK (credentials from the environment), optionally recorded."""
+def model_source(
+    settings: Settings, waits: WaitNotices | None = None, live: Callable[[], int] | None = None
+) -> ModelSource:
+    """Replayed, or the SDK (credentials from the environment), optionally recorded; with
+    ``api_batches``, the SDK's Message Batches, sent when the ``live`` children all wait."""
     from isoagent.parent.model import warm
     from isoagent.parent.model.cassette import CassetteError, RecordingSource, ReplaySource
     from isoagent.parent.model.sdk import MissingCredentials, check_credentials
@@ -121,6 +125,25 @@ def model_source(settings: Settings, waits: WaitNotices | None = None) -> ModelS
     try:
         if settings.replay is not None:
             source: ModelSource = ReplaySource(settings.replay, settings.replay_match)
+        elif settings.api_batches:
+            from isoagent.parent.model.batch_journal import BatchJournal
+            from isoagent.parent.model.batches import BatchSource
+            from isoagent.parent.model.sdk import AnthropicSource
+
+            journal = None
+            if settings.batch_journal is not None:
+                try:
+                    journal = BatchJournal(settings.batch_journal)
+                except OSError as exc:
+                    why = exc.strerror or exc
+                    raise SessionError(f"cannot open {settings.batch_journal}: {why}") from None
+            source = BatchSource(
+                AnthropicSource(),
+                window=settings.batch_window,
+                live=live,
+                on_wait=waits,
+                journal=journal,
+            )
         else:
             check_credentials()
             if settings.fallback_model:  # the warm gateway's calls carry no fallback
@@ -151,7 +174,10 @@ class Session:
         self.events.sinks.append(self._log_run_event)
         self.cost_budget: CostBudget | None = None
         if settings.max_budget_usd:
-            self.cost_budget = CostBudget(source, settings.max_budget_usd, settings.budget_spent)
+            rate = BATCH_PRICE if settings.api_batches and settings.replay is None else 1.0
+            self.cost_budget = CostBudget(
+                source, settings.max_budget_usd, settings.budget_spent, rate
+            )
             source = self.cost_budget
         self.gateway = Gateway(
             source,
@@ -229,8 +255,8 @@ class Session:
                 with contextlib.suppress(ForkServerUnavailable):
                     fork_server.launch()
             waits = WaitNotices()
-            if source is None:
-                source = model_source(settings, waits)
+            if source is None:  # its batches go when every child of the session waits
+                source = model_source(settings, waits, lambda: session.supervisor.running)
             for warning in (
                 unsandboxed_warning(settings.sandbox),
                 *mechanism_warnings(settings.sandbox, settings.child_network == "host"),

@@ -16,7 +16,12 @@ from isoagent._calls import options_with
 from isoagent._session import Session, _settings
 from isoagent.errors import IsoagentError, OptionError
 from isoagent.parent.batch.input import BatchTask, parse_tasks, unknown_agent
-from isoagent.parent.batch.result_file import BatchRefused, Previous, ResultFile
+from isoagent.parent.batch.result_file import (
+    BatchRefused,
+    Previous,
+    ResultFile,
+    batches_journal,
+)
 from isoagent.parent.batch.runner import BatchRun
 from isoagent.parent.options import Options
 from isoagent.parent.records.events import TaskRecord
@@ -75,6 +80,9 @@ async def abatch(
             raise IsoagentError(f"cannot use {path}: {why}") from None
         # a writing child must not truncate or unlink it under the parent's open file
         settings = dataclasses.replace(settings, kept_files=(path.resolve(),))
+        if settings.api_batches:  # a rerun answers the turns already sent from their batches
+            journal = batches_journal(settings.runs_dir, path)
+            settings = dataclasses.replace(settings, batch_journal=journal)
     pending = [t for t in items if isinstance(t, BatchTask) and t.id not in previous.done]
     invalid = [r for r in items if isinstance(r, TaskRecord)]
     runner = BatchRun(pending, invalid, previous.reported, results, finished.put_nowait)

@@ -41,12 +41,21 @@ class _Kind(msgspec.Struct):
 
 
 _KIND = msgspec.msgpack.Decoder(_Kind)
+
+
+def _default(field: msgspec.structs.FieldInfo) -> Any:
+    """A field's default as ``defstruct`` takes it (a factory's, as a ``msgspec.field``)."""
+    if field.default_factory is not msgspec.NODEFAULT:
+        return msgspec.field(default_factory=field.default_factory)
+    return field.default
+
+
 # a Result whose texts stay undecoded: views of the buffer it is decoded from
 _RAW_TEXTS = msgspec.msgpack.Decoder(
     msgspec.defstruct(
         "Result",
         [
-            (field.name, msgspec.Raw if field.type is str else field.type, field.default)
+            (field.name, msgspec.Raw if field.type is str else field.type, _default(field))
             for field in msgspec.structs.fields(Result)
         ],
         tag=True,

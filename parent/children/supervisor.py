@@ -127,6 +127,11 @@ class Supervisor:
         run.add_done_callback(self._running.discard)
         return await run
 
+    @property
+    def running(self) -> int:
+        """Children asked for and not yet ended."""
+        return len(self._running)
+
     async def end_all(self) -> None:
         """End every child still running and wait until each is ended and recorded. A
         session's children may run in tasks of their own (those of the parent's ``task``

@@ -39,11 +39,16 @@ class Gateway:
         # each agent's latest failed call, by child id ("": the parent's): what kind
         self.failures: dict[str, ModelError] = {}
         self._slots = asyncio.Semaphore(max_concurrent)
-        # hears every event of every streamed call, with the child whose call it is ("":
-        # the parent's): ``--include-partial-messages``
-        self.on_event: Callable[[str, bytes], None] | None = None
+        # who hears the events of streamed calls, with the child whose call it is ("": the
+        # parent's), and whether children's calls too: --include-partial-messages, progress
+        self._hearers: list[tuple[Callable[[str, bytes], None], bool]] = []
         # hears every call once answered, with when it started (Unix ns): telemetry
         self.on_call: Callable[[ModelCall, ModelReply, int], None] | None = None
+
+    def listen(self, hear: Callable[[str, bytes], None], *, children: bool) -> None:
+        """``hear(child, event)`` for every event of the parent's streamed calls, and of
+        the children's too if ``children``."""
+        self._hearers.append((hear, children))
 
     async def call(self, call: ModelCall) -> ModelReply:
         """One model turn; see ``_call``."""
@@ -64,8 +69,9 @@ class Gateway:
                 budget = f"the run's token budget ({self.max_tokens_total}) is used up"
                 return ModelReply(turn=call.turn, error=ModelError("budget", budget))
             started = time.monotonic()
-            if self.on_event is not None:
-                listener.set(functools.partial(self.on_event, calling_for.get()))
+            child = calling_for.get()
+            if hearers := [hear for hear, children in self._hearers if children or not child]:
+                listener.set(functools.partial(_tell, hearers, child))
             reply = await self.source.complete(call)
             self.api_seconds += time.monotonic() - started
         error = reply.error
@@ -76,3 +82,8 @@ class Gateway:
         self.usage = self.usage + reply.usage
         self.retries += reply.retries
         return reply
+
+
+def _tell(hearers: list[Callable[[str, bytes], None]], child: str, event: bytes) -> None:
+    for hear in hearers:
+        hear(child, event)
