@@ -44,41 +44,44 @@ def talk(
     return asyncio.run(asyncio.wait_for(run(), 120))
 
 
-def _is_parent(req: Request) -> bool:
-    return bool({"task", "Task", "Agent"} & set(req.tool_names))
+CHILD_PROMPT = "run the command"
+
+
+def _is_child(req: Request) -> bool:
+    return CHILD_PROMPT in req.first_user_text
 
 
 def delegates_a_command(command: str) -> Any:
-    """The parent delegates once to general-purpose; the child runs ``command`` in bash and
-    answers with what its tool result said. Works for isoagent's and Claude Code's names."""
+    """The parent delegates once to general-purpose (in the foreground); the child runs
+    ``command`` in bash and answers with what its tool result said. Works for isoagent's
+    and Claude Code's names (whose subagents may delegate too: told apart by prompt)."""
 
     def handler(req: Request) -> Reply:
         names = req.tool_names
         if not names:  # Claude Code's side requests (a title, ...)
             return text_reply("ok")
-        if _is_parent(req):
-            if req.turn == 0:
-                task = next(n for n in names if n in ("task", "Task", "Agent"))
-                return tool_reply(
-                    task,
-                    {"description": "run it", "prompt": "run the command",
-                     "subagent_type": "general-purpose"},
-                )  # fmt: skip
-            return text_reply("parent done")
-        if req.turn == 0:
-            if "bash" in names:
+        if _is_child(req):
+            if req.turn == 0 and "bash" in names:
                 return tool_reply("bash", {"command": command})
-            return tool_reply("Bash", {"command": command, "description": "run"})
-        result = req.tool_results[0] if req.tool_results else {}
-        content = result.get("content")
-        text = content if isinstance(content, str) else json.dumps(content)
-        return text_reply(f"child saw (error={result.get('is_error', False)}): {text}")
+            if req.turn == 0:
+                return tool_reply("Bash", {"command": command, "description": "run"})
+            result = req.tool_results[0] if req.tool_results else {}
+            content = result.get("content")
+            text = content if isinstance(content, str) else json.dumps(content)
+            return text_reply(f"child saw (error={result.get('is_error', False)}): {text}")
+        if req.turn == 0:
+            task = {"description": "run it", "prompt": CHILD_PROMPT,
+                    "subagent_type": "general-purpose"}  # fmt: skip
+            if "Agent" in names:  # Claude Code's runs in the background unless told
+                return tool_reply("Agent", {**task, "run_in_background": False})
+            return tool_reply("task", task)
+        return text_reply("parent done")
 
     return handler
 
 
 def child_requests(server: MessagesServer) -> list[Request]:
-    return [r for r in server.requests if r.tool_names and not _is_parent(r)]
+    return [r for r in server.requests if r.tool_names and _is_child(r)]
 
 
 def _claude_env(server: MessagesServer, home: Path) -> dict[str, str]:
