@@ -152,8 +152,8 @@ def test_a_child_that_pipelines_model_calls_is_ended_and_its_siblings_calls_comp
     assert_honest_ones_ok(honest)
     assert hostile["status"] == "error"
     assert hostile["error"] == (
-        "child sent a ModelCall before its last call was answered: a child makes one model "
-        "or MCP call at a time"
+        "child sent a ModelCall before its last call was answered: a child makes one model, "
+        "MCP or hook call at a time"
     )
     flood = [r for r in api_server.requests if r.first_user_text == "flood"]
     assert len(flood) <= 1  # its first call; none of the 99 it sent behind it
