@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -293,6 +294,33 @@ def test_a_child_cannot_ask_the_hooks_about_what_its_task_does_not(
     assert "asked the hooks about what its Task does not: PreToolUse of write_file" in str(
         answer["content"]
     )
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "why"),
+    [
+        ("skip-hook", r"ran bash \(toolu_\w+\) without asking the PreToolUse hooks"),
+        ("lie-hook", r"told its model something else than a PreToolUse hook's denial of toolu_"),
+    ],
+)
+def test_a_child_that_runs_past_a_hook_is_ended_and_says_why(
+    behaviour: str, why: str, api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """A subverted child can run a command without asking the hooks, or though they denied
+    it: the parent cannot undo that (the file is there), but the child's next model call
+    shows it, and the child is ended with the reason."""
+
+    async def deny(*_: Any) -> dict[str, Any]:
+        return {"decision": "block", "reason": "no"}
+
+    forger = f"{sys.executable} -m tests.support.faulty_children {behaviour} {tmp_path}"
+    env = {**_env(api_server, tmp_path), "ISOAGENT_CHILD_COMMAND": forger, "PYTHONPATH": str(REPO)}
+    api_server.handler = delegates_a_command("touch made.txt")
+    talk("go", workspace, env, hooks={"PreToolUse": [HookMatcher(matcher="Bash", hooks=[deny])]})
+    assert (tmp_path / "forged.pid").exists() and (workspace / "made.txt").exists()
+    assert len(child_requests(api_server)) == 1  # the second call never reached the model
+    answer = api_server.requests[-1].tool_results[0]
+    assert re.search(f"child {why}", str(answer["content"])), answer
 
 
 def test_hooks_isoagent_cannot_run_are_refused_by_name(

@@ -25,7 +25,7 @@ import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.loop import text_of
-from isoagent.parent.agent.hooks import SessionHooks, Subagent
+from isoagent.parent.agent.hooks import HookLedger, SessionHooks, Subagent
 from isoagent.parent.children.call_limits import CallLimits
 from isoagent.parent.children.cleanup import describe_exit
 from isoagent.parent.children.connection import FrameRefused, StderrLog, log_cap, write_frame
@@ -256,6 +256,7 @@ class _ChildRun:
         self.limits: CallLimits | None = None  # its model calls' limits, from its Task
         self.task: Task | None = None
         self.subagent = Subagent(self.id, self.agent.name, str(self.transcript_path))
+        self.ledger: HookLedger | None = None  # what it asked the hooks, with a plan
         # how the parent ended it before its Result (a budget broken, stop_task), if it did
         self.ended: asyncio.Future[ChildFailed] = asyncio.get_running_loop().create_future()
         self.span = sup.trace.child_started(self.id) if sup.trace is not None else None
@@ -331,11 +332,10 @@ class _ChildRun:
             return task
         context = await asyncio.to_thread(hooks.subagent_start, self.subagent)
         tools = [t for t in [*self.agent.tools, *self.agent.mcp_tools] if t != TASK_TOOL]
-        return msgspec.structs.replace(
-            task,
-            prompt="\n\n".join(filter(None, [task.prompt, context])),
-            hooks=hooks.plan(tools, self.subagent),
-        )
+        plan = hooks.plan(tools, self.subagent)
+        self.ledger = HookLedger(plan)
+        prompt = "\n\n".join(filter(None, [task.prompt, context]))
+        return msgspec.structs.replace(task, prompt=prompt, hooks=plan)
 
     def _task(self) -> Task:
         sup = self.sup
@@ -470,6 +470,8 @@ class _ChildRun:
                     raise ChildFailed(
                         f"sent a model call its Task does not allow: {refused}", "error"
                     )
+                if self.ledger is not None and (broke := self.ledger.refusal(frame.messages)):
+                    raise ChildFailed(broke, "error")
                 self.recorder.before(frame)
                 if self.cancelled:  # it asked before it saw the Cancel: no more tokens for it
                     reply = ModelReply(frame.turn, error=ModelError("cancelled", "cancelled"))
@@ -479,6 +481,8 @@ class _ChildRun:
                 self.usage = self.usage + reply.usage
                 self.retries += reply.retries
                 self.last_text = text_of(reply.content) or self.last_text
+                if self.ledger is not None:
+                    self.ledger.answered(reply)
                 process.frames.answered()
                 await write_frame(process.stdin, reply)
             case McpCall():
@@ -494,7 +498,8 @@ class _ChildRun:
                 event = ChildProgress(self.id, self.agent.name, self.request.description, frame)
                 self.sup.sink(event)
             case Result():
-                pass
+                if self.ledger is not None and (broke := self.ledger.refusal(None)):
+                    raise ChildFailed(broke, "error")
             case _:
                 raise ChildFailed(f"sent an unexpected {type(frame).__name__} frame")
         return frame
@@ -518,7 +523,10 @@ class _ChildRun:
         if hooks is None or not self.task.hooks.asks(call.event, call.tool):
             asked = f"{call.event} of {call.tool}" if call.tool else call.event
             raise ChildFailed(f"asked the hooks about what its Task does not: {asked}", "error")
-        return await asyncio.to_thread(hooks.answer, call, self.subagent)
+        decided = await asyncio.to_thread(hooks.answer, call, self.subagent)
+        if self.ledger is not None:
+            self.ledger.heard(call, decided)
+        return decided
 
     def _failure(self, status: Status, message: str, code: int | None = None) -> Result:
         progress = self.last_progress
