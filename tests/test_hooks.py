@@ -170,6 +170,30 @@ def test_a_pre_tool_use_hook_changes_the_parents_bash_input(
     assert (workspace / "out.txt").read_text() == "from-the-hook\n"
 
 
+def test_continue_false_ends_the_agent_before_its_call_runs(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """``continue: false`` (the SDK's ``continue_``) from a PreToolUse hook: the call does
+    not run and the parent's turn ends there, with the hook's stopReason."""
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply("bash", {"command": "touch made.txt"})
+        return text_reply("went on")
+
+    api_server.handler = handler
+
+    async def stop(*_: Any) -> dict[str, Any]:
+        return {"continue_": False, "stopReason": "enough for today"}
+
+    hooks = {"PreToolUse": [HookMatcher(matcher="Bash", hooks=[stop])]}
+    result = talk("go", workspace, _env(api_server, tmp_path), hooks=hooks)[-1]
+    assert isinstance(result, ResultMessage) and result.is_error
+    assert "stopped by a PreToolUse hook: enough for today" in str(result.errors)
+    assert not (workspace / "made.txt").exists()
+    assert len(api_server.requests) == 1
+
+
 def test_the_parents_prompt_tool_results_and_end_go_through_their_hooks(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:

@@ -178,9 +178,9 @@ class Hooks:
                     raise ValueError(f"{where} must be an object")
                 ids = _list(group.get("hookCallbackIds"), f"{where}.hookCallbackIds")
                 blocks = group.get("onFailure") not in (None, "continue")
+                timeout = _timeout(group, where)
                 hooks = tuple(
-                    Hook(callback=str(i), timeout=_timeout(group, where), blocks_on_failure=blocks)
-                    for i in ids
+                    Hook(callback=str(c), timeout=timeout, blocks_on_failure=blocks) for c in ids
                 )
                 events.setdefault(event, []).append(Matcher(_pattern(group, where), hooks))
         return Hooks({event: tuple(matchers) for event, matchers in events.items()}, sdk)
