@@ -36,6 +36,7 @@ from isoagent.parent.agent.hooks import SessionHooks
 from isoagent.parent.agent.parent_agent import (
     allowed_spec,
     earlier_conversation,
+    parent_mcp_tools,
     parent_prompt,
     parent_tools,
 )
@@ -454,9 +455,14 @@ class Session:
             add_dirs=settings.add_dirs, command_prefix=prefix,
         )  # fmt: skip
         tools = make_tools([name for name in spec.tools if name != TASK_TOOL], ctx)
-        if self.ask is not None:
-            granted = allowed_spec(settings.allowed_tools)
-            tools = asking_tools(tools, self.ask, granted, settings.permission_mode)
+        try:  # its MCP servers start as its commands do (an interrupt ends them by their tag)
+            mcp, mcp_sessions = await asyncio.to_thread(parent_mcp_tools, settings, ctx)
+        except asyncio.CancelledError:
+            ctx.end_commands()
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+        allowed = allowed_spec(settings.allowed_tools)
+        tools = asking_tools([*tools, *mcp], self.ask, allowed, settings.permission_mode)
         if TASK_TOOL in spec.tools:
             tools.append(TaskTool(ctx, self.supervisor, loop, settings.agents))
         if settings.json_schema is not None:
@@ -509,4 +515,6 @@ class Session:
             raise
         finally:
             ctx.end_commands()  # and whatever the parent's own commands left running
+            if mcp_sessions is not None:  # their servers among them: no wait for their end
+                mcp_sessions.close()
             shutil.rmtree(temp, ignore_errors=True)

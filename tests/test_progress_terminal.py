@@ -91,3 +91,23 @@ def test_progress_shows_while_the_model_answers_and_a_closing_line_at_the_end(
     assert "; .isoagent/runs/" in closing
     if args[0] != "task":
         assert "1 child" in closing and "[Explore] look - done" in screen.text
+
+
+def test_a_batch_on_a_terminal_draws_a_bar_with_an_eta_and_ends_with_cost_and_run_folder(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    screen = Screen()
+    (tmp_path / "tasks.txt").write_text("one\ntwo\nthree\n")
+
+    def handler(req: Request) -> Reply:
+        if req.first_user_text == "three":  # two are done: the bar knows a rate
+            return held_until(screen, "ETA ", text_reply("did three"))
+        return text_reply(f"did {req.first_user_text}")
+
+    api_server.handler = handler
+    args = ["batch", "tasks.txt", "-j", "1", "-o", "out.jsonl"]
+    run_on_terminal(args, cli_env(api_server), tmp_path, screen)
+    assert "batch: [#############.......] 2/3 done, 1 running, 0 failed, " in screen.text
+    closing = screen.text.rstrip().splitlines()[-1].split("\x1b[K")[-1]
+    assert closing.startswith("batch: 3/3 done, 0 failed, ") and " tokens, $0." in closing
+    assert "; .isoagent/runs/" in closing

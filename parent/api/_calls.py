@@ -16,9 +16,8 @@ from isoagent.errors import (
     ModelNotFoundError,
     OptionError,
 )
-from isoagent.parent.model.prices import cost_usd
 from isoagent.parent.options import Options
-from isoagent.parent.records.events import ChildFinished, ChildStarted, Event, MessageAdded
+from isoagent.parent.records.events import ChildFinished
 from isoagent.protocol import ModelError, Status, Usage
 
 T = TypeVar("T")
@@ -83,21 +82,6 @@ def options_with(options: Options | None, changes: Mapping[str, Any]) -> Options
     if options is not None and not isinstance(options, Options):
         raise OptionError(f"options must be an isoagent.Options, not {type(options).__name__}")
     return Options(**changes) if options is None else options.replace(**changes)
-
-
-class Costs:
-    """A session's sink: what each agent's model calls cost, by child id ("": the parent)."""
-
-    def __init__(self, model: str) -> None:
-        self.models = {"": model}
-        self.usd: dict[str, float] = {}
-
-    def __call__(self, event: Event) -> None:
-        if isinstance(event, ChildStarted):
-            self.models[event.child] = event.model
-        elif isinstance(event, MessageAdded) and event.usage is not None:
-            model = event.model or self.models.get(event.child, self.models[""])
-            self.usd[event.child] = self.usd.get(event.child, 0.0) + cost_usd(model, event.usage)
 
 
 async def run_one(prompt: str, agent_name: str | None, options: Options) -> Result:

@@ -11,10 +11,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from isoagent._calls import Costs, Result, options_with
+from isoagent._calls import Result, options_with
 from isoagent.errors import AuthenticationError, IsoagentError, OptionError, RunInterruptedError
 from isoagent.parent import session as core
 from isoagent.parent.options import Options, settings_for
+from isoagent.parent.records.costs import Costs
 from isoagent.parent.records.events import ChildFinished, Event, Sink
 from isoagent.parent.settings import Settings
 from isoagent.protocol import Result as AgentResult

@@ -30,7 +30,8 @@ Input, one task per line:
 \b
 Output, one JSON line per task as it finishes:
   id, status, line, agent, summary, turns, tool_calls, tokens, seconds,
-  transcript, error, retries (model calls tried again: rate limit, overload).
+  transcript, error, retries (model calls tried again: rate limit, overload),
+  cost_usd.
   status is a child's (ok, max_turns, error, timeout, crashed, budget) or
   invalid for a line that could not be run.
 
@@ -63,6 +64,11 @@ Examples:
     help="Agent type for lines that name none (see `isoagent agents`).",
 )  # fmt: skip
 @click.option(
+    "--max-budget-usd", type=click.FloatRange(min=0), default=0.0, metavar="USD",
+    help="What this batch's model calls may cost (0: no limit): once spent, no task starts and "
+    "those it cut short write no line, so running it again with the same -o resumes them.",
+)  # fmt: skip
+@click.option(
     "--api-batches",
     is_flag=True,
     help="Send the model calls as Anthropic Message Batches: half the price, each turn as "
@@ -83,6 +89,7 @@ def batch(
     jobs: int | None,
     output_path: Path | None,
     agent_name: str,
+    max_budget_usd: float,
     api_batches: bool,
     batch_window: float,
     settings: Settings,
@@ -95,7 +102,7 @@ def batch(
     source = open_tasks(source_name)
     if output_path is not None and same_file(source, output_path):
         fail(f"--output {output_path} is the input file: name another file", ExitCode.USAGE)
-    settings = dataclasses.replace(settings, batch_input=source_name)
+    settings = dataclasses.replace(settings, batch_input=source_name, max_budget_usd=max_budget_usd)
     if jobs is not None:
         settings = dataclasses.replace(settings, max_parallel=jobs)
     settings = dataclasses.replace(settings, api_batches=api_batches, batch_window=batch_window)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 import msgspec
 
 from isoagent.parent.cli.errors import stderr_lost
-from isoagent.parent.model.prices import cost_usd
+from isoagent.parent.records.costs import Costs
 from isoagent.parent.records.events import (
     ChildFinished,
     ChildProgress,
@@ -26,10 +26,8 @@ from isoagent.parent.records.events import (
     Event,
     MessageAdded,
     RunFinished,
-    RunStarted,
 )
 from isoagent.parent.records.terminal_text import plural, terminal_line
-from isoagent.protocol import Usage
 
 if TYPE_CHECKING:
     from isoagent.parent.session import Session
@@ -78,24 +76,6 @@ class _Event(msgspec.Struct):
 _event = msgspec.json.Decoder(_Event)
 
 
-@dataclass
-class _Tally:
-    """The run's answers so far, every agent's: for the closing line."""
-
-    models: dict[str, str] = field(default_factory=dict)  # by agent ("": the parent)
-    usage: Usage = field(default_factory=Usage)
-    cost: float = 0.0
-    children: int = 0
-    delegated: bool = False  # a parent agent answered: its children were delegated to
-
-    def answer(self, message: MessageAdded) -> None:
-        self.delegated = self.delegated or not message.child
-        if message.usage is not None:
-            self.usage = self.usage + message.usage
-            model = message.model or self.models.get(message.child, "")
-            self.cost += cost_usd(model, message.usage)
-
-
 class ProgressDisplay:
     """A sink of session events; if the stream goes away (a closed pipe) it stops writing."""
 
@@ -112,7 +92,9 @@ class ProgressDisplay:
         self.verbose = verbose
         self.active: dict[str, _Running] = {}  # child id -> its live line
         self.thinking: _Thinking | None = None  # the parent's call in flight, on a terminal
-        self.tally = _Tally()
+        self.costs = Costs()  # every agent's tokens and cost, for the closing line
+        self.children = 0
+        self.delegated = False  # a parent agent answered: the children were its
         self._drawn = 0
         self._ticker: asyncio.Task[None] | None = None
 
@@ -129,13 +111,11 @@ class ProgressDisplay:
             self.thinking.characters += len(delta.text or delta.thinking or delta.partial_json)
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, RunStarted):
-            self.tally.models[""] = event.model
-        elif isinstance(event, MessageAdded):
+        self.costs(event)
+        if isinstance(event, MessageAdded):
             self._message(event)
         elif isinstance(event, ChildStarted):
-            self.tally.models[event.child] = event.model
-            self.tally.children += 1
+            self.children += 1
             if self.live:
                 head = terminal_line(f"  [{event.agent}] {event.description}")
                 self.active[event.child] = _Running(head)
@@ -166,8 +146,7 @@ class ProgressDisplay:
 
     def _message(self, message: MessageAdded) -> None:
         """A parent's prompt or tool results go to the model: it thinks until it answers."""
-        if message.role == "assistant":
-            self.tally.answer(message)
+        self.delegated = self.delegated or (message.role == "assistant" and not message.child)
         if message.child or not self.live:
             return
         self.thinking = _Thinking() if message.role == "user" else None
@@ -177,11 +156,10 @@ class ProgressDisplay:
 
     def _closing(self, final: RunFinished) -> str:
         """isoagent: 3 turns, 2 children, 1,234 tokens, $0.0123; .isoagent/runs/<id>"""
-        tally = self.tally
         facts = [plural(final.result.turns, "turn")]
-        if tally.delegated and tally.children:  # not task's, whose one child is the main agent
-            facts.append(plural(tally.children, "child", "children"))
-        facts += [f"{tally.usage.total:,} tokens", f"${tally.cost:.4f}"]
+        if self.delegated and self.children:  # not task's, whose one child is the main agent
+            facts.append(plural(self.children, "child", "children"))
+        facts += [f"{self.costs.usage.total:,} tokens", f"${self.costs.total:.4f}"]
         return f"isoagent: {', '.join(facts)}; {final.run_dir}"
 
     def _tick(self) -> None:

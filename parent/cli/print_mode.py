@@ -542,8 +542,9 @@ def _context_usage(settings: Settings, inbox: _Inbox) -> dict[str, Any]:
 _NOTHING_TO_DO = {
     "rewind_files": "isoagent keeps no file checkpoints to rewind to: a writing child "
     "changes the workspace itself, as Claude Code's tools do without checkpointing; use git",
-    "mcp_reconnect": "isoagent's parent holds no MCP connection to renew: each child starts "
-    "the servers its agent uses, so the next one tries a failed server again",
+    "mcp_reconnect": "isoagent's parent holds no MCP connection to renew: each turn of the "
+    "parent and each child starts the servers it uses, so the next one tries a failed server "
+    "again",
 }
 
 # control requests answered during a run as between runs

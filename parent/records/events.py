@@ -104,6 +104,7 @@ class TaskRecord(msgspec.Struct):
     transcript: str = ""
     error: str = ""
     retries: int = 0  # model-call attempts retried (rate limit, overload, server, connection)
+    cost_usd: float = 0.0  # what its model calls cost
     # the batch's OpenTelemetry trace, when telemetry is on (else the line has no such key)
     trace_id: str | msgspec.UnsetType = msgspec.UNSET
 
