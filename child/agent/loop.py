@@ -287,9 +287,11 @@ class Agent:
             args = before.input if before.input is not None else args
             notes.append(before.context)
         output = tool.run(args)
-        if hooks.plan.asks("PostToolUse", use.name):
-            call = HookCall(0, "PostToolUse", use.name, use.id, args, output.text, output.is_error)
-            after = hooks.check(call)
+        if hooks.plan.asks("PostToolUse", use.name):  # the output as the model would read it
+            seen = truncate(valid_utf8(output.text), self.output_cap)
+            after = hooks.check(
+                HookCall(0, "PostToolUse", use.name, use.id, args, seen, output.is_error)
+            )
             if after.output is not None:
                 output = ToolOutput(after.output, output.is_error)
             notes += [after.reason if after.block else "", after.context]

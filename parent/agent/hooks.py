@@ -28,6 +28,8 @@ from typing import Any
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.loop import Hooks as LoopHooks
+from isoagent.child.agent.loop import valid_utf8
+from isoagent.child.agent.truncate import truncate
 from isoagent.parent.agent.permission_prompt import CLAUDE_NAMES
 from isoagent.parent.model.sdk import KEY_VARIABLES
 from isoagent.parent.records.terminal_text import warn
@@ -415,8 +417,9 @@ class HookLedger:
     model reads it, is the denial. It cannot undo what a child ran without asking; it ends
     such a child and says why."""
 
-    def __init__(self, plan: HookPlan) -> None:
+    def __init__(self, plan: HookPlan, output_cap: int) -> None:
         self.plan = plan
+        self.output_cap = output_cap  # a tool result's, as the child's loop cuts it
         self._uses: list[ToolUseBlock] = []  # the tool calls of the model's last answer
         self._asked: set[str] = set()  # their ids asked about
         self._denied: dict[str, str] = {}  # and those denied: the result their model must read
@@ -444,10 +447,7 @@ class HookLedger:
         results = {b.tool_use_id: b for b in last if isinstance(b, ToolResultBlock)}
         for use_id, denial in self._denied.items() if messages else ():
             result = results.get(use_id)
-            if (
-                result is None
-                or not result.is_error
-                or not result.content.startswith(denial[:1000])
-            ):
+            read = truncate(valid_utf8(denial), self.output_cap)
+            if result is None or not result.is_error or result.content != read:
                 return f"told its model something else than a PreToolUse hook's denial of {use_id}"
         return ""

@@ -333,7 +333,7 @@ class _ChildRun:
         context = await asyncio.to_thread(hooks.subagent_start, self.subagent)
         tools = [t for t in [*self.agent.tools, *self.agent.mcp_tools] if t != TASK_TOOL]
         plan = hooks.plan(tools, self.subagent)
-        self.ledger = HookLedger(plan)
+        self.ledger = HookLedger(plan, task.limits.output_cap)
         prompt = "\n\n".join(filter(None, [task.prompt, context]))
         return msgspec.structs.replace(task, prompt=prompt, hooks=plan)
 
