@@ -296,6 +296,25 @@ def test_a_settings_command_hook_blocks_a_childs_bash_with_exit_2(
     assert answer["is_error"] is True and "no commands here" in answer["content"]
 
 
+def test_a_settings_command_hooks_json_reaches_a_childs_tool_result(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """A command hook's JSON on stdout decides: PostToolUse's additionalContext follows the
+    child's bash output in what its model reads; the hook got the output as tool_response."""
+    api_server.handler = delegates_a_command("echo out")
+    record = tmp_path / "hook-input.json"
+    said = {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "seen"}}
+    command = f"cat > {record}; echo '{json.dumps(said)}'"
+    hook = {"matcher": "Bash", "hooks": [{"type": "command", "command": command}]}
+    args = ["-p", "go", "--settings", json.dumps({"hooks": {"PostToolUse": [hook]}})]
+    done = run_cli(args, _env(api_server, tmp_path), cwd=workspace, input="")
+    assert done.returncode == 0, done.stderr
+    given = json.loads(record.read_text())
+    assert (given["hook_event_name"], given["tool_response"]) == ("PostToolUse", "out\n")
+    answer = child_requests(api_server)[-1].tool_results[0]
+    assert answer["content"] == "out\n\n\nseen" and not answer.get("is_error")
+
+
 def test_a_child_cannot_ask_the_hooks_about_what_its_task_does_not(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
