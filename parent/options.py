@@ -25,6 +25,8 @@ from isoagent.errors import OptionError
 from isoagent.parent.children.hosts import HostSpecError, RemoteSettings, parse_hosts
 from isoagent.parent.claude_code import mcp_servers
 from isoagent.parent.model.aliases import resolve_model
+from isoagent.parent.records.run_folder import RUNS, runs_dir_for
+from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import (
     DEFAULT_MODEL,
     ChildNetwork,
@@ -95,6 +97,9 @@ class Options:
     child_network: ChildNetwork = "off"
     allowed_domains: str | Sequence[str] = ()  # "example.com", "*.example.com"; implies "on"
     deny_read: Sequence[str | Path] = ()  # more paths children may not read (~/.ssh, ...: always)
+    # where run folders go; None: $ISOAGENT_RUN_DIR, else <workdir>/.isoagent/runs, else
+    # (a read-only workspace) $XDG_STATE_HOME/isoagent/runs
+    run_dir: str | Path | None = None
     local_fetch_hosts: Sequence[str] = ()  # web_fetch may reach these on private addresses
     max_tokens_total: int = 0  # the run's token budget
     api_retry_deadline: float = 600.0  # seconds a refused or failed model call is retried
@@ -236,7 +241,8 @@ _AT_LEAST = {
 def settings_for(options: Options, on_warning: Any = None) -> Settings:
     """The ``Settings`` of a run with ``options``: agent files read, models resolved, paths
     checked. A ``ValueError`` says in one line what cannot be used. ``on_warning`` is told
-    each problem with an agent file (they are never fatal)."""
+    each problem with an agent file (they are never fatal), and (default: on stderr) that
+    the run folders go to the state folder."""
     from isoagent.parent.agent.parent_agent import claude_settings
     from isoagent.parent.agent.structured_output import check_schema
 
@@ -247,6 +253,12 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
     max_parallel = options.max_parallel
     if max_parallel is None:  # the pool's slots say how many at once
         max_parallel = remote.slots if remote is not None else Settings.max_parallel
+    run_base, moved = runs_dir_for(workdir, options.run_dir)
+    if moved:
+        (on_warning or warn)(
+            f"cannot create run folders in {workdir / RUNS}: they go to {run_base} "
+            "(--run-dir chooses where)"
+        )
     model = options.model or default_model()
     fallback = resolve_model(options.fallback_model) if options.fallback_model else ""
     if fallback == resolve_model(model):
@@ -276,6 +288,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         ),
         allowed_domains=tuple(" ".join(_words(options.allowed_domains)).replace(",", " ").split()),
         deny_read=tuple(Path(os.path.expanduser(p)).absolute() for p in options.deny_read),
+        run_base=run_base,
         local_fetch_hosts=tuple(options.local_fetch_hosts),
         allow_unsandboxed=options.allow_unsandboxed,
         writable_git=options.writable_git,

@@ -166,7 +166,7 @@ class Session:
     ) -> None:
         """Use ``Session.open``, which also starts and ends what the session owns."""
         self.settings = settings
-        self.run = RunFolder.create(settings.runs_dir)
+        self.run = RunFolder.create(settings.runs_dir, (settings.workdir, *settings.add_dirs))
         # the conversation's id: a UUID, as Claude Code's, unless it goes on with another
         self.session_id = settings.session_id or str(uuid.uuid4())
         self.events = Broadcast()

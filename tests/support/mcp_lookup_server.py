@@ -4,7 +4,7 @@
 It notes its start as ``started-<pid>`` in its working folder (where it may write), and its
 one tool, ``lookup``, answers with the key, its pid, whether it could write in OUTSIDE, a
 folder outside the workspace (a sandboxed child's server cannot), and whether it was given
-an API key.
+an API key; a key that is an absolute path, with what the server reads there.
 
 Over stdio it speaks MCP's JSON-RPC lines itself, as the Messages API server of these tests
 does HTTP: the official server package costs about two seconds of CPU to import, at every
@@ -36,6 +36,11 @@ LOOKUP = {
 
 def lookup(key: str) -> str:
     """Look a key up."""
+    if key.startswith("/"):
+        try:
+            return f"{key}: {Path(key).read_text()!r}"
+        except OSError as exc:
+            return f"{key}: {exc.strerror}"
     try:
         (OUTSIDE / f"written-by-{os.getpid()}").write_text("x")
         outside = "written"
