@@ -345,6 +345,7 @@ def test_a_child_cannot_ask_the_hooks_about_what_its_task_does_not(
         ("skip-hook", r"ran bash \(toolu_\w+\) without asking the PreToolUse hooks"),
         ("lie-hook", r"told its model something else than a PreToolUse hook's denial of toolu_"),
     ],
+    ids=["skips-the-hook", "runs-a-denied-call"],
 )
 def test_a_child_that_runs_past_a_hook_is_ended_and_says_why(
     behaviour: str, why: str, api_server: MessagesServer, tmp_path: Path, workspace: Path
