@@ -1,8 +1,9 @@
 """The child's end of the pipe: frames out on the saved protocol fd, frames in on stdin.
 
 A reader thread owns stdin. Model replies go to a queue the agent loop waits
-on, the replies to calls of an SDK server's tools (``McpCall``) to their callers;
-``Cancel`` sets the cancel flag, ends running commands and those calls; EOF means the
+on, the replies to calls of an SDK server's tools (``McpCall``) and to questions for the
+parent's hooks (``HookCall``) to their callers; ``Cancel`` sets the cancel flag, ends
+running commands and those calls; EOF means the
 parent is gone, so the child ends its commands and exits at once (no orphans).
 
 Every process of a child carries ``ISOAGENT_CHILD_TAG`` in its environment (the
@@ -24,7 +25,10 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
+
+import msgspec
 
 from isoagent.child.agent.process_tree import QUIET_THREADS
 from isoagent.child.agent.tools.base import ToolContext
@@ -35,6 +39,8 @@ from isoagent.protocol import (
     FrameReader,
     FrameWriter,
     Heartbeat,
+    HookCall,
+    HookReply,
     McpCall,
     McpReply,
     ModelCall,
@@ -51,9 +57,11 @@ class ParentChannel:
         self.writer = writer
         self.ctx = ctx
         self.replies: queue.Queue[ModelReply] = queue.Queue()
-        self._write_lock = threading.Lock()  # also guards the MCP calls under way
-        self._mcp_calls: dict[int, queue.Queue[McpReply]] = {}
-        self._mcp_ids = itertools.count(1)
+        self._write_lock = threading.Lock()  # also guards the calls under way
+        # McpCall and HookCall under way, by id: where the reply goes, and the reply a
+        # Cancel gives instead
+        self._calls: dict[int, tuple[queue.Queue[Any], Callable[[str], Any]]] = {}
+        self._ids = itertools.count(1)
         self._heard = time.monotonic()  # when the parent last sent a frame
 
     def start(self, heartbeat: float = 0.0) -> None:
@@ -96,11 +104,27 @@ class ParentChannel:
 
     def call_sdk_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> McpReply:
         """A tool of an SDK's in-process server, called through the parent."""
-        waiting: queue.Queue[McpReply] = queue.Queue(1)
+        return self._request(
+            lambda call: McpCall(call, server, tool, arguments),
+            lambda call, why: McpReply(call, f"cancelled: {why}", is_error=True),
+        )
+
+    def ask_hooks(self, call: HookCall) -> HookReply:
+        """What the parent's hooks decide of one of the agent's steps (a Cancel: stop)."""
+        return self._request(
+            lambda id_: msgspec.structs.replace(call, id=id_),
+            lambda id_, why: HookReply(id_, stop=f"cancelled: {why}"),
+        )
+
+    def _request(
+        self, frame: Callable[[int], ChildFrame], cancelled: Callable[[int, str], Any]
+    ) -> Any:
+        """Send ``frame`` (given its id) and wait for the parent's reply to it."""
+        waiting: queue.Queue[Any] = queue.Queue(1)
         with self._write_lock:
-            call = next(self._mcp_ids)
-            self._mcp_calls[call] = waiting
-            self.writer.write(McpCall(call, server, tool, arguments))
+            call = next(self._ids)
+            self._calls[call] = (waiting, lambda why: cancelled(call, why))
+            self.writer.write(frame(call))
         return waiting.get()
 
     def _read_forever(self) -> None:
@@ -118,16 +142,16 @@ class ParentChannel:
             match frame:
                 case ModelReply():
                     self.replies.put(frame)
-                case McpReply(id=call):
+                case McpReply(id=call) | HookReply(id=call):
                     with self._write_lock:
-                        waiting = self._mcp_calls.pop(call, None)
-                    if waiting is not None:
-                        waiting.put(frame)
+                        caller = self._calls.pop(call, None)
+                    if caller is not None:
+                        caller[0].put(frame)
                 case Cancel(reason=reason):
                     self.ctx.cancelled.set()
                     self.ctx.end_commands()
                     self.replies.put(ModelReply(turn=-1, error=ModelError("cancelled", reason)))
                     with self._write_lock:
-                        calls, self._mcp_calls = self._mcp_calls, {}
-                    for call, waiting in calls.items():
-                        waiting.put(McpReply(call, f"cancelled: {reason}", is_error=True))
+                        calls, self._calls = self._calls, {}
+                    for waiting, cancelled in calls.values():
+                        waiting.put(cancelled(reason))

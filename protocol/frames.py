@@ -19,8 +19,9 @@ import msgspec
 # AgentSpec.mcp_servers (an agent's own MCP servers, its mcpServers' inline ones); 12:
 # SandboxPolicy.proxy, .allowed_domains (an older child would have no way out); 13:
 # McpServer.type, .url, .headers, .tools, McpCall, McpReply (an older child would start a
-# command-less server)
-PROTOCOL_VERSION = 13
+# command-less server); 14: Task.hooks, HookCall, HookReply (an older child would run a tool
+# call that a hook denies)
+PROTOCOL_VERSION = 14
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -247,6 +248,7 @@ class ModelCall(msgspec.Struct, tag=True, omit_defaults=True):
 
 
 ProgressEvent = Literal["tool_start", "tool_end", "turn"]
+HookPoint = Literal["PreToolUse", "PostToolUse", "Stop"]
 
 
 class Progress(msgspec.Struct, tag=True, omit_defaults=True):
@@ -310,7 +312,22 @@ class McpCall(msgspec.Struct, tag=True):
     arguments: dict[str, Any]
 
 
-ChildFrame = Hello | ModelCall | Progress | Result | Heartbeat | McpCall
+class HookCall(msgspec.Struct, tag=True, omit_defaults=True):
+    """An agent asks the hooks about one of its steps, before it goes on: a tool call
+    before it runs (PreToolUse), its output (PostToolUse), its end (Stop: SubagentStop for
+    a child). A child sends it only for what its Task's ``hooks`` plan names."""
+
+    id: int
+    event: HookPoint
+    tool: str = ""  # isoagent's name of the tool
+    tool_use_id: str = ""
+    input: dict[str, Any] = {}
+    output: str = ""  # PostToolUse: the tool's output; Stop: the agent's last words
+    is_error: bool = False  # PostToolUse: the tool failed (Claude Code's PostToolUseFailure)
+    again: bool = False  # Stop: a hook made it go on before (Claude Code's stop_hook_active)
+
+
+ChildFrame = Hello | ModelCall | Progress | Result | Heartbeat | McpCall | HookCall
 
 # --- parent -> child ---------------------------------------------------------
 
@@ -323,6 +340,22 @@ class Identity(msgspec.Struct, omit_defaults=True):
     depth: int = 1  # isoagent parents above the child
     run_id: str = ""
     child: str = ""  # the child's id in its run
+
+
+class HookPlan(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Which of an agent's steps the hooks are asked about (a ``HookCall`` each): those a
+    hook's matcher names. Empty: none, and no round trip."""
+
+    pre_tool: tuple[str, ...] = ()  # isoagent's names of the tools asked about before a call
+    post_tool: tuple[str, ...] = ()  # and after one ("*" in either: every tool)
+    stop: bool = False  # its end
+
+    def asks(self, event: HookPoint, tool: str = "") -> bool:
+        """Whether ``event`` of ``tool`` is asked about."""
+        if event == "Stop":
+            return self.stop
+        tools = self.pre_tool if event == "PreToolUse" else self.post_tool
+        return tool in tools or "*" in tools
 
 
 class Task(msgspec.Struct, tag=True, omit_defaults=True):
@@ -342,6 +375,7 @@ class Task(msgspec.Struct, tag=True, omit_defaults=True):
     add_dirs: list[str] = []
     mcp_servers: list[McpServer] = []  # those whose tools agent.mcp_tools names
     trace: bool = False  # record spans and send them in the Result (telemetry is on)
+    hooks: HookPlan = msgspec.field(default_factory=HookPlan)  # what it asks the parent's hooks
 
 
 ModelErrorKind = Literal[
@@ -392,4 +426,18 @@ class McpReply(msgspec.Struct, tag=True, omit_defaults=True):
     is_error: bool = False
 
 
-ParentFrame = Task | ModelReply | Cancel | Heartbeat | McpReply
+class HookReply(msgspec.Struct, tag=True, omit_defaults=True):
+    """What the hooks decided of a ``HookCall``."""
+
+    id: int
+    # PreToolUse: the call does not run, ``reason`` is its result; PostToolUse: ``reason``
+    # is added to the result; Stop: the agent goes on, with ``reason`` as the next message
+    block: bool = False
+    reason: str = ""
+    input: dict[str, Any] | None = None  # PreToolUse: the input the tool runs with instead
+    output: str | None = None  # PostToolUse: the result the model gets instead
+    context: str = ""  # for the model, after the tool's result (additionalContext)
+    stop: str | None = None  # the agent ends here (a hook's continue: false), and why
+
+
+ParentFrame = Task | ModelReply | Cancel | Heartbeat | McpReply | HookReply

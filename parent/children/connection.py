@@ -16,6 +16,7 @@ from isoagent.protocol import (
     ChildFrame,
     FrameError,
     Heartbeat,
+    HookCall,
     McpCall,
     ModelCall,
     ParentFrame,
@@ -51,7 +52,7 @@ class FrameInbox(asyncio.Protocol):
     last bytes came (a Heartbeat is only that: it is not queued).
 
     Each frame is held to its kind's bound, and a child makes one call (``ModelCall``,
-    ``McpCall``) at a time, as its agent loop does: the next only once the parent
+    ``McpCall``, ``HookCall``) at a time, as its agent loop does: the next only once the parent
     ``answered`` the last. Past a bound the inbox ends with a ``FrameRefused``."""
 
     def __init__(self, grace: float = 1.0) -> None:
@@ -124,11 +125,11 @@ class FrameInbox(asyncio.Protocol):
                 f"sent frames faster than the parent takes them ({WAITING_FRAMES} waiting)"
             )
         match frame:
-            case ModelCall() | McpCall():
+            case ModelCall() | McpCall() | HookCall():
                 if self._calling:
                     raise FrameRefused(
                         f"sent a {type(frame).__name__} before its last call was answered: "
-                        "a child makes one model or MCP call at a time"
+                        "a child makes one model, MCP or hook call at a time"
                     )
                 self._calling = True
             case Result():
