@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ from isoagent.parent.model.sdk import AnthropicSource
 from isoagent.protocol import Message, ModelCall, ModelReply, TextBlock
 from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_cli
-from tests.support.messages_server import MessagesServer, error_reply, text_reply
+from tests.support.messages_server import MessagesServer, Reply, Request, error_reply, text_reply
 from tests.support.rate_limits import Overloaded, RateLimited
 
 
@@ -133,3 +135,37 @@ def test_the_batch_line_shows_what_calls_wait_on_and_a_change_is_written_above_i
     assert stream.getvalue().count("isoagent: rate limited (60 requests/min)") == 1
     display.close()
     assert "waiting" not in stream.getvalue().splitlines()[-1]  # the final counts
+
+
+def test_a_batch_refused_again_and_again_says_so_once_the_waits_add_up(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """A server (a proxy) that lets one request a second through and refuses the rest with a
+    bare 429, no rate-limit headers: each refusal holds the calls for less than a second, and
+    a 10-task batch met dozens while stderr said nothing. The short waits are said once they
+    add up, with how many and how long in all, and not once per refusal."""
+    lock, last, refused = threading.Lock(), [0.0], [0]
+
+    def one_a_second(req: Request) -> Reply:
+        with lock:
+            now = time.monotonic()
+            if now - last[0] < 1.0:
+                refused[0] += 1
+                return error_reply(429, "rate_limit_error", "slow down")
+            last[0] = now
+        return text_reply("ok")
+
+    api_server.handler = one_a_second
+    (tmp_path / "tasks.txt").write_text("".join(f"task {n}\n" for n in range(6)))
+    args = ["batch", "tasks.txt", "-j", "3", "-o", "out.jsonl"]
+    done = run_cli(args, cli_env(api_server), cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if line.startswith("isoagent: rate limited")]
+    assert said and "s in all so far)" in said[0], done.stderr
+    assert len(said) <= 3 < refused[0]  # not a line a refusal
+
+
+def test_the_backoff_of_the_thousandth_retry_is_the_longest_not_an_overflow() -> None:
+    from isoagent.parent.model.retry import MAX_DELAY, backoff
+
+    assert MAX_DELAY / 2 <= backoff(5000) <= MAX_DELAY

@@ -27,7 +27,7 @@ from isoagent.protocol import ModelReply
 
 BUCKETS = ("requests", "input-tokens", "output-tokens", "tokens")
 INITIAL_WINDOW = 4.0  # calls in flight before the API has answered one
-SAID_SECONDS = 1.0  # a wait this long or longer is said
+SAID_SECONDS = 1.0  # waits of a kind are said once they add up to this
 TOKENS_PER_BYTE = 0.3  # a first guess at a request's input tokens, corrected by its usage
 
 
@@ -107,7 +107,7 @@ class Limiter:
         }
         requests = self.buckets.get("requests")
         behind = self._queued / requests.rate if requests is not None else 0.0
-        if on_wait is not None and behind >= SAID_SECONDS:  # the calls ahead alone are a wait
+        if on_wait is not None and behind > 0:  # the calls ahead alone are a wait
             on_wait(Waiting("rate_limit", self._describe("requests", behind), behind))
         self._queued += 1
         try:
@@ -147,7 +147,7 @@ class Limiter:
                 return True
             if now + max(wait, 0.0) > deadline:
                 return False
-            if wait >= SAID_SECONDS and on_wait is not None and said != kind:
+            if wait > 0 and on_wait is not None and said != kind:
                 said = kind
                 on_wait(Waiting("rate_limit", self._describe(kind, wait), wait))
             if wait > 0:
@@ -170,7 +170,8 @@ class Limiter:
     def _describe(self, kind: str, wait: float) -> str:
         bucket = self.buckets.get("requests" if kind == "hold" else kind)
         what = "" if bucket is None else f" ({bucket.rate * 60:.0f} {_NAMES[kind]}/min)"
-        return f"rate limited{what}: waiting {math.ceil(wait)} s"
+        queued = f"{self._queued} calls queued, " if self._queued > 1 else ""
+        return f"rate limited{what}: {queued}waiting {wait:.1f} s"
 
     def heard(self, status: int, headers: Mapping[str, str]) -> None:
         """An answer's headers (the SDK source's ``on_response``): the buckets as the
@@ -211,9 +212,13 @@ class Limiter:
         level = remaining + rate * (now - permit.sent) - spent_since
         self.buckets[name] = Bucket(limit, rate, min(level, limit), now, permit.sent)
 
-    def refuse(self, retry_after: float, backoff: float) -> None:
-        """A 429: every call waits until the server's retry-after (or ``backoff``)."""
-        self.hold_until = max(self.hold_until, time.monotonic() + (retry_after or backoff))
+    def refuse(self, retry_after: float, backoff: float) -> float:
+        """A 429: every call waits the server's retry-after, or ``backoff`` if that is
+        longer (a proxy's ``retry-after-ms: 1`` would have the calls hammer it a thousand
+        times a second); how long from now."""
+        now = time.monotonic()
+        self.hold_until = max(self.hold_until, now + max(retry_after, backoff))
+        return self.hold_until - now
 
     def answered(self, permit: Permit, reply: ModelReply) -> None:
         """A call is back: free its place, widen or narrow the window, and correct the

@@ -46,7 +46,8 @@ _WHAT = {
 def backoff(attempt: int) -> float:
     """Seconds before retry ``attempt`` (1, 2, ...): doubling from FIRST_DELAY up to
     MAX_DELAY, the upper half of it at random so that calls do not retry in step."""
-    return min(MAX_DELAY, FIRST_DELAY * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0)
+    doublings = min(attempt - 1, 32)  # past MAX_DELAY long before: no float overflow
+    return min(MAX_DELAY, FIRST_DELAY * 2**doublings) * random.uniform(0.5, 1.0)
 
 
 class RetryingSource:
@@ -106,12 +107,18 @@ class RetryingSource:
                 failed = ModelError("connection", said)
                 return ModelReply(call.turn, error=failed, retries=attempt - 1)
             if error.kind == "rate_limit":  # every call waits: in the limiter
-                self.limiter.refuse(error.retry_after, backoff(attempt))
+                hold = self.limiter.refuse(error.retry_after, backoff(attempt))
+                say(
+                    Waiting(
+                        "rate_limit",
+                        f"rate limited: a call refused (429), holding {hold:.1f} s",
+                        hold,
+                    )
+                )
                 delay = 0.0
             else:  # the backoff grows with the API's failures in a row, not this call's
                 delay = max(error.retry_after, backoff(max(self.limiter.failures, 1)))
-                if delay >= SAID_SECONDS:  # a blip retried at once is not worth a line
-                    say(Waiting(error.kind, _retrying(error, attempt, seconds), delay))
+                say(Waiting(error.kind, _retrying(error, attempt, seconds), delay))
             if time.monotonic() + delay > ends:
                 return _gave_up(call, error, attempt, started)
             if error.retry_after:  # as the server asked
@@ -161,22 +168,31 @@ def _to_stderr(line: str) -> None:
 
 class WaitNotices:
     """An invocation's waits, said on stderr once per change of what is waited on (and
-    once a minute while it lasts), not once per call; ``current`` is the latest while it
-    lasts, for a progress line. ``say`` writes a line (a live display replaces it)."""
+    once a minute while it lasts), not once per call: short waits of a kind are said once
+    they add up to ``SAID_SECONDS``, with how many and how long in all; ``current`` is the
+    latest while it lasts, for a progress line. ``say`` writes a line (a live display
+    replaces it)."""
 
     def __init__(self) -> None:
         self.say: Callable[[str], None] = _to_stderr
         self._latest: Waiting | None = None
         self._until = 0.0  # when the latest wait ends
         self._said = ("", -REPEAT_SECONDS)  # the kind last said, and when
+        self._waits: dict[str, tuple[int, float]] = {}  # by kind: how many, seconds in all
 
     def __call__(self, waiting: Waiting) -> None:
         now = time.monotonic()
         self._latest, self._until = waiting, now + max(waiting.seconds, 1.0)
+        count, seconds = self._waits.get(waiting.kind, (0, 0.0))
+        count, seconds = count + 1, seconds + waiting.seconds
+        self._waits[waiting.kind] = (count, seconds)
         kind, when = self._said
+        if seconds < SAID_SECONDS and waiting.kind != "fallback":  # a blip is not worth a line
+            return
         if waiting.kind != kind or now - when >= REPEAT_SECONDS:
             self._said = (waiting.kind, now)
-            self.say(f"isoagent: {waiting.message}")
+            so_far = f" ({count} waits, {seconds:.1f} s in all so far)" if count > 1 else ""
+            self.say(f"isoagent: {waiting.message}{so_far}")
 
     @property
     def current(self) -> Waiting | None:
