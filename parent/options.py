@@ -48,6 +48,7 @@ class AgentDefinition:
     permission_mode: str | None = None  # "plan": read-only
     # MCP servers: a name of one the run configures, or {name: {command, args, env}} its own
     mcp_servers: Sequence[str | Mapping[str, Mapping[str, Any]]] = ()
+    background: bool = False  # its children run in the background
 
     def as_claude_json(self) -> dict[str, Any]:
         """The definition in ``--agents`` JSON's names."""
@@ -60,6 +61,7 @@ class AgentDefinition:
             "maxTurns": self.max_turns,
             "permissionMode": self.permission_mode,
             "mcpServers": [s if isinstance(s, str) else dict(s) for s in self.mcp_servers] or None,
+            "background": self.background or None,
         }
         return {key: value for key, value in fields.items() if value is not None}
 

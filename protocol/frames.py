@@ -170,6 +170,7 @@ class AgentSpec(msgspec.Struct, omit_defaults=True):
     # the servers its ``mcpServers`` defines inline: its own, no other agent's
     mcp_servers: list[McpServer] = []
     effort: str = ""  # its requests' output_config.effort (low, medium, high, max); "": none
+    background: bool = False  # its children run in the background (the parent's alone reads it)
 
 
 # room for a thinking model's thinking and its answer (claude-sonnet-5 thinks by default)

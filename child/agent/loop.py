@@ -39,6 +39,19 @@ class Model(Protocol):
     def complete(self, call: ModelCall) -> ModelReply: ...
 
 
+class Notices(Protocol):
+    """What comes for the model between its turns, as text for its next user turn: the
+    parent's background children's ends (``parent/agent/task_tool.py``)."""
+
+    def arrived(self) -> list[str]:
+        """Those that came, without waiting."""
+        ...
+
+    def awaited(self, is_cancelled: Callable[[], bool]) -> list[str]:
+        """The next ones, waiting while any is still to come; [] when none is."""
+        ...
+
+
 # stop reasons that mean the reply is incomplete
 CUT_OFF = {
     "max_tokens": "the model's reply was cut off at max_tokens ({}) before it finished",
@@ -82,8 +95,10 @@ class Agent:
         on_progress: Callable[[Progress], None] | None = None,
         is_cancelled: Callable[[], bool] = lambda: False,
         call_options: CallOptions | None = None,
+        notices: Notices | None = None,
     ) -> None:
         self.model = model
+        self.notices = notices
         self.call_options = call_options
         self.tools = {tool.name: tool for tool in tools}
         self.system = system
@@ -136,6 +151,8 @@ class Agent:
                 raise Cancelled("cancelled")
             if self.max_turns and self.turns >= self.max_turns:
                 raise MaxTurnsReached(f"stopped after reaching the turn limit ({self.max_turns})")
+            if self.notices is not None and self.messages[-1].role == "user":
+                self.messages[-1].content += [TextBlock(n) for n in self.notices.arrived()]
             call = ModelCall(
                 turn=self.turns,
                 model=self.model_name,
@@ -162,7 +179,13 @@ class Agent:
             if reply.stop_reason == "pause_turn":  # a long server-tool turn: send it back
                 continue
             if not uses:
-                return self.last_text()
+                # its answer, unless a background child is still to be heard from: then that
+                # child's end is its next user turn, as in Claude Code
+                waited = self.notices.awaited(self.is_cancelled) if self.notices else []
+                if not waited:
+                    return self.last_text()
+                self.messages.append(Message("user", [TextBlock(n) for n in waited]))
+                continue
             self.messages.append(Message("user", self._run_tools(uses)))
 
     def _run_tools(self, uses: list[ToolUseBlock]) -> list[Block]:

@@ -71,6 +71,11 @@ class ChildRequest:
     agent: AgentSpec
 
 
+def child_id(number: int) -> str:
+    """A child's id in its run: its number, as its transcript's name begins."""
+    return f"{number:03d}"
+
+
 def describe(prompt: str, width: int = 50) -> str:
     """A short title for the display and the transcript: the prompt's first line."""
     line = prompt.strip().splitlines()[0].strip()
@@ -112,10 +117,16 @@ class Supervisor:
     async def run(self, request: ChildRequest) -> ChildFinished:
         """Run one child to its end; a failure becomes a Result, never an exception.
         Cancelling the caller ends the child, and returns once it is ended and recorded."""
-        run = asyncio.ensure_future(self._run(request))
+        return await self.start(request)[1]
+
+    def start(self, request: ChildRequest) -> tuple[str, asyncio.Task[ChildFinished]]:
+        """Start one child without waiting for it (a background one): its id at once, and
+        the task that runs it to its end, as ``run`` does; cancelling that task ends it."""
+        number = next(self._numbers)
+        run = asyncio.ensure_future(self._run(request, number))
         self._running.add(run)
         run.add_done_callback(self._running.discard)
-        return await run
+        return child_id(number), run
 
     async def end_all(self) -> None:
         """End every child still running and wait until each is ended and recorded. A
@@ -145,12 +156,11 @@ class Supervisor:
             run.end(ChildFailed("was stopped (stop_task)", "cancelled"))
         return run is not None
 
-    async def _run(self, request: ChildRequest) -> ChildFinished:
+    async def _run(self, request: ChildRequest, number: int) -> ChildFinished:
         writing = self.planted is not None and may_write(request.agent, self.settings)
         async with self._slots:
             if writing:
                 await self._look_for_planted()
-            number = next(self._numbers)
             finished = await self.launchers.run(
                 number,
                 lambda launcher, attempt: _ChildRun(self, request, number, launcher, attempt),
@@ -217,7 +227,7 @@ class _ChildRun:
         self.sup = sup
         self.request = request
         self.agent = request.agent
-        self.id = f"{number:03d}"
+        self.id = child_id(number)
         self.launcher = launcher
         stem = attempt_stem(sup.run_folder.child_stem(number, request.agent.name), attempt)
         self.transcript_path = stem.with_suffix(".jsonl")

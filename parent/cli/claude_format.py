@@ -21,6 +21,7 @@ import msgspec
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL
 from isoagent.child.agent.tools.bash import REFUSED
 from isoagent.parent.agent.permission_prompt import CLAUDE_NAMES, DENIED
+from isoagent.parent.agent.task_tool import TASK_STATUS
 from isoagent.parent.model.prices import cost_usd
 from isoagent.parent.records.events import (
     ChildFinished,
@@ -40,7 +41,6 @@ Message = dict[str, Any]
 CLAUDE_CODE_PROTOCOL = "2.1.330"
 _SUBTYPES = {"ok": "success", "max_turns": "error_max_turns", "budget": "error_max_budget_usd"}
 _TERMINAL = {"ok": "completed", "max_turns": "max_turns", "budget": "budget_exhausted"}
-_TASK_STATUS = {"ok": "completed", "cancelled": "stopped"}
 
 
 @dataclass
@@ -226,7 +226,7 @@ class ClaudeFormat:
             "task_notification",
             task_id=event.child,
             tool_use_id=child.tool_use_id,
-            status=_TASK_STATUS.get(result.status, "failed"),
+            status=TASK_STATUS.get(result.status, "failed"),
             output_file=event.transcript,
             summary=result.summary,
             usage=_task_usage(result.usage, result.tool_calls, result.duration),
@@ -314,7 +314,8 @@ class ClaudeFormat:
             if self._pending_tasks and not self.main_child:
                 wanted = {"description": description, "prompt": prompt, "subagent_type": agent}
                 match = next(
-                    (b for b in self._pending_tasks if b.input == wanted), self._pending_tasks[0]
+                    (b for b in self._pending_tasks if _calls_for(b.input, wanted)),
+                    self._pending_tasks[0],
                 )
                 self._pending_tasks.remove(match)
                 tool_use_id = match.id
@@ -347,6 +348,11 @@ class ClaudeFormat:
         if child in self._children:
             self._children[child].usage = self._children[child].usage + usage
         self._usage_by_model[model] = self._usage_by_model.get(model, Usage()) + usage
+
+
+def _calls_for(task_input: dict[str, Any], wanted: dict[str, str]) -> bool:
+    """Whether a ``task`` call's input asks for this child (``run_in_background`` aside)."""
+    return all(task_input.get(key) == value for key, value in wanted.items())
 
 
 def _version() -> str:
