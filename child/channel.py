@@ -1,7 +1,8 @@
 """The child's end of the pipe: frames out on the saved protocol fd, frames in on stdin.
 
 A reader thread owns stdin. Model replies go to a queue the agent loop waits
-on, the replies to calls of an SDK server's tools (``McpCall``) to their callers;
+on, the replies to calls of an SDK server's tools (``McpCall``) and to its own ``task``
+calls (``TaskCall``) to their callers;
 ``Cancel`` sets the cancel flag, ends running commands and those calls; EOF means the
 parent is gone, so the child ends its commands and exits at once (no orphans).
 
@@ -28,6 +29,7 @@ from typing import Any
 
 from isoagent.child.agent.process_tree import QUIET_THREADS
 from isoagent.child.agent.tools.base import ToolContext
+from isoagent.child.agent.tools.task import TaskInput
 from isoagent.protocol import (
     Cancel,
     ChildFrame,
@@ -40,9 +42,12 @@ from isoagent.protocol import (
     ModelCall,
     ModelError,
     ModelReply,
+    TaskCall,
+    TaskReply,
 )
 
 EXIT_PARENT_GONE = 3
+Reply = McpReply | TaskReply  # a call's answer
 
 
 class ParentChannel:
@@ -51,9 +56,10 @@ class ParentChannel:
         self.writer = writer
         self.ctx = ctx
         self.replies: queue.Queue[ModelReply] = queue.Queue()
-        self._write_lock = threading.Lock()  # also guards the MCP calls under way
-        self._mcp_calls: dict[int, queue.Queue[McpReply]] = {}
-        self._mcp_ids = itertools.count(1)
+        self._write_lock = threading.Lock()  # also guards the calls under way
+        # MCP and task calls under way: where each reply goes, and of which kind it is
+        self._calls: dict[int, tuple[queue.Queue[Reply], type[Reply]]] = {}
+        self._ids = itertools.count(1)
         self._heard = time.monotonic()  # when the parent last sent a frame
 
     def start(self, heartbeat: float = 0.0) -> None:
@@ -96,11 +102,22 @@ class ParentChannel:
 
     def call_sdk_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> McpReply:
         """A tool of an SDK's in-process server, called through the parent."""
-        waiting: queue.Queue[McpReply] = queue.Queue(1)
+        reply = self._ask(McpCall(next(self._ids), server, tool, arguments), McpReply)
+        assert isinstance(reply, McpReply)
+        return reply
+
+    def delegate(self, inp: TaskInput) -> TaskReply:
+        """Its own ``task`` call, asked of the parent (which may refuse it)."""
+        call = TaskCall(next(self._ids), inp.description, inp.prompt, inp.subagent_type)
+        reply = self._ask(call, TaskReply)
+        assert isinstance(reply, TaskReply)
+        return reply
+
+    def _ask(self, frame: McpCall | TaskCall, kind: type[Reply]) -> Reply:
+        waiting: queue.Queue[Reply] = queue.Queue(1)
         with self._write_lock:
-            call = next(self._mcp_ids)
-            self._mcp_calls[call] = waiting
-            self.writer.write(McpCall(call, server, tool, arguments))
+            self._calls[frame.id] = (waiting, kind)
+            self.writer.write(frame)
         return waiting.get()
 
     def _read_forever(self) -> None:
@@ -118,16 +135,16 @@ class ParentChannel:
             match frame:
                 case ModelReply():
                     self.replies.put(frame)
-                case McpReply(id=call):
+                case McpReply(id=call) | TaskReply(id=call):
                     with self._write_lock:
-                        waiting = self._mcp_calls.pop(call, None)
-                    if waiting is not None:
-                        waiting.put(frame)
+                        asked = self._calls.pop(call, None)
+                    if asked is not None:
+                        asked[0].put(frame)
                 case Cancel(reason=reason):
                     self.ctx.cancelled.set()
                     self.ctx.end_commands()
                     self.replies.put(ModelReply(turn=-1, error=ModelError("cancelled", reason)))
                     with self._write_lock:
-                        calls, self._mcp_calls = self._mcp_calls, {}
-                    for call, waiting in calls.items():
-                        waiting.put(McpReply(call, f"cancelled: {reason}", is_error=True))
+                        calls, self._calls = self._calls, {}
+                    for call, (waiting, kind) in calls.items():
+                        waiting.put(kind(call, f"cancelled: {reason}", is_error=True))

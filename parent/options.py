@@ -76,6 +76,7 @@ class Options:
     add_dirs: Sequence[str | Path] = ()  # more folders the agents use as the workspace
     timeout: float = 600.0  # wall-clock seconds per child
     max_parallel: int | None = None  # children at once; None: 4, or the hosts' slots
+    max_depth: int = 1  # levels of children: 2, an all-tools child may start its own
     agents_dirs: Sequence[str | Path] = ()  # more folders of agent files
     agents: Mapping[str, AgentDefinition | Mapping[str, Any]] | None = None  # more agent types
     verbose: bool = False
@@ -148,7 +149,7 @@ class Options:
 OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(Options))
 _AT_LEAST = {
     "max_turns": 0, "timeout": 1, "max_parallel": 1, "max_tokens_total": 0, "cpu_seconds": 0,
-    "max_budget_usd": 0, "max_thinking_tokens": 0, "task_budget": 1,
+    "max_depth": 1, "max_budget_usd": 0, "max_thinking_tokens": 0, "task_budget": 1,
     "api_retry_deadline": 1,
     "memory_mb": 0, "max_processes": 0, "max_file_size_mb": 0, "heartbeat": 0.1, "retries": 0,
     "launch_timeout": 1,
@@ -191,6 +192,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         ),
         timeout=options.timeout,
         max_parallel=max_parallel,
+        max_depth=options.max_depth,
         max_tokens_total=options.max_tokens_total,
         api_retry_deadline=options.api_retry_deadline,
         sandbox=options.sandbox,

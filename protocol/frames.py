@@ -19,8 +19,9 @@ import msgspec
 # AgentSpec.mcp_servers (an agent's own MCP servers, its mcpServers' inline ones); 12:
 # SandboxPolicy.proxy, .allowed_domains (an older child would have no way out); 13:
 # McpServer.type, .url, .headers, .tools, McpCall, McpReply (an older child would start a
-# command-less server)
-PROTOCOL_VERSION = 13
+# command-less server); 14: Task.subagents, TaskCall, TaskReply (an older child would not
+# delegate)
+PROTOCOL_VERSION = 14
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -288,7 +289,18 @@ class McpCall(msgspec.Struct, tag=True):
     arguments: dict[str, Any]
 
 
-ChildFrame = Hello | ModelCall | Progress | Result | Heartbeat | McpCall
+class TaskCall(msgspec.Struct, tag=True):
+    """A child's ``task`` call (``--max-depth`` 2 or more): a request, which the parent
+    checks (depth, children in all, budget) before it starts the child's child, as its
+    own sandboxed process; it answers with a ``TaskReply``."""
+
+    id: int
+    description: str
+    prompt: str
+    subagent_type: str
+
+
+ChildFrame = Hello | ModelCall | Progress | Result | Heartbeat | McpCall | TaskCall
 
 # --- parent -> child ---------------------------------------------------------
 
@@ -319,6 +331,8 @@ class Task(msgspec.Struct, tag=True, omit_defaults=True):
     # gives them the workspace's access
     add_dirs: list[str] = []
     mcp_servers: list[McpServer] = []  # those whose tools agent.mcp_tools names
+    # the agent types it may delegate to, name: description ({}: it has no task tool)
+    subagents: dict[str, str] = {}
 
 
 ModelErrorKind = Literal[
@@ -369,4 +383,12 @@ class McpReply(msgspec.Struct, tag=True, omit_defaults=True):
     is_error: bool = False
 
 
-ParentFrame = Task | ModelReply | Cancel | Heartbeat | McpReply
+class TaskReply(msgspec.Struct, tag=True, omit_defaults=True):
+    """What a ``TaskCall`` came to: the child's child's summary and facts, or why not."""
+
+    id: int
+    text: str
+    is_error: bool = False
+
+
+ParentFrame = Task | ModelReply | Cancel | Heartbeat | McpReply | TaskReply

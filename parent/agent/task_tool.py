@@ -8,17 +8,18 @@ notification in its next user turn, worded as Claude Code words it (``Background
 from __future__ import annotations
 
 import asyncio
-import copy
 import queue
 import threading
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
-from isoagent.child.agent.tools.base import Tool, ToolContext, ToolError, input_schema
-from isoagent.parent.children.supervisor import ChildRequest, Supervisor
+from isoagent.child.agent.tools.base import Tool, ToolContext, ToolError
+from isoagent.child.agent.tools.task import DESCRIPTION, task_spec
+from isoagent.child.agent.tools.task import TaskInput as ChildTaskInput
+from isoagent.parent.children.supervisor import ChildRequest, Supervisor, ended_well, report
 from isoagent.parent.records.events import ChildFinished
 from isoagent.protocol import AgentSpec, ToolSpec
 
@@ -26,10 +27,7 @@ from isoagent.protocol import AgentSpec, ToolSpec
 TASK_STATUS = {"ok": "completed", "cancelled": "stopped"}
 
 
-class TaskInput(msgspec.Struct, forbid_unknown_fields=True):
-    description: Annotated[str, msgspec.Meta(description="A short (3-5 word) task title")]
-    prompt: Annotated[str, msgspec.Meta(description="The complete task for the subagent")]
-    subagent_type: Annotated[str, msgspec.Meta(description="The agent type to use")]
+class TaskInput(ChildTaskInput, forbid_unknown_fields=True):
     run_in_background: Annotated[
         bool,
         msgspec.Meta(
@@ -43,13 +41,7 @@ class TaskTool(Tool[TaskInput]):
     name = TASK_TOOL
     Input = TaskInput
     parallel_safe = True
-    description = (
-        "Launch a subagent in its own process to handle a task autonomously. It starts with "
-        "a fresh context and every base tool except task, and returns only its final summary, "
-        "so your own context stays small. Give it a complete, self-contained prompt: it cannot "
-        "see this conversation. Several task calls in one message run concurrently.\n"
-        "Agent types:\n"
-    )
+    description = DESCRIPTION
 
     def __init__(
         self,
@@ -66,10 +58,8 @@ class TaskTool(Tool[TaskInput]):
 
     @property
     def spec(self) -> ToolSpec:
-        schema: dict[str, Any] = copy.deepcopy(input_schema(TaskInput))
-        schema["properties"]["subagent_type"]["enum"] = list(self.agents)
-        kinds = "".join(f"- {a.name}: {a.description}\n" for a in self.agents.values())
-        return ToolSpec(self.name, self.description + kinds, schema)
+        kinds = {name: agent.description for name, agent in self.agents.items()}
+        return task_spec(self.description, TaskInput, kinds)
 
     def execute(self, inp: TaskInput) -> str:
         agent = self.agents.get(inp.subagent_type)
@@ -85,7 +75,7 @@ class TaskTool(Tool[TaskInput]):
             self.supervisor.run(request), self.loop
         ).result()
         text = report(finished)
-        if finished.result.status not in ("ok", "max_turns"):
+        if not ended_well(finished):
             raise ToolError(text)
         return text
 
@@ -186,18 +176,3 @@ def notification(child: str, description: str, run: asyncio.Future[ChildFinished
         tool_uses=result.tool_calls,
         duration_ms=round(result.duration * 1000),
     )
-
-
-def report(finished: ChildFinished) -> str:
-    """The child's summary plus one line of facts: all the parent's context gets."""
-    result = finished.result
-    facts = (
-        f"{result.turns} turns, {result.tool_calls} tool calls, "
-        f"{result.usage.total} tokens, {result.duration:.1f} s; transcript {finished.transcript}"
-    )
-    if result.status == "ok":
-        return f"{result.summary or '(no summary)'}\n\n[subagent {finished.agent} done: {facts}]"
-    head = f"[subagent {finished.agent} {result.status}: {result.error}; {facts}]"
-    if result.summary:
-        return f"{result.summary}\n\n{head}"
-    return head

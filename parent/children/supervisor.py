@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from isoagent.child.agent.builtin_agents import BASE_TOOLS
 from isoagent.child.agent.loop import text_of
 from isoagent.parent.children.call_limits import CallLimits
 from isoagent.parent.children.cleanup import describe_exit
@@ -51,6 +52,7 @@ from isoagent.protocol import (
     Cancel,
     FrameError,
     Hello,
+    Identity,
     McpCall,
     McpReply,
     ModelCall,
@@ -60,6 +62,8 @@ from isoagent.protocol import (
     Result,
     Status,
     Task,
+    TaskCall,
+    TaskReply,
     Usage,
 )
 
@@ -69,6 +73,17 @@ class ChildRequest:
     description: str
     prompt: str
     agent: AgentSpec
+    depth: int = 1  # 1: the parent's child; 2: a child's (--max-depth 2), ...
+
+
+# children that children may start in one run, in all (--max-depth 2 or more)
+NESTED_CHILDREN = 64
+
+
+def delegates(agent: AgentSpec) -> bool:
+    """Whether a child of ``agent`` gets ``task`` when ``--max-depth`` allows: one with every
+    base tool, as Claude Code's general-purpose (``tools: *``) has its delegation tool."""
+    return set(BASE_TOOLS) <= set(agent.tools)
 
 
 def child_id(number: int) -> str:
@@ -80,6 +95,26 @@ def describe(prompt: str, width: int = 50) -> str:
     """A short title for the display and the transcript: the prompt's first line."""
     line = prompt.strip().splitlines()[0].strip()
     return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def ended_well(finished: ChildFinished) -> bool:
+    """Whether its summary is an answer (its turns may have run out), not a failure's."""
+    return finished.result.status in ("ok", "max_turns")
+
+
+def report(finished: ChildFinished) -> str:
+    """The child's summary plus one line of facts: all the parent's context gets."""
+    result = finished.result
+    facts = (
+        f"{result.turns} turns, {result.tool_calls} tool calls, "
+        f"{result.usage.total} tokens, {result.duration:.1f} s; transcript {finished.transcript}"
+    )
+    if result.status == "ok":
+        return f"{result.summary or '(no summary)'}\n\n[subagent {finished.agent} done: {facts}]"
+    head = f"[subagent {finished.agent} {result.status}: {result.error}; {facts}]"
+    if result.summary:
+        return f"{result.summary}\n\n{head}"
+    return head
 
 
 class Supervisor:
@@ -105,6 +140,7 @@ class Supervisor:
         self._running: set[asyncio.Task[ChildFinished]] = set()
         self._loop = asyncio.get_running_loop()
         self.live: dict[str, _ChildRun] = {}  # the children running, by id
+        self.nested = 0  # children that children started
         self.planted = None
         self._planted_lock = asyncio.Lock()
         # the repositories and .claude folders below the workspace's top, read-only to
@@ -147,6 +183,29 @@ class Supervisor:
             if run.pid == pid:
                 run.end(failure)
 
+    async def delegate(self, asking: _ChildRun, call: TaskCall) -> TaskReply:
+        """A child's ``task`` call: a request, checked against the run's limits (depth,
+        children in all, budget) before its child runs, as a process of this parent's."""
+        depth, settings = asking.request.depth, self.settings
+        if depth >= settings.max_depth:  # its Task gave it no task tool: a forged call
+            why = f"asked for a child at depth {depth + 1}, past --max-depth {settings.max_depth}"
+            asking.end(ChildFailed(why, "error"))
+            return TaskReply(call.id, f"refused by the parent: {why}", is_error=True)
+        agent = settings.agents.get(call.subagent_type)
+        total = settings.max_tokens_total
+        if agent is None:
+            kinds = ", ".join(settings.agents)
+            refusal = f"unknown subagent_type {call.subagent_type!r}; choose one of: {kinds}"
+        elif self.nested >= NESTED_CHILDREN:
+            refusal = f"this run's children have started {NESTED_CHILDREN} children, its limit"
+        elif total and self.gateway.usage.total >= total:
+            refusal = f"the run's token budget ({total}) is used up"
+        else:
+            self.nested += 1
+            finished = await self.run(ChildRequest(call.description, call.prompt, agent, depth + 1))
+            return TaskReply(call.id, report(finished), not ended_well(finished))
+        return TaskReply(call.id, refusal, is_error=True)
+
     def stop(self, child: str) -> bool:
         """End child ``child`` alone (the SDK's ``stop_task``), its status cancelled: the
         ``task`` call that started it returns that, and the parent goes on. False: no
@@ -158,7 +217,8 @@ class Supervisor:
 
     async def _run(self, request: ChildRequest, number: int) -> ChildFinished:
         writing = self.planted is not None and may_write(request.agent, self.settings)
-        async with self._slots:
+        # a child's child runs in the slot of its ancestor, which waits for it
+        async with self._slots if request.depth == 1 else contextlib.nullcontext():
             if writing:
                 await self._look_for_planted()
             finished = await self.launchers.run(
@@ -249,6 +309,7 @@ class _ChildRun:
         self.started = asyncio.get_running_loop().time()
         self._finished: ChildFinished | None = None
         self.limits: CallLimits | None = None  # its model calls' limits, from its Task
+        self._delegations: set[asyncio.Future[None]] = set()  # its task calls under way
         # how the parent ended it before its Result (a budget broken, stop_task), if it did
         self.ended: asyncio.Future[ChildFailed] = asyncio.get_running_loop().create_future()
 
@@ -333,13 +394,24 @@ class _ChildRun:
             tmpdir=launcher.tmpdir,
             limits=limits,
             sandbox=sandbox,
-            identity=child_identity(
-                launcher.tag(self.transcript_path.stem), run_id=run_id, child=self.id
-            ),
+            identity=self._identity(launcher.tag(self.transcript_path.stem), run_id),
             heartbeat=launcher.heartbeat,
             add_dirs=[str(path) for path in settings.add_dirs],
             mcp_servers=settings.mcp_servers.for_agent(self.agent),
+            subagents=self._subagents(),
         )
+
+    def _identity(self, tag: str, run_id: str) -> Identity:
+        identity = child_identity(tag, run_id=run_id, child=self.id)
+        return msgspec.structs.replace(identity, depth=identity.depth + self.request.depth - 1)
+
+    def _subagents(self) -> dict[str, str]:
+        """The agent types it may delegate to: none, unless ``--max-depth`` leaves it a level
+        and its agent has every tool."""
+        settings = self.sup.settings
+        if self.request.depth >= settings.max_depth or not delegates(self.agent):
+            return {}
+        return {name: agent.description for name, agent in settings.agents.items()}
 
     async def _outcome(self, process: ChildProcess, task: Task) -> Result:
         """The child's Result, or one that says how the child failed."""
@@ -418,12 +490,19 @@ class _ChildRun:
         raise self.ended.result()
 
     async def _talk(self, process: ChildProcess) -> Result:
-        while True:
-            frame = await self._answer(process)
-            if isinstance(frame, Result):
-                return frame
+        try:
+            while True:
+                frame = await self._answer(process)
+                if isinstance(frame, Result):
+                    return frame
+        finally:  # a child's child ends with it
+            for delegation in self._delegations:
+                delegation.cancel()
+            await asyncio.gather(*self._delegations, return_exceptions=True)
 
-    async def _answer(self, process: ChildProcess) -> ModelCall | McpCall | Progress | Result:
+    async def _answer(
+        self, process: ChildProcess
+    ) -> ModelCall | McpCall | TaskCall | Progress | Result:
         """Take the next frame and act on it: answer a model call, forward progress."""
         frame = await process.frames.next()
         if frame is None:
@@ -449,6 +528,10 @@ class _ChildRun:
                 await write_frame(process.stdin, reply)
             case McpCall():
                 await write_frame(process.stdin, await self._call_sdk_tool(frame))
+            case TaskCall():  # its frames are read on while its child runs
+                delegation = asyncio.ensure_future(self._delegate(process, frame))
+                self._delegations.add(delegation)
+                delegation.add_done_callback(self._delegations.discard)
             case Progress():
                 self.last_progress = frame
                 event = ChildProgress(self.id, self.agent.name, self.request.description, frame)
@@ -458,6 +541,9 @@ class _ChildRun:
             case _:
                 raise ChildFailed(f"sent an unexpected {type(frame).__name__} frame")
         return frame
+
+    async def _delegate(self, process: ChildProcess, call: TaskCall) -> None:
+        await write_frame(process.stdin, await self.sup.delegate(self, call))
 
     async def _call_sdk_tool(self, call: McpCall) -> McpReply:
         """A tool of an SDK's in-process server, for a child whose Task gives it (a child

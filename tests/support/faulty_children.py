@@ -23,6 +23,9 @@ Behaviours:
   each reply's error (or ``ok``) as a line of ``DIR/replies``, until one is refused.
 - ``forge-mcp``: Hello, takes its Task, calls ``secret`` of the SDK's server ``calc`` (an
   ``McpCall``), notes ``DIR/forged.pid`` and waits for an answer.
+- ``forge-task``: Hello, takes its Task (which gives it no ``task`` tool), asks for a
+  general-purpose child of its own (a ``TaskCall``), writes the answer to ``DIR/replies``
+  and waits.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from isoagent.protocol import (
     ParentFrame,
     Progress,
     Task,
+    TaskCall,
     TextBlock,
     ToolSpec,
     encode_frame,
@@ -100,6 +104,11 @@ def main(behaviour: str, folder: Path) -> int:
         writer.write(McpCall(1, "calc", "secret", {}))
         note(folder, "forged", os.getpid())
         reader.read()  # never answered: the parent ends it
+        return 0
+    if behaviour == "forge-task":  # a child of its own, at the deepest level there is
+        writer.write(TaskCall(1, "deeper", "go deeper", "general-purpose"))
+        (folder / "replies").write_text(repr(reader.read()))
+        reader.read()  # the parent ends it
         return 0
     if behaviour.startswith("forge-") and isinstance(task, Task):
         forge(behaviour, task, writer, reader, folder)
