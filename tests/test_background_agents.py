@@ -212,3 +212,38 @@ def test_background_children_behave_as_in_claude_code(
     isoagent = claude_code_or_isoagent(ISOAGENT_SCRIPT, "task", api_server, tmp_path / "iso")
     expected = ([True], "completed", "child summary: 42", True, True, "parent turn 2")
     assert claude == isoagent == expected
+
+
+def test_an_interrupt_while_the_parent_waits_for_a_background_child_ends_both(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    def child(req: Request) -> Reply:
+        return tool_reply("bash", {"command": "touch started; sleep 600"})
+
+    api_server.handler, _ = backgrounding("task", child)
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(workspace),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+    )
+
+    async def talk() -> list[Any]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("go")
+            messages = []
+            async for message in client.receive_messages():
+                messages.append(message)
+                if "parent turn 1" in str(getattr(message, "content", "")):
+                    while not (workspace / "started").exists():
+                        await asyncio.sleep(0.05)
+                    await client.interrupt()
+                if isinstance(message, ResultMessage):
+                    return messages
+        return messages
+
+    messages = asyncio.run(asyncio.wait_for(talk(), 120))  # the command sleeps 600 s
+    (ended,) = [m for m in messages if getattr(m, "subtype", "") == "task_notification"]
+    assert ended.data["status"] == "stopped"
+    result = messages[-1]
+    assert isinstance(result, ResultMessage) and result.subtype == "error_during_execution"
+    assert "parent turn 2" not in str(result.result)

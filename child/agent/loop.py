@@ -47,8 +47,9 @@ class Notices(Protocol):
         """Those that came, without waiting."""
         ...
 
-    def awaited(self, is_cancelled: Callable[[], bool]) -> list[str]:
-        """The next ones, waiting while any is still to come; [] when none is."""
+    def awaited(self, is_cancelled: Callable[[], bool]) -> list[str] | None:
+        """The next ones, waiting while any is still to come; [] when none is, None when
+        ``is_cancelled`` turned true while it waited."""
         ...
 
 
@@ -182,6 +183,8 @@ class Agent:
                 # its answer, unless a background child is still to be heard from: then that
                 # child's end is its next user turn, as in Claude Code
                 waited = self.notices.awaited(self.is_cancelled) if self.notices else []
+                if waited is None:
+                    raise Cancelled("cancelled while background children ran")
                 if not waited:
                     return self.last_text()
                 self.messages.append(Message("user", [TextBlock(n) for n in waited]))

@@ -140,10 +140,12 @@ class BackgroundChildren:
             self._undelivered -= len(notes)
         return notes
 
-    def awaited(self, is_cancelled: Callable[[], bool]) -> list[str]:
+    def awaited(self, is_cancelled: Callable[[], bool]) -> list[str] | None:
         """The next notifications, once at least one came; [] when no child runs in the
-        background (or ``is_cancelled`` turns true while waiting)."""
-        while self._undelivered and not is_cancelled():
+        background, None when ``is_cancelled`` turns true while waiting."""
+        while self._undelivered:
+            if is_cancelled():
+                return None
             try:
                 first = self._ended.get(timeout=0.1)
             except queue.Empty:
@@ -156,21 +158,20 @@ class BackgroundChildren:
 
 def notification(child: str, description: str, run: asyncio.Future[ChildFinished]) -> str:
     """A background child's end, as the user turn Claude Code gives its model."""
-    if run.cancelled():  # the session ended it (an interrupt, its end)
-        fields = {"status": "stopped", "ended": "was stopped", "result": "", "transcript": ""}
+    if run.cancelled():  # the session ended it before its end was recorded
         return NOTIFICATION.format(
-            child=child, description=description, tokens=0, tool_uses=0, duration_ms=0, **fields
-        )
+            child=child, description=description, transcript="", status="stopped",
+            ended="was stopped", result="", tokens=0, tool_uses=0, duration_ms=0,
+        )  # fmt: skip
     finished = run.result()
     result = finished.result
     status = TASK_STATUS.get(result.status, "failed")
-    ended = {"completed": "finished", "stopped": "was stopped"}.get(status, "failed")
     return NOTIFICATION.format(
         child=child,
         description=description,
         transcript=finished.transcript,
         status=status,
-        ended=ended,
+        ended={"completed": "finished", "stopped": "was stopped"}.get(status, "failed"),
         result=result.summary if result.status == "ok" else report(finished),
         tokens=result.usage.total,
         tool_uses=result.tool_calls,
