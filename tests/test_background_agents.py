@@ -10,7 +10,7 @@ import asyncio
 import json
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -130,42 +130,6 @@ def test_a_child_asked_to_wait_for_is_not_in_the_background(
     assert lines[-1]["result"] == "parent turn 1"
 
 
-def test_stop_task_ends_a_background_child_and_the_model_hears_it_stopped(
-    api_server: MessagesServer, tmp_path: Path, workspace: Path
-) -> None:
-    def child(req: Request) -> Reply:
-        return tool_reply("bash", {"command": "touch started; sleep 600"})
-
-    api_server.handler, _ = backgrounding("task", child)
-    options = ClaudeAgentOptions(
-        cli_path=str(ISOAGENT_SCRIPT),
-        cwd=str(workspace),
-        env=cli_env(api_server, HOME=str(tmp_path)),
-    )
-
-    async def talk() -> list[Any]:
-        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
-            await client.query("go")
-            messages = []
-            async for message in client.receive_messages():
-                messages.append(message)
-                if getattr(message, "subtype", "") == "task_started":
-                    while not (workspace / "started").exists():
-                        await asyncio.sleep(0.05)
-                    await client.stop_task(message.data["task_id"])
-                if isinstance(message, ResultMessage):
-                    return messages
-        return messages
-
-    messages = asyncio.run(asyncio.wait_for(talk(), 120))  # the command sleeps 600 s
-    (ended,) = [m for m in messages if getattr(m, "subtype", "") == "task_notification"]
-    assert ended.data["status"] == "stopped"
-    (note,) = notifications(api_server)
-    assert "<status>stopped</status>" in note and "stopped (stop_task)" in note
-    result = messages[-1]
-    assert isinstance(result, ResultMessage) and result.result == "parent turn 2"
-
-
 def claude_code_or_isoagent(
     command: Path, tool: str, server: MessagesServer, workspace: Path
 ) -> tuple[Any, ...]:
@@ -214,36 +178,70 @@ def test_background_children_behave_as_in_claude_code(
     assert claude == isoagent == expected
 
 
-def test_an_interrupt_while_the_parent_waits_for_a_background_child_ends_both(
-    api_server: MessagesServer, tmp_path: Path, workspace: Path
-) -> None:
-    def child(req: Request) -> Reply:
-        return tool_reply("bash", {"command": "touch started; sleep 600"})
+def sleeping_child(req: Request) -> Reply:
+    return tool_reply("bash", {"command": "touch started; sleep 600"})
 
-    api_server.handler, _ = backgrounding("task", child)
+
+def stopped_through_the_sdk(
+    server: MessagesServer,
+    workspace: Path,
+    when: Callable[[Any], bool],
+    act: Callable[[claude_agent_sdk.ClaudeSDKClient, Any], Awaitable[Any]],
+) -> ResultMessage:
+    """isoagent behind the SDK's client, asked "go", its background child sleeping: at the
+    first message ``when`` holds for, once the child's command runs, ``act`` on it; the child
+    must end stopped (stream-json says so). The run's result."""
+    server.handler, _ = backgrounding("task", sleeping_child)
     options = ClaudeAgentOptions(
         cli_path=str(ISOAGENT_SCRIPT),
         cwd=str(workspace),
-        env=cli_env(api_server, HOME=str(tmp_path)),
+        env=cli_env(server, HOME=str(workspace.parent)),
     )
 
     async def talk() -> list[Any]:
+        messages = []
         async with claude_agent_sdk.ClaudeSDKClient(options) as client:
             await client.query("go")
-            messages = []
             async for message in client.receive_messages():
                 messages.append(message)
-                if "parent turn 1" in str(getattr(message, "content", "")):
+                if isinstance(message, ResultMessage):
+                    break
+                if when(message):
                     while not (workspace / "started").exists():
                         await asyncio.sleep(0.05)
-                    await client.interrupt()
-                if isinstance(message, ResultMessage):
-                    return messages
+                    await act(client, message)
         return messages
 
     messages = asyncio.run(asyncio.wait_for(talk(), 120))  # the command sleeps 600 s
     (ended,) = [m for m in messages if getattr(m, "subtype", "") == "task_notification"]
     assert ended.data["status"] == "stopped"
     result = messages[-1]
-    assert isinstance(result, ResultMessage) and result.subtype == "error_during_execution"
+    assert isinstance(result, ResultMessage)
+    return result
+
+
+def test_stop_task_ends_a_background_child_and_the_model_hears_it_stopped(
+    api_server: MessagesServer, workspace: Path
+) -> None:
+    result = stopped_through_the_sdk(
+        api_server,
+        workspace,
+        lambda message: getattr(message, "subtype", "") == "task_started",
+        lambda client, message: client.stop_task(message.data["task_id"]),
+    )
+    (note,) = notifications(api_server)
+    assert "<status>stopped</status>" in note and "stopped (stop_task)" in note
+    assert result.result == "parent turn 2"
+
+
+def test_an_interrupt_while_the_parent_waits_for_a_background_child_ends_both(
+    api_server: MessagesServer, workspace: Path
+) -> None:
+    result = stopped_through_the_sdk(
+        api_server,
+        workspace,
+        lambda message: "parent turn 1" in str(getattr(message, "content", "")),
+        lambda client, message: client.interrupt(),
+    )
+    assert result.subtype == "error_during_execution"
     assert "parent turn 2" not in str(result.result)
