@@ -64,7 +64,9 @@ def test_with_max_depth_2_a_child_delegates_to_a_grandchild_process_and_gets_its
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
     api_server.handler = nesting()
-    lines = run_print(api_server, tmp_path, workspace, "--max-depth", "2")
+    # one slot: the grandchild runs in its parent's, which waits for it (no deadlock)
+    args = ["--max-depth", "2", "--max-parallel", "1", "--timeout", "60"]
+    lines = run_print(api_server, tmp_path, workspace, *args)
 
     level_1, level_2 = requests_for(api_server, LEVEL_1), requests_for(api_server, LEVEL_2)
     assert "task" in level_1[0].tool_names  # general-purpose delegates at depth 1 of 2
