@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from isoagent.parent.children import supervisor
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
@@ -143,3 +144,46 @@ def test_a_forged_task_request_from_a_child_at_the_deepest_level_ends_it(
     runs = list((workspace / ".isoagent" / "runs").iterdir())
     assert [p.name for p in runs[0].glob("child-*.jsonl")] == ["child-001-general-purpose.jsonl"]
     assert api_server.requests == []
+
+
+def test_a_childs_request_past_the_runs_token_budget_starts_nothing(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """The parent's and the child's first turns spend the budget (15 tokens each): the
+    child's task request is refused with why, and no grandchild starts."""
+    api_server.handler = nesting()
+    env = cli_env(api_server, HOME=str(tmp_path / "home"))
+    args = ["-p", "go", "--output-format", "stream-json", "--verbose"]
+    done = run_cli([*args, "--max-depth", "2", "--max-tokens-total", "30"], env, cwd=workspace)
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    started = [m for m in lines if m.get("subtype") == "task_started"]
+    assert [m["task_id"] for m in started] == ["001"]
+    transcript = (workspace / started[0]["transcript"]).read_text()
+    assert "the run's token budget (30) is used up" in transcript
+    assert requests_for(api_server, LEVEL_2) == []
+
+
+def test_children_may_start_only_so_many_children_in_a_run(
+    api_server: MessagesServer,
+    tmp_path: Path,
+    workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(supervisor, "NESTED_CHILDREN", 1)
+    script = nesting()
+
+    def handler(req: Request) -> Reply:
+        if req.first_user_text == LEVEL_1 and req.turn == 1:  # once more
+            call = {"description": "d2", "prompt": LEVEL_2, "subagent_type": "Explore"}
+            return tool_reply("task", call)
+        if req.first_user_text == LEVEL_1 and req.turn == 2:
+            return text_reply(f"second: {req.tool_results[0]['content']}")
+        return script(req)
+
+    api_server.handler = handler
+    lines = run_print(api_server, tmp_path, workspace, "--max-depth", "2")
+    refused = requests_for(api_server, LEVEL_1)[-1].tool_results[0]
+    assert refused["is_error"]
+    assert refused["content"] == "this run's children have started 1 children, its limit"
+    started = [m["task_id"] for m in lines if m.get("subtype") == "task_started"]
+    assert started == ["001", "002"]
