@@ -16,7 +16,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import cli_start, flows, imports, rate_limits, references, remote_start, spawn, wire
+from bench import (
+    api_batches,
+    cli_start,
+    flows,
+    imports,
+    rate_limits,
+    references,
+    remote_start,
+    spawn,
+    wire,
+)
 from bench.flows import BatchSize
 from bench.stats import Line, markdown
 
@@ -26,6 +36,7 @@ ROWS = (
     "memory",
     "delegation",
     "batch",
+    "api-batches",
     "rate-limit",
     "task-cpu",
     "one-shot",
@@ -58,6 +69,9 @@ class Sizes:
     remote_runs: int
     remote_batch_tasks: int
     rate_limit_case: str
+    api_batch_tasks: int
+    api_batch_delay: float  # seconds a Message Batch takes
+    api_batch_window: float
 
 
 FULL = Sizes(
@@ -88,6 +102,9 @@ FULL = Sizes(
     remote_runs=15,
     remote_batch_tasks=64,
     rate_limit_case="batch-20rps",
+    api_batch_tasks=500,
+    api_batch_delay=5.0,
+    api_batch_window=10.0,
 )
 QUICK = Sizes(  # each row once, as cheaply as it still runs every path
     start_runs=1,
@@ -111,6 +128,9 @@ QUICK = Sizes(  # each row once, as cheaply as it still runs every path
     remote_runs=1,
     remote_batch_tasks=4,
     rate_limit_case="batch-20rps-quick",
+    api_batch_tasks=4,
+    api_batch_delay=0.2,
+    api_batch_window=1.0,
 )
 
 
@@ -120,6 +140,9 @@ def measure(sizes: Sizes, rows: list[str]) -> tuple[list[Line], list[str]]:
         "child-start": lambda: spawn.child_start(sizes.start_runs, sizes.naive_runs),
         "delegation": lambda: flows.delegation(sizes.delegation_rounds),
         "batch": lambda: flows.batch(sizes.batches, sizes.latency),
+        "api-batches": lambda: api_batches.row(
+            sizes.api_batch_tasks, sizes.api_batch_delay, sizes.api_batch_window
+        ),
         "rate-limit": lambda: rate_limits.row(sizes.rate_limit_case),
         "task-cpu": lambda: references.task_cpu(
             sizes.cpu_tasks, sizes.cpu_jobs, sizes.cpu_repeats, sizes.idle

@@ -67,6 +67,7 @@ ORDER = (
     "remote start",
     "delegation",
     "batch",
+    "api batches",
     "rate limit",
     "task CPU",
     "one-shot",

@@ -53,7 +53,11 @@ def main(argv: list[str]) -> int:
     from isoagent.child.sandbox import egress
 
     egress.keep_across_exec()  # its way out lasts as long as the command
-    os.execv(argv[3], argv[3:])
+    try:  # a bare name (an MCP server's command) is looked for on its PATH
+        os.execvp(argv[3], argv[3:])
+    except OSError as exc:
+        print(f"isoagent: cannot run {argv[3]}: {exc.strerror or exc}", file=sys.stderr)
+        return 127
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sys
@@ -11,6 +12,7 @@ import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.loop import Agent, agent_options
+from isoagent.child.agent.spans import NoSpans, SpanRecorder, Spans
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.child.agent.tools.workspace import add_dirs_note
@@ -99,6 +101,7 @@ def main() -> int:
             ctx.end_commands()  # the servers that did start
             channel.send(Result("", "error", 0, 0, Usage(), 0.0, error=str(exc)))
             return 1
+    spans: Spans = SpanRecorder(itertools.count(1).__next__) if task.trace else NoSpans()
     agent = Agent(
         channel,
         tools,
@@ -111,8 +114,10 @@ def main() -> int:
         on_progress=channel.send,
         is_cancelled=ctx.cancelled.is_set,
         call_options=agent_options(task.agent),
+        spans=spans,
     )
     result = agent.run(task.prompt)
+    result.spans = spans.finished
     ctx.end_commands()  # nothing a command started outlives the child
     channel.send(result)
     return 0

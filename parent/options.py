@@ -11,16 +11,22 @@ flag in ``parent/cli/options.py`` (the flag's default comes from here).
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
 import os
 import shlex
-from collections.abc import Mapping, Sequence
+import typing
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from isoagent.errors import OptionError
 from isoagent.parent.children.hosts import HostSpecError, RemoteSettings, parse_hosts
 from isoagent.parent.claude_code import mcp_servers
 from isoagent.parent.model.aliases import resolve_model
+from isoagent.parent.records.run_folder import RUNS, runs_dir_for
+from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import (
     DEFAULT_MODEL,
     ChildNetwork,
@@ -28,11 +34,13 @@ from isoagent.parent.settings import (
     SandboxChoice,
     Settings,
 )
+from isoagent.parent.typed_values import conforms, describe, literals
 from isoagent.protocol import CallOptions, Limits
 
 MODEL_VARIABLES = ("ISOAGENT_MODEL", "ANTHROPIC_MODEL")  # the model, when none is given
 _LIMITS = Settings(workdir=Path(".")).limits
 _REMOTE = RemoteSettings(hosts=())
+_BATCH_WINDOW = Settings.batch_window
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,6 +57,9 @@ class AgentDefinition:
     # MCP servers: a name of one the run configures, or {name: {command, args, env}} its own
     mcp_servers: Sequence[str | Mapping[str, Mapping[str, Any]]] = ()
     background: bool = False  # its children run in the background
+
+    def __post_init__(self) -> None:
+        _check_types(self, "AgentDefinition")
 
     def as_claude_json(self) -> dict[str, Any]:
         """The definition in ``--agents`` JSON's names."""
@@ -87,8 +98,11 @@ class Options:
     # off: children have no network; on: through the parent's proxy, to allowed_domains
     # at public addresses; host: the host's network, directly, unfiltered
     child_network: ChildNetwork = "off"
-    allowed_domains: Sequence[str] = ()  # "example.com", "*.example.com"; implies "on"
+    allowed_domains: str | Sequence[str] = ()  # "example.com", "*.example.com"; implies "on"
     deny_read: Sequence[str | Path] = ()  # more paths children may not read (~/.ssh, ...: always)
+    # where run folders go; None: $ISOAGENT_RUN_DIR, else <workdir>/.isoagent/runs, else
+    # (a read-only workspace) $XDG_STATE_HOME/isoagent/runs
+    run_dir: str | Path | None = None
     local_fetch_hosts: Sequence[str] = ()  # web_fetch may reach these on private addresses
     max_tokens_total: int = 0  # the run's token budget
     api_retry_deadline: float = 600.0  # seconds a refused or failed model call is retried
@@ -112,45 +126,116 @@ class Options:
     # the parent agent, as Claude Code's flags set it
     system_prompt: str = ""
     append_system_prompt: str = ""
-    allowed_tools: Sequence[str] = ()
-    disallowed_tools: Sequence[str] = ()
+    allowed_tools: str | Sequence[str] = ()
+    disallowed_tools: str | Sequence[str] = ()
     permission_mode: Literal["default", "acceptEdits", "bypassPermissions", "plan"] = "default"
     continue_conversation: bool = False  # continue the latest run's conversation
     resume: str | None = None  # a session id (run id) whose conversation to continue
-    tools: Sequence[str] | None = None  # the base tools (Claude Code names), children's too
-    setting_sources: Sequence[str] | None = None  # user, project, local: whose agent files
+    tools: str | Sequence[str] | None = None  # the base tools (Claude Code names), children's too
+    # whose agent files: None, all
+    setting_sources: Sequence[Literal["user", "project", "local"]] | None = None
     max_budget_usd: float = 0.0  # US dollars the run's model calls may cost; 0: no limit
     json_schema: Mapping[str, Any] | None = None  # the parent's answer as JSON of this schema
     fallback_model: str | None = None  # an id or alias: used when the model is overloaded
     session_id: str | None = None  # a UUID for the run's session (default: its run id)
     fork_session: bool = False  # resume or continue as a new session, not the earlier one's
     # the parent's model calls, as Claude Code's flags set them
-    effort: str | None = None  # low, medium, high, max
-    thinking: str | None = None  # adaptive, disabled
+    effort: Literal["low", "medium", "high", "max"] | None = None
+    thinking: Literal["adaptive", "disabled"] | None = None
     max_thinking_tokens: int | None = None  # thinking with this budget (0: none)
     thinking_display: str | None = None
     task_budget: int | None = None  # tokens the model is told it has for the task
-    betas: Sequence[str] = ()  # anthropic-beta headers
+    betas: str | Sequence[str] = ()  # anthropic-beta headers
     # MCP servers for subagents: JSON objects or files ({"mcpServers": {...}}), besides the
     # workspace's .mcp.json unless strict (see mcp_servers)
     mcp_config: Sequence[str] = ()
     strict_mcp_config: bool = False
+    # a batch's model calls as Message Batches, at half price (``isoagent.batch``, ``batch``)
+    api_batches: bool = False
+    batch_window: float = _BATCH_WINDOW  # seconds a call waits for others to join its batch
+
+    def __post_init__(self) -> None:
+        _check_values(self)
 
     def replace(self, **changes: Any) -> Options:
-        """A copy with ``changes``; a name that is no option is a ``TypeError`` naming it."""
-        unknown = sorted(set(changes) - OPTION_NAMES)
-        if unknown:
-            raise TypeError(
-                f"unknown option {unknown[0]!r}; options: {', '.join(sorted(OPTION_NAMES))}"
-            )
+        """A copy with ``changes``, checked as ``Options(...)`` checks its values."""
+        _check_names(changes)
         return dataclasses.replace(self, **changes)
 
 
 OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(Options))
+_checked_init = Options.__init__
+
+
+@functools.wraps(_checked_init)
+def _init(self: Options, *args: Any, **values: Any) -> None:
+    _check_names(values)
+    _checked_init(self, *args, **values)
+
+
+Options.__init__ = _init  # type: ignore[method-assign]  # a misspelt name: did you mean
+
+
+def _check_names(values: Mapping[str, Any]) -> None:
+    """An ``OptionError`` for the first name that is no option, with the nearest one."""
+    for name in sorted(set(values) - OPTION_NAMES):
+        raise OptionError(f"unknown option {name!r}{_did_you_mean(name, OPTION_NAMES)}")
+
+
+def _did_you_mean(word: Any, choices: Iterable[Any]) -> str:
+    if not isinstance(word, str):
+        return ""
+    near = difflib.get_close_matches(word, [c for c in choices if isinstance(c, str)], n=1)
+    return f"; did you mean {near[0]!r}?" if near else ""
+
+
+_FIELD_TYPES: dict[type, dict[str, Any]] = {}  # each class's, resolved once
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    if cls not in _FIELD_TYPES:
+        _FIELD_TYPES[cls] = typing.get_type_hints(cls)
+    return _FIELD_TYPES[cls]
+
+
+def _check_types(made: Options | AgentDefinition, what: str) -> None:
+    """An ``OptionError`` naming the first field of ``made`` whose value is not of its
+    type, and what it may be."""
+    for name, hint in _field_types(type(made)).items():
+        value = getattr(made, name)
+        if not conforms(value, hint):
+            raise OptionError(
+                f"invalid {what} {name}={value!r}: it must be {describe(hint)}"
+                + _did_you_mean(value, literals(hint))
+            )
+
+
+def _check_values(options: Options) -> None:
+    """``_check_types``, then an ``OptionError`` for a value out of its range or a path
+    that is not there."""
+    _check_types(options, "option")
+    for name, least in _AT_LEAST.items():
+        value = getattr(options, name)
+        if value is not None and not value >= least:  # NaN is not
+            raise OptionError(f"{_invalid(name, value)}: it must be at least {least}")
+    if not Path(options.workdir).is_dir():
+        raise OptionError(f"{_invalid('workdir', options.workdir)}: it is not a folder")
+    try:
+        added_dirs(options.add_dirs)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+    if options.replay is not None and not Path(options.replay).is_file():
+        raise OptionError(f"{_invalid('replay', options.replay)}: there is no such file")
+
+
+def _invalid(name: str, value: Any) -> str:
+    return f"invalid option {name}={value!r}"
+
+
 _AT_LEAST = {
     "max_turns": 0, "timeout": 1, "max_parallel": 1, "max_tokens_total": 0, "cpu_seconds": 0,
     "max_depth": 1, "max_budget_usd": 0, "max_thinking_tokens": 0, "task_budget": 1,
-    "api_retry_deadline": 1,
+    "api_retry_deadline": 1, "batch_window": 0,
     "memory_mb": 0, "max_processes": 0, "max_file_size_mb": 0, "heartbeat": 0.1, "retries": 0,
     "launch_timeout": 1,
 }  # fmt: skip
@@ -159,11 +244,11 @@ _AT_LEAST = {
 def settings_for(options: Options, on_warning: Any = None) -> Settings:
     """The ``Settings`` of a run with ``options``: agent files read, models resolved, paths
     checked. A ``ValueError`` says in one line what cannot be used. ``on_warning`` is told
-    each problem with an agent file (they are never fatal)."""
+    each problem with an agent file (they are never fatal), and (default: on stderr) that
+    the run folders go to the state folder."""
     from isoagent.parent.agent.parent_agent import claude_settings
     from isoagent.parent.agent.structured_output import check_schema
 
-    _check_ranges(options)
     workdir = Path(os.path.realpath(options.workdir))
     if not workdir.is_dir():
         raise ValueError(f"the workspace {options.workdir} is not a folder")
@@ -171,6 +256,12 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
     max_parallel = options.max_parallel
     if max_parallel is None:  # the pool's slots say how many at once
         max_parallel = remote.slots if remote is not None else Settings.max_parallel
+    run_base, moved = runs_dir_for(workdir, options.run_dir)
+    if moved:
+        (on_warning or warn)(
+            f"cannot create run folders in {workdir / RUNS}: they go to {run_base} "
+            "(--run-dir chooses where)"
+        )
     model = options.model or default_model()
     fallback = resolve_model(options.fallback_model) if options.fallback_model else ""
     if fallback == resolve_model(model):
@@ -201,6 +292,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         ),
         allowed_domains=tuple(" ".join(_words(options.allowed_domains)).replace(",", " ").split()),
         deny_read=tuple(Path(os.path.expanduser(p)).absolute() for p in options.deny_read),
+        run_base=run_base,
         local_fetch_hosts=tuple(options.local_fetch_hosts),
         allow_unsandboxed=options.allow_unsandboxed,
         writable_git=options.writable_git,
@@ -216,6 +308,8 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         tools=None if options.tools is None else _words(options.tools),
         max_budget_usd=options.max_budget_usd,
         json_schema=None if options.json_schema is None else check_schema(options.json_schema),
+        api_batches=options.api_batches,
+        batch_window=options.batch_window,
     )
     agents = options.agents
     settings = claude_settings(
@@ -273,7 +367,7 @@ def call_options(options: Options) -> CallOptions | None:
         raise ValueError(
             f"--max-thinking-tokens {budget} must be below the parent's max_tokens ({max_tokens})"
         )
-    thinking = options.thinking if options.thinking != "disabled" else ""
+    thinking: str | None = options.thinking if options.thinking != "disabled" else ""
     if budget and not thinking:
         thinking = "enabled"
     made = CallOptions(
@@ -302,14 +396,6 @@ def _agent_json(definition: AgentDefinition | Mapping[str, Any]) -> dict[str, An
     if isinstance(definition, AgentDefinition):
         return definition.as_claude_json()
     return dict(definition)
-
-
-def _check_ranges(options: Options) -> None:
-    for name, least in _AT_LEAST.items():
-        value = getattr(options, name)
-        if value is not None and value < least:
-            flag = "--" + name.replace("_", "-")
-            raise ValueError(f"invalid {name}={value!r} ({flag}): it must be at least {least}")
 
 
 def load_catalog(

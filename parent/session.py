@@ -17,13 +17,14 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 
 import msgspec
 
 from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS, TASK_TOOL
 from isoagent.child.agent.loop import Agent
 from isoagent.child.agent.process_tree import TAG_VARIABLE
+from isoagent.child.agent.spans import current_span
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.child.agent.tools.workspace import add_dirs_note
@@ -34,6 +35,7 @@ from isoagent.parent.agent.cost_budget import CostBudget
 from isoagent.parent.agent.parent_agent import (
     allowed_spec,
     earlier_conversation,
+    parent_mcp_tools,
     parent_prompt,
     parent_tools,
 )
@@ -54,6 +56,7 @@ from isoagent.parent.children.sandbox_policy import (
 from isoagent.parent.children.supervisor import Supervisor
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway, ModelSource
+from isoagent.parent.model.prices import BATCH_PRICE
 from isoagent.parent.model.retry import WaitNotices
 from isoagent.parent.model.sdk import KEY_VARIABLES
 from isoagent.parent.records.events import (
@@ -69,6 +72,8 @@ from isoagent.parent.records.events import (
 from isoagent.parent.records.run_folder import RunFolder, TranscriptWriter
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
+from isoagent.parent.telemetry.config import TelemetryUnavailable
+from isoagent.parent.telemetry.run_trace import RunTrace
 from isoagent.protocol import Result, SandboxPolicy
 
 # the signals that end a run: each cancels the session's task, which ends every child
@@ -108,8 +113,11 @@ def raise_open_files_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def model_source(settings: Settings, waits: WaitNotices | None = None) -> ModelSource:
-    """Replayed, or the SDK (credentials from the environment), optionally recorded."""
+def model_source(
+    settings: Settings, waits: WaitNotices | None = None, live: Callable[[], int] | None = None
+) -> ModelSource:
+    """Replayed, or the SDK (credentials from the environment), optionally recorded; with
+    ``api_batches``, the SDK's Message Batches, sent when the ``live`` children all wait."""
     from isoagent.parent.model import warm
     from isoagent.parent.model.cassette import CassetteError, RecordingSource, ReplaySource
     from isoagent.parent.model.sdk import MissingCredentials, check_credentials
@@ -117,6 +125,25 @@ def model_source(settings: Settings, waits: WaitNotices | None = None) -> ModelS
     try:
         if settings.replay is not None:
             source: ModelSource = ReplaySource(settings.replay, settings.replay_match)
+        elif settings.api_batches:
+            from isoagent.parent.model.batch_journal import BatchJournal
+            from isoagent.parent.model.batches import BatchSource
+            from isoagent.parent.model.sdk import AnthropicSource
+
+            journal = None
+            if settings.batch_journal is not None:
+                try:
+                    journal = BatchJournal(settings.batch_journal)
+                except OSError as exc:
+                    why = exc.strerror or exc
+                    raise SessionError(f"cannot open {settings.batch_journal}: {why}") from None
+            source = BatchSource(
+                AnthropicSource(),
+                window=settings.batch_window,
+                live=live,
+                on_wait=waits,
+                journal=journal,
+            )
         else:
             check_credentials()
             if settings.fallback_model:  # the warm gateway's calls carry no fallback
@@ -138,7 +165,7 @@ class Session:
     ) -> None:
         """Use ``Session.open``, which also starts and ends what the session owns."""
         self.settings = settings
-        self.run = RunFolder.create(settings.runs_dir)
+        self.run = RunFolder.create(settings.runs_dir, (settings.workdir, *settings.add_dirs))
         # the conversation's id: a UUID, as Claude Code's, unless it goes on with another
         self.session_id = settings.session_id or str(uuid.uuid4())
         self.events = Broadcast()
@@ -147,7 +174,10 @@ class Session:
         self.events.sinks.append(self._log_run_event)
         self.cost_budget: CostBudget | None = None
         if settings.max_budget_usd:
-            self.cost_budget = CostBudget(source, settings.max_budget_usd, settings.budget_spent)
+            rate = BATCH_PRICE if settings.api_batches and settings.replay is None else 1.0
+            self.cost_budget = CostBudget(
+                source, settings.max_budget_usd, settings.budget_spent, rate
+            )
             source = self.cost_budget
         self.gateway = Gateway(
             source,
@@ -159,6 +189,14 @@ class Session:
             settings, gateway=self.gateway, run=self.run, sink=self.events, fork_server=fork_server
         )
         self.waits = WaitNotices()  # what model calls wait on (a rate limit, an overload)
+        self.trace: RunTrace | None = None  # OpenTelemetry's, when the environment asks
+        try:
+            self.trace = RunTrace.open(os.environ, self.run.run_id)
+        except TelemetryUnavailable as exc:
+            warn(f"warning: telemetry is off: {exc}")
+        if self.trace is not None:
+            self.gateway.on_call = self.trace.model_call
+            self.supervisor.trace = self.trace
         self.signal = 0  # the signal that ended the session, if one did
         # set (from any thread) to end the parent's turn: it stops at its next step, with
         # status cancelled and its result (see ``interrupt``)
@@ -179,10 +217,14 @@ class Session:
         *,
         source: ModelSource | None = None,
         sinks: Sequence[Sink] = (),
+        signals: bool = True,
     ) -> AsyncIterator[Session]:
         """A started session with ``sinks`` attached before its first event; on the way out,
-        whatever the end, its fork server is closed. SIGINT, SIGTERM and SIGHUP cancel the
-        task that opened it, which ends every child, and leave as ``Interrupted``.
+        whatever the end, its fork server is closed. With ``signals`` (the CLI's), SIGINT,
+        SIGTERM and SIGHUP cancel the task that opened it, which ends every child, and leave
+        as ``Interrupted``. Without (the Python API's: the signals are its caller's), the
+        session installs no handler; cancelling the task that opened it (as ``asyncio.run``
+        does on Ctrl-C) ends every child just the same and leaves as ``CancelledError``.
 
         ``source``: the model (default: from ``settings``: a replay, or the SDK); the
         session closes it.
@@ -195,6 +237,7 @@ class Session:
         raise_open_files_limit()
         fork_server = fork_server_for(settings.child_command)
         proxy: EgressProxy | None = None
+        trace: RunTrace | None = None
         try:
             if settings.child_network == "on":
                 policy = EgressPolicy(settings.allowed_domains, settings.local_fetch_hosts)
@@ -205,8 +248,8 @@ class Session:
                 with contextlib.suppress(ForkServerUnavailable):
                     fork_server.launch()
             waits = WaitNotices()
-            if source is None:
-                source = model_source(settings, waits)
+            if source is None:  # its batches go when every child of the session waits
+                source = model_source(settings, waits, lambda: session.supervisor.running)
             for warning in (
                 unsandboxed_warning(settings.sandbox),
                 *mechanism_warnings(settings.sandbox, settings.child_network == "host"),
@@ -222,10 +265,13 @@ class Session:
                     f"cannot create the run folder in {where}: {exc.strerror or exc}"
                 ) from None
             session.waits = waits
+            trace = session.trace
             if proxy is not None:
                 proxy.on_over_budget = session.supervisor.over_budget
             session.events.sinks.extend(sinks)
-            session._stop_on_signals()
+            session._task = asyncio.current_task()
+            if signals:
+                session._stop_on_signals()
             session._start()
             try:
                 yield session
@@ -250,6 +296,8 @@ class Session:
                 fork_server.close()
             if proxy is not None:
                 proxy.close()
+            if trace is not None:  # after the run's last record
+                trace.close()
 
     def stop(self, signum: int) -> None:
         """End the session as ``signum`` does (exit 128 + ``signum``): the task that opened it
@@ -288,7 +336,6 @@ class Session:
         """Signals stop the current task from now on; the handlers stay until the loop
         closes, so a late signal is not a traceback."""
         loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, self.stop, signum)
 
@@ -318,7 +365,14 @@ class Session:
         ):
             self.log(event)
 
+    @property
+    def trace_id(self) -> str:
+        """The run's OpenTelemetry trace id, in hex ("": telemetry is off)."""
+        return self.trace.trace_id_hex if self.trace is not None else ""
+
     def _start(self) -> None:
+        if self.trace is not None:  # what the session's task starts is under the run's span
+            current_span.set(self.trace.run_span)
         if self.fork_server is not None:  # it imports while the first model call is made
             with contextlib.suppress(ForkServerUnavailable):
                 self.fork_server.start()
@@ -331,6 +385,7 @@ class Session:
                 agents=list(self.settings.agents),
                 session_id=self.session_id,
                 batch_input=self.settings.batch_input,
+                trace_id=self.trace_id,
             )
         )
 
@@ -346,7 +401,10 @@ class Session:
             retries=self.gateway.retries,
             structured_output=answer,
             structured_output_failed=self.structured is not None and self.structured.exhausted,
+            trace_id=self.trace_id,
         )
+        if self.trace is not None:
+            self.trace.finish(result)
         self.final = final
         self.events(final)
         self.log.close()
@@ -389,9 +447,14 @@ class Session:
             add_dirs=settings.add_dirs, command_prefix=prefix,
         )  # fmt: skip
         tools = make_tools([name for name in spec.tools if name != TASK_TOOL], ctx)
-        if self.ask is not None:
-            granted = allowed_spec(settings.allowed_tools)
-            tools = asking_tools(tools, self.ask, granted, settings.permission_mode)
+        try:  # its MCP servers start as its commands do (an interrupt ends them by their tag)
+            mcp, mcp_sessions = await asyncio.to_thread(parent_mcp_tools, settings, ctx)
+        except asyncio.CancelledError:
+            ctx.end_commands()
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+        allowed = allowed_spec(settings.allowed_tools)
+        tools = asking_tools([*tools, *mcp], self.ask, allowed, settings.permission_mode)
         task_tool = None
         if TASK_TOOL in spec.tools:
             task_tool = TaskTool(ctx, self.supervisor, loop, settings.agents)
@@ -424,6 +487,7 @@ class Session:
             is_cancelled=ctx.cancelled.is_set,
             call_options=settings.call_options,
             notices=task_tool.background if task_tool is not None else None,
+            spans=self.trace.recorder() if self.trace is not None else None,
         )
         try:
             result = await run_in_thread(agent.run, prompt, history)
@@ -437,4 +501,6 @@ class Session:
             raise
         finally:
             ctx.end_commands()  # and whatever the parent's own commands left running
+            if mcp_sessions is not None:  # their servers among them: no wait for their end
+                mcp_sessions.close()
             shutil.rmtree(temp, ignore_errors=True)

@@ -71,6 +71,11 @@ class Settings:
     deny_read: tuple[Path, ...] = ()  # besides the defaults (sandbox_policy.DENY_READ)
     local_fetch_hosts: tuple[str, ...] = ()  # web_fetch may reach them on private addresses
     kept_files: tuple[Path, ...] = ()  # read-only to writing children (batch's -o file)
+    api_batches: bool = False  # model calls go in Message Batches, at half price (batch)
+    # seconds a queued call waits for others to join its batch: little beside the minutes a
+    # Message Batch takes, and time for a fleet that is still starting to join the first one
+    batch_window: float = 10.0
+    batch_journal: Path | None = None  # the Message Batches sent for -o, for its rerun
     batch_input: str = ""  # isoagent batch: its FILE, as given ("-": stdin), for the run's record
 
     @property

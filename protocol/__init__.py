@@ -4,6 +4,7 @@ Imports nothing but msgspec and the standard library.
 """
 
 from isoagent.protocol.frames import (
+    MAX_SPANS,
     PROTOCOL_VERSION,
     AgentSpec,
     Block,
@@ -28,6 +29,8 @@ from isoagent.protocol.frames import (
     Result,
     SandboxPolicy,
     ServerToolUseBlock,
+    Span,
+    SpanValue,
     Status,
     Task,
     TaskCall,
@@ -49,6 +52,7 @@ from isoagent.protocol.framing import (
 )
 
 __all__ = [
+    "MAX_SPANS",
     "PROTOCOL_VERSION",
     "AgentSpec",
     "Block",
@@ -76,6 +80,8 @@ __all__ = [
     "Result",
     "SandboxPolicy",
     "ServerToolUseBlock",
+    "Span",
+    "SpanValue",
     "Status",
     "Task",
     "TaskCall",

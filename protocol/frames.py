@@ -264,6 +264,28 @@ Status = Literal[
     "ok", "max_turns", "error", "cancelled", "budget", "timeout", "crashed", "launch_failed"
 ]
 
+SpanValue = str | int | float | bool
+
+# the spans a child sends in its Result, and the most the parent takes of them
+MAX_SPANS = 1000
+
+
+class Span(msgspec.Struct, omit_defaults=True):
+    """One timed step of an agent (its run, a tool call), as plain data: a child has no
+    network, so it sends its spans in its Result and the parent exports them
+    (OpenTelemetry). ``id`` numbers the span in its recorder (a child's first, 1, is its
+    agent's own), ``parent`` is an earlier span's (0: none); times are Unix nanoseconds.
+    The parent gives a child's spans ids of its own: what a child says places a span only
+    among its own."""
+
+    id: int
+    parent: int
+    name: str
+    start: int
+    end: int
+    attributes: dict[str, SpanValue] = {}
+    error: str = ""  # the step failed, and why
+
 
 class Result(msgspec.Struct, tag=True, omit_defaults=True):
     summary: str
@@ -273,6 +295,7 @@ class Result(msgspec.Struct, tag=True, omit_defaults=True):
     usage: Usage
     duration: float
     error: str = ""
+    spans: list[Span] = []  # with Task.trace: what its agent did, timed
 
 
 class Heartbeat(msgspec.Struct, tag=True):
@@ -333,6 +356,7 @@ class Task(msgspec.Struct, tag=True, omit_defaults=True):
     mcp_servers: list[McpServer] = []  # those whose tools agent.mcp_tools names
     # the agent types it may delegate to, name: description ({}: it has no task tool)
     subagents: dict[str, str] = {}
+    trace: bool = False  # record spans and send them in the Result (telemetry is on)
 
 
 ModelErrorKind = Literal[

@@ -3,7 +3,8 @@
 Each frame is a 4-byte big-endian length and then that many bytes of msgpack.
 There is no line limit, so one 50 MB tool output travels as one frame; the
 length is checked against ``MAX_FRAME`` so garbage on the pipe is an error at
-once instead of a wait for gigabytes that will never come.
+once instead of a wait for gigabytes that will never come. A reader that must not
+hold a body that large (the parent, for an untrusted child) hands it to a ``Spill``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import msgspec
 
@@ -20,6 +22,7 @@ from isoagent.protocol.hostserver import FromServer, ToServer
 
 MAX_FRAME = 1 << 30  # 1 GiB
 MAPPED_BODY = 1 << 20  # bodies this large or larger are read into a mapping of their own
+SPILL_PIECE = 1 << 20  # bytes of a spilled body gathered before each write to its spill
 HEADER = struct.Struct(">I")
 
 _encoder = msgspec.msgpack.Encoder()
@@ -90,19 +93,45 @@ class FrameWriter:
                 parts[0] = parts[0][written:]
 
 
+class Spill(Protocol):
+    """Where the body of a frame too large to hold goes, piece by piece, as it arrives."""
+
+    def write(self, piece: memoryview) -> None: ...
+
+    def frame(self) -> object:
+        """The frame, once the whole body was written."""
+        ...
+
+    def close(self) -> None:
+        """Drop what was written (the stream ended inside the body, or the frame was taken)."""
+
+
 class FrameAssembler:
     """Frames out of a byte stream that arrives in pieces of any size; no I/O of its own.
 
     A reader puts the next bytes into ``buffer()`` (the rest of the current header, or
     of the current body, allocated once at its announced size) and reports them with
     ``advance``; one that is handed bytes objects (an asyncio protocol) calls ``feed``.
-    Either way a 50 MB body is written once, where it is decoded.
+    Either way a 50 MB body is written once, where it is decoded. A body longer than
+    ``in_memory`` bytes is not held: ``spill(length)`` gets it, in pieces of at most
+    ``SPILL_PIECE`` bytes, and makes the frame of it.
     """
 
-    def __init__(self, union: object) -> None:
+    def __init__(
+        self,
+        union: object,
+        *,
+        in_memory: int = MAX_FRAME,
+        spill: Callable[[int], Spill] | None = None,
+    ) -> None:
         self.union = union
+        self.in_memory = in_memory
+        self.spill = spill
+        self.length = 0  # the body length of the frame being read, or read last
         self._header = bytearray(HEADER.size)
         self._body: bytearray | mmap.mmap | None = None  # None while reading a header
+        self._spilled: Spill | None = None  # where the current body goes instead
+        self._written = 0  # bytes of the current body given to the spill
         self._part = memoryview(self._header)
         self._got = 0
 
@@ -115,8 +144,14 @@ class FrameAssembler:
         self._got += count
         if self._got < len(self._part):
             return None
+        if self._spilled is not None:
+            return self._spill_piece()
         if self._body is None:
-            length = check_length(self._header)
+            self.length = length = check_length(self._header)
+            if length > self.in_memory and self.spill is not None:
+                self._spilled = self.spill(length)
+                self._part, self._got = memoryview(bytearray(min(length, SPILL_PIECE))), 0
+                return None
             try:
                 self._body = _body_buffer(length)
             except (MemoryError, OSError) as exc:
@@ -132,6 +167,21 @@ class FrameAssembler:
         finally:
             if isinstance(body, mmap.mmap):
                 body.close()  # the frame holds copies of what it needs: unmap now
+
+    def _spill_piece(self) -> object | None:
+        """A piece of a spilled body is complete: write it; the frame, after the last."""
+        assert self._spilled is not None
+        self._spilled.write(self._part)
+        self._written += len(self._part)
+        if left := self.length - self._written:
+            self._part, self._got = self._part[:left], 0  # the same piece, once more
+            return None
+        spilled, self._spilled = self._spilled, None
+        self._part, self._got, self._written = memoryview(self._header), 0, 0
+        try:
+            return spilled.frame()
+        finally:
+            spilled.close()
 
     def feed(self, data: bytes) -> Iterator[object]:
         """Every frame that ``data`` completes, in order (a ``FrameError`` after the
@@ -151,14 +201,26 @@ class FrameAssembler:
         part[:count] = data[:count]
         return count
 
+    def received(self) -> int | None:
+        """How many bytes of the current frame's body have come (``None``: no body is)."""
+        if self._body is None and self._spilled is None:
+            return None
+        return self._written + self._got
+
     def end(self) -> None:
         """The stream has ended: a ``FrameError`` if it ended inside a frame."""
-        if self._body is not None:
-            raise FrameError(
-                f"stream ended inside a frame ({self._got} of {len(self._body)} bytes)"
-            )
+        got = self.received()
+        self.close()
+        if got is not None:
+            raise FrameError(f"stream ended inside a frame ({got} of {self.length} bytes)")
         if self._got:
             raise FrameError("stream ended inside a frame header")
+
+    def close(self) -> None:
+        """Drop a spilled body under way: no more of the stream will be read."""
+        if self._spilled is not None:
+            self._spilled.close()
+            self._spilled = None
 
 
 class FrameReader:

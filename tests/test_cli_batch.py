@@ -376,6 +376,7 @@ def test_progress_line_on_a_terminal_replaces_the_child_lines(
     text = screen.decode()
     assert done.returncode == 6
     assert "\r\x1b[Kbatch: 3/3 done, 1 failed" in text
+    assert "batch: [####################] 3/3 done" in text or "batch: [" in text
     assert "  line 3 invalid: line 3: invalid JSON" in text
     assert "[general-purpose]" not in text
 
@@ -392,15 +393,68 @@ def test_batch_display_counts() -> None:
     display = BatchDisplay(3, stream, live=True)
     display.task_started()
     display.task_started()
-    display.task_finished(TaskRecord("a", "ok", 1, tokens=_usage(12_000)))
-    display.task_finished(TaskRecord("b", "crashed", 2, error="child exited"))
-    assert display.status().startswith("batch: 2/3 done, 0 running, 1 failed, ")
-    assert display.status().endswith(", 12.0k tokens")
+    display.task_finished(TaskRecord("a", "ok", 1, tokens=_usage(12_000), cost_usd=0.25))
+    display.task_finished(TaskRecord("b", "crashed", 2, error="child exited", cost_usd=0.5))
+    status = display.status()
+    assert status.startswith("batch: [#############.......] 2/3 done, 0 running, 1 failed, ")
+    assert "/s, ETA " in status and status.endswith(", 12.0k tokens, $0.7500")
     assert "  task b crashed: child exited\n" in stream.getvalue()
     display.close("; interrupted")
     assert stream.getvalue().endswith(
-        "batch: 2/3 done, 1 failed, 0.0s, 12.0k tokens; interrupted\n"
+        "batch: 2/3 done, 1 failed, 0.0s, 12.0k tokens, $0.7500; interrupted\n"
     )
+
+
+def test_each_line_says_what_its_task_cost(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    from isoagent.parent.model.aliases import resolve_model
+    from isoagent.parent.model.prices import cost_usd
+    from isoagent.protocol import Usage
+
+    api_server.handler = lambda req: text_reply("done", usage=(1000, 200))
+    tasks_file(tmp_path / "tasks.jsonl", ["one", "two"])
+    args = ["batch", "tasks.jsonl", "-o", "out", "-C", str(workspace), "--model", "sonnet"]
+    done = run_cli(args, env_for(api_server, tmp_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    price = round(cost_usd(resolve_model("sonnet"), Usage(1000, 200)), 6)
+    assert price > 0 and [r["cost_usd"] for r in read_jsonl(tmp_path / "out")] == [price] * 2
+    run = max(p.name for p in (workspace / ".isoagent" / "runs").iterdir() if p.is_dir())
+    assert done.stderr.rstrip().endswith(f"${2 * price:.4f}; ws/.isoagent/runs/{run}")
+
+
+def test_a_batch_budget_stops_starting_tasks_and_a_resume_runs_the_rest_once(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """Each task's one call costs $0.0012 on sonnet: $0.002 is spent by the second task; the
+    third and later never start, write no line, and the same command with a larger budget
+    runs them and only them."""
+    api_server.handler = lambda req: text_reply(f"did {req.first_user_text}", usage=(100, 100))
+    tasks_file(tmp_path / "tasks.jsonl", [f"task {n}" for n in range(5)])
+    args = ["batch", "tasks.jsonl", "-o", "out", "-j", "1", "-C", str(workspace)]
+    args += ["--model", "sonnet", "--max-budget-usd"]
+    done = run_cli([*args, "0.002"], env_for(api_server, tmp_path), cwd=tmp_path)
+    assert done.returncode != 0
+    assert "batch stopped: its budget (--max-budget-usd 0.002) is spent: 3 tasks not done" in (
+        done.stderr
+    )
+    assert [r["summary"] for r in read_jsonl(tmp_path / "out")] == ["did task 0", "did task 1"]
+    again = run_cli([*args, "1"], env_for(api_server, tmp_path), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert len(read_jsonl(tmp_path / "out")) == 5
+    asked = sorted(r.first_user_text for r in api_server.requests)
+    assert asked == [f"task {n}" for n in range(5)]
+
+
+def test_a_batch_off_a_terminal_writes_one_progress_line_a_task(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    api_server.handler = answer()
+    tasks_file(tmp_path / "tasks.jsonl", [f"task {n}" for n in range(30)])
+    args = ["batch", "tasks.jsonl", "-o", "out", "-j", "4", "-C", str(workspace)]
+    done = run_cli(args, env_for(api_server, tmp_path), cwd=tmp_path, process=True)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stderr.splitlines()) <= 30 + 1  # and the closing counts
 
 
 def _usage(total: int):

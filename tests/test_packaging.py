@@ -36,3 +36,11 @@ def test_every_package_folder_is_in_the_distribution() -> None:
 
 def test_the_distribution_installs_one_top_level_package() -> None:
     assert {name.split(".")[0] for name in listed_packages()} == {"isoagent"}
+
+
+def test_the_package_says_it_is_typed() -> None:
+    """``py.typed`` (PEP 561) ships with the package root, so a user's type checker reads
+    isoagent's annotations."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "py.typed" in setuptools["package-data"]["isoagent"]
+    assert (REPO / setuptools["package-dir"]["isoagent"] / "py.typed").is_file()

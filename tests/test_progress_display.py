@@ -6,8 +6,15 @@ import asyncio
 import io
 
 from isoagent.parent.cli.display import ProgressDisplay
-from isoagent.parent.records.events import ChildFinished, ChildProgress, ChildStarted
-from isoagent.protocol import Progress, Result, Usage
+from isoagent.parent.records.events import (
+    ChildFinished,
+    ChildProgress,
+    ChildStarted,
+    MessageAdded,
+    RunFinished,
+    RunStarted,
+)
+from isoagent.protocol import Progress, Result, TextBlock, Usage
 
 STARTED = ChildStarted("001", "Explore", "find test framework", "p", "m", 42, "t.jsonl")
 PROGRESS = ChildProgress("001", "Explore", "find test framework", Progress("tool_end", 1, 5, 3.2))
@@ -16,15 +23,43 @@ DONE = ChildFinished(
 )
 
 
-def test_plain_lines_when_not_a_terminal() -> None:
+def test_one_line_per_child_when_not_a_terminal() -> None:
+    """Off a terminal (a log, CI) a child's end is its one line; the closing line is -v's."""
     stream = io.StringIO()
     display = ProgressDisplay(stream, live=False)
-    for event in (STARTED, PROGRESS, DONE):
+    for event in (STARTED, PROGRESS, DONE, FINISHED):
         display(event)
-    assert stream.getvalue() == (
-        "  [Explore] find test framework ...\n"
-        "  [Explore] find test framework - done (8 tools, 5.1s)\n"
+    assert stream.getvalue() == "  [Explore] find test framework - done (8 tools, 5.1s)\n"
+
+
+def delta(text: bytes) -> bytes:
+    """A streamed text delta, as the API sends it."""
+    return (
+        b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"%s"}}' % text
     )
+
+
+def test_the_parents_thinking_is_a_live_line_with_the_tokens_it_streamed() -> None:
+    stream = io.StringIO()
+
+    async def scenario() -> None:
+        display = ProgressDisplay(stream, live=True)
+        display(RunStarted("r", "runs/r", "claude-sonnet-4-5", ".", []))
+        display(MessageAdded("user", [TextBlock("go")], 0))
+        for _ in range(10):  # 40 characters of text: about 10 tokens
+            display.hear("", delta(b"abcd"))
+        display.hear("001", delta(b"x"))  # a child's: not the parent's thinking
+        await asyncio.sleep(0.6)  # the next tick draws it
+        display(MessageAdded("assistant", [TextBlock("done")], 0, usage=Usage(1000, 200)))
+        display(FINISHED)
+
+    asyncio.run(scenario())
+    out = stream.getvalue()
+    assert "  parent: thinking " in out and ", ~10 tokens" in out and "~11" not in out
+    assert out.endswith("isoagent: 3 turns, 1,200 tokens, $0.0060; runs/r\n")
+
+
+FINISHED = RunFinished(Result("s", "ok", 3, 8, Usage(), 5.1), "runs/r")
 
 
 def test_live_line_is_redrawn_in_place_and_keeps_ticking() -> None:

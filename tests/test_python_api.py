@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import subprocess
 import sys
 import uuid
@@ -19,8 +18,7 @@ import isoagent
 from isoagent.parent.model.aliases import CURRENT_MODELS
 from tests.conftest import shared_gateway
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
-
-README = Path(__file__).parents[1] / "README.md"
+from tests.support.readme import readme_example
 
 
 @pytest.fixture
@@ -100,7 +98,7 @@ def test_options_are_the_clis_and_wrong_ones_fail_clearly(
 ) -> None:
     with pytest.raises(TypeError, match="unknown option 'modle'"):
         isoagent.task("x", workdir=workspace, modle="haiku")
-    with pytest.raises(isoagent.IsoagentError, match="max-turns"):
+    with pytest.raises(isoagent.OptionError, match="max_turns=-1"):
         isoagent.task("x", workdir=workspace, max_turns=-1)
     with pytest.raises(isoagent.IsoagentError, match="unknown agent 'nope'"):
         isoagent.task("x", agent="nope", workdir=workspace)
@@ -120,13 +118,6 @@ def test_claude_code_options_shape_the_parent(server: MessagesServer, workspace:
     assert "- rev: d" in json.dumps(server.requests[0].body["tools"])
 
 
-def readme_example(name: str) -> str:
-    text = README.read_text()
-    match = re.search(rf"<!-- readme-example: {name} -->\n```python\n(.*?)```", text, re.S)
-    assert match, f"README has no example {name!r}"
-    return match.group(1)
-
-
 def test_the_readmes_click_command_delegates_to_a_subagent(
     server: MessagesServer, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -143,9 +134,8 @@ def test_the_readmes_click_command_delegates_to_a_subagent(
                                        error_message="invalid x-api-key")  # fmt: skip
     failed = CliRunner().invoke(namespace["review"], ["app.py"])
     assert failed.exit_code == 1
-    assert (
-        failed.output.startswith("Error: error: ") and "rejected the credentials" in failed.output
-    )
+    assert failed.stderr.startswith("review: error: ")
+    assert "rejected the credentials" in failed.stderr
 
 
 def test_importing_isoagent_imports_nothing_else() -> None:
@@ -202,3 +192,40 @@ def test_the_api_runs_without_importing_click(server: MessagesServer, workspace:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["done done", "[]"]
+
+
+def test_dir_and_help_show_the_api() -> None:
+    import pydoc
+
+    public = {"task", "run", "atask", "arun", "batch", "abatch", "Session", "Options", "Result"}
+    public |= {"AgentDefinition", "TaskRecord"}
+    errors = {name for name in isoagent.__all__ if name.endswith("Error")}
+    assert public | errors == set(isoagent.__all__)
+    assert {"IsoagentError", "OptionError", "AuthenticationError", "TurnLimitError"} <= errors
+    assert set(isoagent.__all__) <= set(dir(isoagent))
+    for name in errors:
+        assert issubclass(getattr(isoagent, name), isoagent.IsoagentError)
+    text = pydoc.render_doc(isoagent)
+    assert "isoagent.Options" in text and "KeyboardInterrupt" in text
+    assert all(getattr(isoagent, name).__doc__ for name in isoagent.__all__)
+
+
+def test_a_session_runs_several_tasks_over_one_run_folder_and_gateway(
+    server: MessagesServer, workspace: Path
+) -> None:
+    server.handler = lambda req: text_reply(req.first_user_text.upper())
+
+    async def three() -> tuple[isoagent.Session, list[isoagent.Result]]:
+        async with isoagent.Session(workdir=workspace) as session:
+            asked = [session.task(prompt) for prompt in ("a", "b", "c")]
+            return session, list(await asyncio.gather(*asked))
+
+    session, results = asyncio.run(three())
+    assert [r.result for r in results] == ["A", "B", "C"]
+    assert {r.run_dir for r in results} == {session.run_dir}
+    assert {r.session_id for r in results} == {session.session_id}
+    assert len({r.transcript for r in results}) == 3
+    assert [r.cost_usd > 0 for r in results] == [True] * 3
+    final = json.loads((session.run_dir / "run.jsonl").read_text().splitlines()[-1])
+    assert final["result"]["summary"] == "3 of 3 tasks ok"
+    assert final["result"]["usage"]["input_tokens"] == 30  # one gateway counted all three

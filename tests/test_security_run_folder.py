@@ -19,6 +19,7 @@ from tests.conftest import cli_env
 from tests.support.cli import run_cli, run_dirs
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.scripts import child_runs
+from tests.test_security_sandbox import needs_landlock, needs_mounts
 
 SANDBOXES = [pytest.param([], id="sandboxed"), pytest.param(["--sandbox", "off"], id="sandbox-off")]
 
@@ -109,3 +110,58 @@ def test_run_files_are_private_and_ignored_by_git(
         ["git", "status", "--porcelain"], cwd=tmp_path, capture_output=True, text=True
     )
     assert status.stdout == ""
+
+
+@needs_landlock
+@needs_mounts
+@pytest.mark.parametrize("where", ["state-folder", "run-dir"])
+def test_a_child_cannot_read_or_write_runs_kept_outside_the_workspace(
+    api_server: MessagesServer, tmp_path: Path, where: str
+) -> None:
+    """Earlier runs in the user's state folder (a read-only workspace's) or in a
+    ``--run-dir``: a writing child whose workspace holds them (the home) neither reads nor
+    plants anything there."""
+    home = tmp_path / "home"
+    runs = home / ".local" / "state" / "isoagent" / "runs"
+    if where == "run-dir":
+        runs = home / "isoagent-runs"
+    earlier = runs / "earlier"
+    earlier.mkdir(parents=True)
+    (earlier / "run.jsonl").write_text("SECRET-EARLIER-RUN")
+    attack = f"cat {earlier}/run.jsonl; echo planted > {earlier}/planted; ls {runs}; echo TRIED"
+    api_server.handler = child_runs("general-purpose", f"{attack} 2>&1")
+    options = ["--run-dir", str(runs)] if where == "run-dir" else []
+    env = cli_env(api_server, HOME=str(home))
+    env.pop("XDG_STATE_HOME", None)
+    done = run_cli(["run", "go", *options], env, cwd=home)
+    assert done.returncode == 0, done.stderr
+    assert "TRIED" in done.stdout
+    assert "SECRET" not in done.stdout
+    assert not (earlier / "planted").exists()
+
+
+@pytest.mark.parametrize("options", SANDBOXES)
+def test_a_link_planted_above_the_run_folders_in_the_workspace_is_not_followed(
+    api_server: MessagesServer, tmp_path: Path, options: list[str]
+) -> None:
+    """The workspace is the home: a writing child swaps ``~/.local/state`` (above the state
+    folder's ``isoagent/runs``) for a link; the next run whose runs go there refuses."""
+    home, outside = tmp_path / "home", tmp_path / "outside"
+    (home / ".local").mkdir(parents=True)
+    outside.mkdir()
+    plant = f"ln -s {outside} ~/.local/state && ls -l ~/.local"
+    api_server.handler = child_runs("general-purpose", plant)
+    env = cli_env(api_server, HOME=str(home))
+    env.pop("XDG_STATE_HOME", None)
+    done = run_cli(["run", "go", *options], env, cwd=home)
+    assert done.returncode == 0, done.stderr
+    assert (home / ".local" / "state").is_symlink()  # planted
+
+    runs = home / ".local" / "state" / "isoagent" / "runs"
+    again = run_cli(["run", "go", "--run-dir", str(runs), *options], env, cwd=home)
+    assert again.returncode == 1
+    assert again.stderr == (
+        f"isoagent: cannot create the run folder in {runs}: "
+        "state is a symbolic link or not a folder\n"
+    )
+    assert list(outside.iterdir()) == []

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import pwd
 import secrets
 import shutil
 import socket
@@ -16,15 +18,18 @@ from pathlib import Path
 import pytest
 
 from isoagent.parent.children.sandbox_policy import (
+    hidden_paths,
     landlock_available,
     mechanism_warnings,
     mount_namespaces_available,
 )
+from isoagent.parent.settings import Settings
 from tests.conftest import cli_env
-from tests.support.cli import run_cli
+from tests.support.cli import in_private_mounts, run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.scripts import child_runs
 
+REPO = Path(__file__).resolve().parent.parent
 needs_landlock = pytest.mark.skipif(not landlock_available(), reason="kernel has no Landlock")
 needs_mounts = pytest.mark.skipif(
     not mount_namespaces_available(), reason="no mount namespace for children here"
@@ -355,3 +360,166 @@ def test_a_temp_folder_under_dev_shm_still_works_in_the_childs_own_dev_shm(
         assert "host-file" not in done.stdout
     finally:
         shutil.rmtree(shm, ignore_errors=True)
+
+
+SHELL_FILES = (
+    ".bashrc", ".bash_profile", ".profile", ".zshrc", ".zshenv", ".config/fish/config.fish",
+)  # fmt: skip
+
+
+def plant_shell_files(home: Path) -> None:
+    for name in SHELL_FILES:
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(f"export ANTHROPIC_API_KEY=SECRET-{name}\n")
+    (home / "notes.txt").write_text("PLAIN-NOTES")
+
+
+@needs_landlock
+@needs_mounts
+@pytest.mark.parametrize("agent", ["Explore", "general-purpose"])
+def test_a_child_cannot_read_the_users_shell_start_up_files(
+    api_server: MessagesServer, tmp_path: Path, agent: str
+) -> None:
+    """Where an exported key or token usually is: ``.bashrc``, ``.profile``, ``.zshrc``..."""
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    ws.mkdir()
+    plant_shell_files(home)
+    api_server.handler = child_runs(agent, f"cd {home}; cat notes.txt {' '.join(SHELL_FILES)} 2>&1")
+    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(home)), cwd=ws)
+    assert done.returncode == 0, done.stderr
+    assert "PLAIN-NOTES" in done.stdout  # the child ran its command
+    assert "SECRET" not in done.stdout
+
+
+@needs_landlock
+@needs_mounts
+@pytest.mark.parametrize("agent", ["Explore", "general-purpose"])
+def test_a_root_child_cannot_read_the_systems_password_hashes_host_keys_or_sudo_rules(
+    api_server: MessagesServer, tmp_path: Path, agent: str
+) -> None:
+    """uid 0 without a capability still reads what root owns with the owner's read bit:
+    ``/etc/shadow`` and its kin as they are on this machine, and an ssh host key and a
+    sudoers.d rule planted in a mount namespace of the test's own."""
+    shadow = [p for p in ("/etc/shadow", "/etc/gshadow", "/etc/shadow-") if os.path.isfile(p)]
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / "ssh_host_ed25519_key").write_text("SECRET-HOST-KEY")
+    (planted / "90-admin").write_text("SECRET-SUDO ALL=(ALL) NOPASSWD: ALL")
+    for path in planted.iterdir():
+        path.chmod(0o600)
+    folders = {"/etc/ssh": "ssh_host_ed25519_key", "/etc/sudoers.d": "90-admin"}
+    setup = " && ".join(
+        f"mount -t tmpfs tmpfs {folder} && cp -p {planted}/{name} {folder}/"
+        for folder, name in folders.items()
+        if os.path.isdir(folder)  # (a folder made in /etc would be the machine's)
+    )
+    files = " ".join([*shadow, "/etc/ssh/ssh_host_ed25519_key", "/etc/sudoers.d/90-admin"])
+    api_server.handler = child_runs(agent, f"cat {files} 2>&1; echo TRIED")
+    done = in_private_mounts(setup or "true", "isoagent run go", cli_env(api_server), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "TRIED" in done.stdout
+    assert "SECRET" not in done.stdout
+    leaked = [p for p in shadow if (text := Path(p).read_text().strip()) and text in done.stdout]
+    assert leaked == []
+
+
+@needs_landlock
+@needs_mounts
+def test_a_child_started_with_another_home_cannot_read_the_users_real_one(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """``HOME`` pointed elsewhere: the home the password database names keeps its keys and
+    start-up files hidden (the real ones covered, in a mount namespace of the test's own,
+    by planted ones, so that nothing of the machine's is read)."""
+    real = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    planted, elsewhere = tmp_path / "planted", tmp_path / "elsewhere"
+    (planted / ".ssh").mkdir(parents=True)
+    elsewhere.mkdir()
+    (planted / ".ssh" / "id_ed25519").write_text("SECRET-KEY")
+    (planted / ".npmrc").write_text("//registry.npmjs.org/:_authToken=SECRET-NPM")
+    (planted / ".bashrc").write_text("export ANTHROPIC_API_KEY=SECRET-BASHRC")
+    covered = [name for name in (".ssh", ".npmrc", ".bashrc") if (real / name).exists()]
+    if not covered:
+        pytest.skip(f"{real} has none of .ssh, .npmrc, .bashrc to cover with a planted one")
+    setup = " && ".join(f"mount --bind {planted / name} {real / name}" for name in covered)
+    files = " ".join(str(real / name) for name in (".ssh/id_ed25519", ".npmrc", ".bashrc"))
+    api_server.handler = child_runs("Explore", f"cat {files} 2>&1; echo TRIED")
+    env = cli_env(api_server, HOME=str(elsewhere))
+    done = in_private_mounts(setup, "isoagent run go", env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "TRIED" in done.stdout
+    assert "SECRET" not in done.stdout
+
+
+@needs_landlock
+@needs_mounts
+def test_a_repositorys_mcp_server_cannot_read_the_users_start_up_files_or_keys(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """The server a workspace's .mcp.json names runs in its child's sandbox: asked for
+    ``~/.bashrc`` or a key, it reads nothing."""
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    plant_shell_files(home)
+    (home / ".ssh").mkdir()
+    (home / ".ssh" / "id_ed25519").write_text("SECRET-KEY")
+    (ws / ".claude" / "agents").mkdir(parents=True)
+    agent = "---\nname: looker\ndescription: Looks up.\ntools: mcp__ctx__lookup\n---\nLook up.\n"
+    (ws / ".claude" / "agents" / "looker.md").write_text(agent)
+    server = [sys.executable, "-m", "tests.support.mcp_lookup_server", str(tmp_path)]
+    config = {"command": server[0], "args": server[1:], "env": {"PYTHONPATH": str(REPO)}}
+    (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"ctx": config}}))
+    keys = [str(home / name) for name in (".bashrc", ".zshrc", ".ssh/id_ed25519", "notes.txt")]
+    answers: list[str] = []
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent:
+            if req.turn == 0:
+                task = {"description": "look", "prompt": "look", "subagent_type": "looker"}
+                return tool_reply("task", task)
+            return text_reply(req.tool_results[0]["content"])
+        answers.extend(str(result["content"]) for result in req.tool_results)
+        if req.turn < len(keys):
+            return tool_reply("mcp__ctx__lookup", {"key": keys[req.turn]})
+        return text_reply(" | ".join(answers))
+
+    api_server.handler = handler
+    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(home)), cwd=ws)
+    assert done.returncode == 0, done.stderr
+    assert "PLAIN-NOTES" in done.stdout  # the server read what it may
+    assert "SECRET" not in done.stdout
+
+
+@needs_landlock
+@needs_mounts
+def test_a_root_child_cannot_read_a_disk(api_server: MessagesServer, tmp_path: Path) -> None:
+    """A disk's device node is root's (``brw-rw---- root disk``): uid 0 without capabilities
+    opens it by the owner's bits and reads every file on it. Played with a loop device over
+    an image holding a secret (attached for the test; the kernel's, while it runs)."""
+    if os.geteuid() != 0 or shutil.which("losetup") is None:
+        pytest.skip("needs root and losetup to attach a loop device")
+    image = tmp_path / "disk.img"
+    image.write_bytes(b"SECRET-DISK" * 1000)
+    attach = subprocess.run(
+        ["losetup", "-f", "--show", str(image)], capture_output=True, text=True, check=False
+    )
+    if attach.returncode != 0:
+        pytest.skip(f"cannot attach a loop device: {attach.stderr.strip()}")
+    device = attach.stdout.strip()
+    try:
+        api_server.handler = child_runs("Explore", f"head -c 64 {device} 2>&1; echo TRIED")
+        done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    finally:
+        subprocess.run(["losetup", "-d", device], check=False)
+    assert done.returncode == 0, done.stderr
+    assert "TRIED" in done.stdout
+    assert "SECRET" not in done.stdout
+    assert f"{device}' for reading: Permission denied" in done.stdout
+
+
+@needs_mounts
+def test_a_system_secrets_folder_that_holds_the_workspace_is_not_hidden(tmp_path: Path) -> None:
+    """``-C /etc/ssl/private`` works on what is there: hiding the folder would hide the work."""
+    folder = Path("/etc/ssl/private")
+    if str(folder) not in hidden_paths("read-only", Settings(workdir=tmp_path)):
+        pytest.skip(f"{folder} is not one a child of this user could read here")
+    assert str(folder) not in hidden_paths("read-only", Settings(workdir=folder))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -21,10 +22,12 @@ def test_frame_in_flight_when_the_timeout_fires_is_read_whole_and_the_result_kep
 ) -> None:
     child = f"{sys.executable} -m tests.support.split_frame_child"
     env = cli_env(api_server, ISOAGENT_CHILD_COMMAND=child)
-    done = run_cli(["task", "go", "--timeout", "1"], env, cwd=tmp_path, timeout=60)
+    args = ["task", "go", "--timeout", "1", "--output-format", "json"]
+    done = run_cli(args, env, cwd=tmp_path, timeout=60)
 
     assert done.returncode == 4, done.stderr
-    assert done.stdout == f"{SUMMARY}\n"
+    result = json.loads(done.stdout)  # text mode prints only a run that succeeded
+    assert (result["status"], result["result"]) == ("timeout", SUMMARY)
     assert "isoagent: timeout: child timed out after 1 s" in done.stderr
     assert "corrupt" not in done.stderr
 

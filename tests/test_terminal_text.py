@@ -117,7 +117,7 @@ def test_progress_verbose_and_error_lines_show_a_childs_words_escaped(
     assert done.returncode == 0, done.stderr
     assert acting(done.stderr) == []
     lines = [line for line in done.stderr.splitlines() if "safe\\x1b]52" in line]
-    assert len(lines) >= 3, done.stderr  # started, the -v tool line, the failure
+    assert len(lines) >= 2, done.stderr  # the -v tool line, the failure
 
 
 def test_agent_files_names_and_descriptions_are_escaped(tmp_path: Path) -> None:

@@ -8,10 +8,12 @@ exceptions that carry their exit status and message (as in mini-swe-agent).
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
+from isoagent.child.agent.spans import NoSpans, Spans
 from isoagent.child.agent.tools.base import Tool, ToolOutput
 from isoagent.child.agent.truncate import truncate
 from isoagent.protocol import (
@@ -24,6 +26,7 @@ from isoagent.protocol import (
     Progress,
     ProgressEvent,
     Result,
+    SpanValue,
     Status,
     TextBlock,
     ToolResultBlock,
@@ -97,9 +100,11 @@ class Agent:
         is_cancelled: Callable[[], bool] = lambda: False,
         call_options: CallOptions | None = None,
         notices: Notices | None = None,
+        spans: Spans | None = None,
     ) -> None:
         self.model = model
         self.notices = notices
+        self.spans = spans or NoSpans()
         self.call_options = call_options
         self.tools = {tool.name: tool for tool in tools}
         self.system = system
@@ -120,6 +125,22 @@ class Agent:
     def run(self, prompt: str, history: Sequence[Message] = ()) -> Result:
         """Run to the end, after ``history`` (an earlier conversation, ended by the model's
         answer); never raises for a limit, a model error or a cancel."""
+        what: dict[str, SpanValue] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": self.agent_name,
+        }
+        with self.spans.span(f"invoke_agent {self.agent_name}", what) as span:
+            result = self._run(prompt, history)
+            span.attributes |= {
+                "isoagent.status": result.status,
+                "isoagent.turns": result.turns,
+                "isoagent.tool_calls": result.tool_calls,
+            }
+            if result.status != "ok":
+                span.error = result.error or result.status
+        return result
+
+    def _run(self, prompt: str, history: Sequence[Message]) -> Result:
         self.messages = [*history, Message("user", [TextBlock(prompt)])]
         self.started = time.monotonic()
         try:
@@ -210,8 +231,10 @@ class Agent:
             return [self._run_one(use) for use in uses]
         from concurrent.futures import ThreadPoolExecutor  # only the parent runs tools in parallel
 
+        # each call in a copy of this thread's context: its span is under this turn's
+        contexts = [contextvars.copy_context() for _ in uses]
         with ThreadPoolExecutor(min(self.max_parallel, len(uses))) as pool:
-            return list(pool.map(self._run_one, uses))
+            return list(pool.map(lambda ctx, use: ctx.run(self._run_one, use), contexts, uses))
 
     def _run_one(self, use: ToolUseBlock) -> ToolResultBlock:
         if self.is_cancelled():
@@ -219,10 +242,18 @@ class Agent:
         tool = self.tools.get(use.name)
         self.tool_calls += 1
         self._progress("tool_start", use.name, _describe(use))
-        if tool is None:
-            output = ToolOutput(f"unknown tool {use.name!r}", is_error=True)
-        else:
-            output = tool.run(use.input)
+        what: dict[str, SpanValue] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": use.name,
+            "gen_ai.tool.call.id": use.id,
+        }
+        with self.spans.span(f"execute_tool {use.name}", what) as span:
+            if tool is None:
+                output = ToolOutput(f"unknown tool {use.name!r}", is_error=True)
+            else:
+                output = tool.run(use.input)
+            if output.is_error:  # what it said may hold what telemetry should not carry
+                span.error = "the tool answered with an error"
         self._progress("tool_end", use.name, "error" if output.is_error else "")
         text = truncate(valid_utf8(output.text), self.output_cap)
         return ToolResultBlock(use.id, text or "(no output)", output.is_error)

@@ -5,7 +5,7 @@ tool included); ``confine`` applies it in the order the kernel needs:
 
 - ``namespaces``: a network namespace (no network), a mount namespace (sandboxed);
 - ``egress``: with ``policy.proxy``, a listener on loopback handed to the parent's proxy;
-- ``mounts``: a private ``/dev/shm``, protected folders read-only;
+- ``mounts``: a private ``/dev/shm``, only the usual devices, protected folders read-only;
 - ``limits``: rlimits on CPU time, address space, processes, file size, open files;
 - ``privileges``: not dumpable, a subreaper, no capability, ``no_new_privs``;
 - ``seccomp``: no Unix-domain socket of its own (sandboxed, or without network);
@@ -89,6 +89,7 @@ def confine(
         places = (workspace, tmpdir, *add_dirs)
         under = [p for p in places if p.is_relative_to(mounts.SHM) and p != Path(mounts.SHM)]
         shm = mounts.private_shm([str(p) for p in under])
+        mounts.usual_devices_only()
         for path in policy.protected:
             if os.path.exists(path):
                 mounts.read_only(path)

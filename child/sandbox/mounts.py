@@ -1,8 +1,8 @@
-"""Inside the child's own mount namespace: a private ``/dev/shm``, and folders of the
-workspace that stay read-only though the workspace is writable (``.git``, ``.claude``,
-``.isoagent``). Nothing mounted here is seen outside: the namespace's mounts are made
-private first. The child later loses the capability (and, under Landlock, the right) to
-unmount any of it."""
+"""Inside the child's own mount namespace: a private ``/dev/shm``, no device in ``/dev`` but
+the usual harmless ones, and folders of the workspace that stay read-only though the
+workspace is writable (``.git``, ``.claude``, ``.isoagent``). Nothing mounted here is seen
+outside: the namespace's mounts are made private first. The child later loses the capability
+(and, under Landlock, the right) to unmount any of it."""
 
 from __future__ import annotations
 
@@ -26,6 +26,12 @@ _MS_RELATIME = 1 << 21
 _KEPT_FLAGS = {8: 8, 1024: 1024, 2048: 2048, 4096: _MS_RELATIME}  # noexec, noatime, ...
 SHM = "/dev/shm"
 SHM_SIZE = "64m"
+# the device nodes a child opens; as root it could otherwise read every disk (root:disk
+# 0660), the consoles' screens and keyboards (/dev/vcs*, /dev/tty1, root 0600)... Not
+# /dev/tty (a child has no controlling terminal) nor /dev/ptmx (with /dev/pts hidden, it
+# opens no terminal): each bind is 10-20 us of a child's CPU
+USUAL_DEVICES = ("null", "zero", "full", "random", "urandom")
+_ST_RDONLY = 1
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
@@ -64,6 +70,22 @@ def private_shm(keep: Sequence[str] = ()) -> bool:
         for _, fd in kept:
             os.close(fd)
     return True
+
+
+def usual_devices_only() -> None:
+    """Every device node on ``/dev``'s own mount stops opening (``nodev``), but for
+    ``USUAL_DEVICES``, each bound onto itself first: a mount of its own, which keeps them.
+    The mounts below ``/dev`` (``/dev/shm``, ``/dev/pts``) are left as they are."""
+    if not os.path.ismount("/dev"):  # /dev a folder of /: its own mount, to change alone
+        _mount("/dev", "/dev", None, _MS_BIND | _MS_REC)
+    for name in USUAL_DEVICES:
+        path = f"/dev/{name}"
+        if os.path.exists(path) and not os.path.islink(path):
+            _mount(path, path, None, _MS_BIND)
+    kept = os.statvfs("/dev").f_flag
+    flags = _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV
+    flags |= sum(ms for st, ms in _KEPT_FLAGS.items() if kept & st)
+    _mount(None, "/dev", None, flags | (_MS_RDONLY if kept & _ST_RDONLY else 0))
 
 
 def hide(path: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import threading
 from collections.abc import Callable
 from typing import TypeVar
@@ -62,5 +63,6 @@ async def run_in_thread(fn: Callable[..., T], *args: object) -> T:
         else:
             deliver(value, None)
 
-    threading.Thread(target=target, daemon=True, name="parent-agent").start()
+    context = contextvars.copy_context()  # as to_thread: the caller's (the run's span)
+    threading.Thread(target=context.run, args=(target,), daemon=True, name="parent-agent").start()
     return await future

@@ -14,18 +14,22 @@ from isoagent.protocol import ModelCall, ModelError, ModelReply
 
 
 class CostBudget:
-    def __init__(self, source: ModelSource, max_usd: float, spent: float = 0.0) -> None:
-        """``spent``: what earlier runs of the same session spent (the SDK's later messages)."""
+    def __init__(
+        self, source: ModelSource, max_usd: float, spent: float = 0.0, rate: float = 1.0
+    ) -> None:
+        """``spent``: what earlier runs of the same session spent (the SDK's later messages);
+        ``rate``: of the price, what the source's calls cost (``BATCH_PRICE``)."""
         self.source = source
         self.max_usd = max_usd
         self.spent = spent
+        self.rate = rate
 
     async def complete(self, call: ModelCall) -> ModelReply:
         if self.spent >= self.max_usd:
             message = f"Reached maximum budget (${self.max_usd:g})"
             return ModelReply(turn=call.turn, error=ModelError("budget", message))
         reply = await self.source.complete(call)
-        self.spent += cost_usd(reply.model or call.model, reply.usage)
+        self.spent += cost_usd(reply.model or call.model, reply.usage, self.rate)
         return reply
 
     async def aclose(self) -> None:

@@ -15,6 +15,14 @@ from typing import Any
 import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL, WRITE_TOOLS
+from isoagent.child.agent.tools.base import Tool, ToolContext
+from isoagent.child.agent.tools.mcp import (
+    McpSessions,
+    McpUnavailable,
+    ServerTool,
+    granted,
+    mcp_tools,
+)
 from isoagent.parent.claude_code.agent_files import (
     PLAN_MODE,
     InvalidAgent,
@@ -22,9 +30,12 @@ from isoagent.parent.claude_code.agent_files import (
     inline_agents,
     tool_entries,
 )
+from isoagent.parent.claude_code.mcp_servers import PREFIX as MCP_PREFIX
+from isoagent.parent.claude_code.mcp_servers import whole_server
 from isoagent.parent.records.events import AnyEvent, MessageAdded, RunStarted
+from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
-from isoagent.protocol import AgentSpec, Message, ToolResultBlock, ToolUseBlock
+from isoagent.protocol import AgentSpec, McpReply, Message, ToolResultBlock, ToolUseBlock
 
 _TASK_NAMES = frozenset({"Task", "Agent", TASK_TOOL})
 _NEVER_ASKS = ("read_file", "glob", "grep")  # Claude Code runs reads without permission
@@ -135,7 +146,13 @@ def parent_tools(settings: Settings) -> AgentSpec:
     unasked = _unasked(settings.allowed_tools, settings.permission_mode)
     fields: dict[str, object] = {
         "tools": None if asks else unasked,
-        "disallowedTools": [r for r in settings.disallowed_tools if r not in _TASK_NAMES],
+        # the MCP tools' rules are parent_mcp_tools' (a server's tool may be kept from a
+        # server --allowedTools gives whole)
+        "disallowedTools": [
+            r
+            for r in settings.disallowed_tools
+            if not (r in _TASK_NAMES or r.startswith(MCP_PREFIX))
+        ],
         "permissionMode": settings.permission_mode,
     }
     spec, _ = build_spec("parent", "the parent agent", "", fields, source="flags")
@@ -149,6 +166,46 @@ def parent_tools(settings: Settings) -> AgentSpec:
     if offered and not _TASK_NAMES & set(settings.disallowed_tools):
         tools.append(TASK_TOOL)
     return msgspec.structs.replace(spec, tools=tools)
+
+
+def parent_mcp_tools(
+    settings: Settings, ctx: ToolContext
+) -> tuple[list[Tool[Any]], McpSessions | None]:
+    """The parent's MCP tools, as Claude Code's main agent has them: every tool of the
+    session's servers (``McpServers.for_parent``) but those ``--disallowedTools`` names
+    (``mcp__s``, ``mcp__s__*``, ``mcp__s__t``); ``--tools`` leaves them be, and whether a
+    call needs a yes is ``asking_tools``'s to say. A stdio server runs as the parent's
+    commands do (``ctx``: under a writing child's sandbox). A server that cannot start or
+    be used is named on stderr and the parent goes on without it. The sessions the stdio
+    servers run in (None: none does) are the caller's to close."""
+    servers, unusable = settings.mcp_servers.for_parent()
+    denied = [
+        whole_server(rule) for rule in settings.disallowed_tools if rule.startswith(MCP_PREFIX)
+    ]
+    relay = settings.mcp_servers.relay
+
+    def call_sdk_tool(server: str, tool: str, arguments: dict[str, Any]) -> McpReply:
+        assert relay is not None  # an SDK server is one of ``servers`` once listed through it
+        return McpReply(0, *relay(server, tool, arguments))
+
+    tools: list[Tool[Any]] = []
+    sessions = None
+    for server in servers:
+        if MCP_PREFIX + server.name in denied:
+            continue
+        if server.type != "sdk" and sessions is None:
+            sessions = McpSessions()
+        try:
+            every = [MCP_PREFIX + server.name]
+            tools += mcp_tools([server], every, ctx, call_sdk_tool, sessions)
+        except McpUnavailable as exc:
+            warn(f"warning: {exc}; the parent agent goes on without it")
+    for name, why in unusable.items():
+        warn(f"warning: MCP server {name!r} failed: {why}")
+    kept = [
+        t for t in tools if not (isinstance(t, ServerTool) and granted(denied, t.server, t.tool))
+    ]
+    return kept, sessions
 
 
 def restrict_agents(

@@ -8,6 +8,10 @@ about unless it needs no asking in Claude Code: reading and searching, what
 ``acceptEdits``, anything under ``bypassPermissions``. The answer may change the call's
 input (``updatedInput``) or refuse it with a message the model reads. Children are not
 asked about: their tools are what their agent type and ``--allowedTools`` give them.
+
+An MCP tool is offered to the parent whatever the rules, as in Claude Code; a call that
+needs a yes (``--allowedTools`` names neither it nor its server) is asked, or, with nobody
+to ask, refused; in plan mode every call of one is refused (it may write anything).
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from typing import Any
 
 from isoagent.child.agent.tools.base import Tool, ToolOutput
 from isoagent.child.agent.tools.bash_rules import CommandRefused, check
+from isoagent.child.agent.tools.mcp import ServerTool, granted
+from isoagent.parent.claude_code.agent_files import PLAN_MODE
 from isoagent.protocol import AgentSpec, ToolSpec
 
 # isoagent's tools as the SDK's callback knows them (Claude Code's names)
@@ -35,6 +41,8 @@ CLAUDE_NAMES = {
 }
 _EDITS = frozenset({"write_file", "edit_file"})
 DENIED = "Permission to use "  # how a refused call's result begins
+NOT_GRANTED = "it needs a permission: --allowedTools (allowed_tools) does not name it"
+IN_PLAN_MODE = "an MCP tool is not called in plan mode: nothing may write"
 
 
 @dataclass(frozen=True)
@@ -49,21 +57,38 @@ Ask = Callable[[str, dict[str, Any], threading.Event], Decision]
 
 
 def asking_tools(
-    tools: list[Tool[Any]], ask: Ask, granted: AgentSpec, permission_mode: str
+    tools: list[Tool[Any]], ask: Ask | None, allowed: AgentSpec, permission_mode: str
 ) -> list[Tool[Any]]:
-    """``tools`` with each that may need a yes asking ``ask`` first; ``granted``: what
+    """``tools`` with each that may need a yes asking ``ask`` first (None: nobody can be
+    asked; then only MCP tools can need a yes, and are refused); ``allowed``: what
     ``--allowedTools`` gives without asking (``parent_agent.allowed_spec``)."""
     if permission_mode == "bypassPermissions":
         return tools
     wrapped: list[Tool[Any]] = []
     for tool in tools:
-        free = tool.name in granted.tools or (
-            permission_mode == "acceptEdits" and tool.name in _EDITS
-        )
-        rules = granted.bash_allow if tool.name == "bash" and free else None
-        asks = tool.name in CLAUDE_NAMES and (not free or bool(rules))
-        wrapped.append(AskingTool(tool, ask, rules or []) if asks else tool)
+        rules: list[str] = []
+        if isinstance(tool, ServerTool) and permission_mode == PLAN_MODE:
+            wrapped.append(AskingTool(tool, _refusal(IN_PLAN_MODE), []))
+            continue
+        if isinstance(tool, ServerTool):
+            asks = not granted(allowed.mcp_tools, tool.server, tool.tool)
+        else:
+            free = tool.name in allowed.tools or (
+                permission_mode == "acceptEdits" and tool.name in _EDITS
+            )
+            rules = allowed.bash_allow if tool.name == "bash" and free else []
+            asks = ask is not None and tool.name in CLAUDE_NAMES and (not free or bool(rules))
+        wrapped.append(AskingTool(tool, ask or _refusal(NOT_GRANTED), rules) if asks else tool)
     return wrapped
+
+
+def _refusal(why: str) -> Ask:
+    """An answer of no, for ``why``, whatever is asked."""
+
+    def refuse(name: str, args: dict[str, Any], cancelled: threading.Event) -> Decision:
+        return Decision(False, args, why)
+
+    return refuse
 
 
 class AskingTool(Tool[Any]):
@@ -85,10 +110,11 @@ class AskingTool(Tool[Any]):
     def run(self, args: dict[str, Any]) -> ToolOutput:
         if self.rules and _allowed(args.get("command"), self.rules):
             return self.tool.run(args)
-        decision = self.ask(CLAUDE_NAMES[self.name], args, self.ctx.cancelled)
+        name = CLAUDE_NAMES.get(self.name, self.name)
+        decision = self.ask(name, args, self.ctx.cancelled)
         if not decision.allow:
             why = decision.message or "the permission prompt refused it"
-            return ToolOutput(f"{DENIED}{CLAUDE_NAMES[self.name]} denied: {why}", True)
+            return ToolOutput(f"{DENIED}{name} denied: {why}", True)
         return self.tool.run(decision.input)
 
 

@@ -9,24 +9,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from isoagent.parent.options import Options, settings_for
+from isoagent.errors import (
+    API_ERRORS,
+    STATUS_ERRORS,
+    IsoagentError,
+    ModelNotFoundError,
+    OptionError,
+)
+from isoagent.parent.options import Options
 from isoagent.parent.records.events import ChildFinished
-from isoagent.protocol import Status, Usage
+from isoagent.protocol import ModelError, Status, Usage
 
 T = TypeVar("T")
 
 
-class IsoagentError(Exception):
-    """The run could not start: a bad option, no credentials, an unknown agent type."""
-
-
 @dataclass(frozen=True)
 class Result:
-    """How a run ended. ``result`` is the answer (the agent's final summary)."""
+    """How a run ended. ``result`` is the answer (the agent's final summary); ``status``
+    says how it ended (``ok``, or the failure ``exception`` is of)."""
 
     result: str
     status: Status
-    usage: Usage
+    usage: Usage  # the agent's own (the parent's, for ``run``; the subagent's, for ``task``)
     session_id: str  # the run's session (a UUID, or Options.session_id): ``resume=`` it
     transcript: Path  # the agent's conversation, one JSON event per line
     run_dir: Path
@@ -34,12 +38,33 @@ class Result:
     turns: int = 0
     tool_calls: int = 0
     duration: float = 0.0
-    children: list[ChildFinished] = field(default_factory=list)
+    children: list[ChildFinished] = field(default_factory=list)  # each child's result, usage
     structured_output: Any = None  # with Options.json_schema: the answer, as that JSON
+    cost_usd: float = 0.0  # what the run's model calls cost, every agent's
+    children_cost_usd: dict[str, float] = field(default_factory=dict)  # by ChildFinished.child
+    api_error: ModelError | None = None  # status error: the failed model call's kind and code
 
     @property
     def is_error(self) -> bool:
         return self.status != "ok"
+
+    @property
+    def exception(self) -> IsoagentError | None:
+        """The failure the run ended in, as its class (None: it ended ok)."""
+        if self.status == "ok":
+            return None
+        error: type[IsoagentError] = STATUS_ERRORS[self.status]
+        if self.status == "error" and self.api_error is not None:
+            error = API_ERRORS.get(self.api_error.kind, error)
+            if self.api_error.status_code == 404:
+                error = ModelNotFoundError
+        return error(f"{self.status}: {self.error or self.status}", self)
+
+    def raise_for_status(self) -> Result:
+        """This result if it ended ok; else its failure raised (``exception``)."""
+        if self.exception is not None:
+            raise self.exception
+        return self
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -53,57 +78,17 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
 
 
 def options_with(options: Options | None, changes: Mapping[str, Any]) -> Options:
-    """``options`` (or the defaults) with keyword ``changes``; an unknown name is a
-    ``TypeError`` naming it, an ``Options`` that is not one too."""
+    """``options`` (or the defaults) with keyword ``changes``, checked (``OptionError``)."""
     if options is not None and not isinstance(options, Options):
-        raise TypeError(f"options must be an isoagent.Options, not {type(options).__name__}")
-    return (options or Options()).replace(**changes)
+        raise OptionError(f"options must be an isoagent.Options, not {type(options).__name__}")
+    return Options(**changes) if options is None else options.replace(**changes)
 
 
 async def run_one(prompt: str, agent_name: str | None, options: Options) -> Result:
     """The parent (``agent_name`` None) or one subagent, in a session of its own."""
-    from isoagent.parent.batch.input import unknown_agent
-    from isoagent.parent.children.supervisor import ChildRequest, describe
-    from isoagent.parent.session import Interrupted, Session, SessionError
+    from isoagent._session import Session
 
-    if not prompt.strip():
-        raise IsoagentError("the prompt is empty")
-    try:
-        settings = settings_for(options)
-    except ValueError as exc:
-        raise IsoagentError(str(exc)) from None
-    agent = None
-    if agent_name is not None:
-        agent = settings.agents.get(agent_name)
-        if agent is None:
-            raise IsoagentError(unknown_agent(agent_name, settings.agents))
-    try:
-        async with Session.open(settings) as session:
-            if agent is None:
-                result = await session.run_parent(prompt)
-                transcript = session.run.path / "run.jsonl"
-            else:
-                finished = await session.supervisor.run(
-                    ChildRequest(describe(prompt), prompt, agent)
-                )
-                result = finished.result
-                transcript = session.run.path / Path(finished.transcript).name
-            final = session.finish(result)
-            run_dir = session.run.path
-            session_id = session.session_id
-    except (SessionError, Interrupted) as exc:
-        raise IsoagentError(str(exc)) from None
-    return Result(
-        result=result.summary,
-        status=result.status,
-        usage=result.usage,
-        session_id=session_id,
-        transcript=transcript,
-        run_dir=run_dir,
-        error=result.error,
-        turns=result.turns,
-        tool_calls=result.tool_calls,
-        duration=result.duration,
-        children=list(final.children),
-        structured_output=final.structured_output,
-    )
+    async with Session(options) as session:
+        if agent_name is None:
+            return await session.run_parent(prompt)
+        return await session.task_result(prompt, agent=agent_name)

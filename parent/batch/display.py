@@ -1,8 +1,9 @@
-"""The progress of ``isoagent batch`` on stderr: counts, elapsed time, tokens.
+"""The progress of ``isoagent batch`` on stderr: a bar, counts, rate, ETA, tokens, cost.
 
-On a terminal one status line is redrawn in place, with a lasting line above it
-for each task that did not end ok; elsewhere the children's own progress lines
-show, plus a line per invalid input line and the counts at the end.
+On a terminal one status line is redrawn in place (``[#####.....] 12/40 done, 4 running,
+1 failed, 0.8/s, ETA 35s, 12.3k tokens, $0.0412``), with a lasting line above it for each
+task that did not end ok; elsewhere the children's own progress lines show (one a task),
+plus a line per invalid input line and the counts at the end, with the run folder.
 """
 
 from __future__ import annotations
@@ -24,16 +25,19 @@ class BatchDisplay:
         self.stream = stream if stream is not None else sys.stderr  # today's, not import time's
         self.live = live
         self.total = total
-        self.done = self.running = self.failed = self.tokens = 0
+        self.done = self.running = self.failed = self.tokens = self.ran = 0
+        self.cost = 0.0
         self.started = time.monotonic()
         self.waits = WaitNotices()
+        self.where = ""  # the run folder
 
-    def start(self, waits: WaitNotices) -> None:
+    def start(self, waits: WaitNotices, where: str = "") -> None:
         """The batch begins: its clock starts here, not while the CLI was still starting.
         ``waits`` are its model calls': the line says what they wait on; on a terminal
-        each change is written above the line."""
+        each change is written above the line. ``where``: its run folder."""
         self.started = time.monotonic()
         self.waits = waits
+        self.where = where
         if self.live:
             waits.say = self._above
 
@@ -45,11 +49,17 @@ class BatchDisplay:
         self.running += 1
         self.draw()
 
-    def task_finished(self, record: TaskRecord, *, ran: bool = True) -> None:
-        """Count a record; ``ran`` is false for an invalid line that never started."""
+    def task_finished(self, record: TaskRecord, *, ran: bool = True, counted: bool = True) -> None:
+        """Count a record; ``ran`` is false for an invalid line that never started,
+        ``counted`` for a task cut short that will run again (the budget ended it)."""
         self.running -= ran
-        self.done += 1
         self.tokens += record.tokens.total
+        self.cost += record.cost_usd
+        if not counted:
+            self.draw()
+            return
+        self.done += 1
+        self.ran += ran
         if record.status != "ok":
             self.failed += 1
             if self.live or not ran:  # elsewhere the child's own progress line says it
@@ -60,13 +70,26 @@ class BatchDisplay:
         self.draw()
 
     def status(self, *, final: bool = False) -> str:
-        running = "" if final else f", {self.running} running"
+        elapsed = time.monotonic() - self.started
+        facts = [f"{self.done}/{self.total} done"]
+        facts += [] if final else [f"{self.running} running"]
+        facts.append(f"{self.failed} failed")
+        if not final and self.ran:  # tasks a second, and when the rest may be done
+            rate = self.ran / elapsed
+            facts += [f"{rate:.2g}/s", f"ETA {_duration((self.total - self.done) / rate)}"]
+        facts += [_duration(elapsed)] if final or not self.ran else []
+        facts += [f"{_count(self.tokens)} tokens", f"${self.cost:.4f}"]
         waiting = self.waits.current
+        head = "batch:" if final or not self.live else f"batch: {self._bar()}"
         return (
-            f"batch: {self.done}/{self.total} done{running}, {self.failed} failed, "
-            f"{_duration(time.monotonic() - self.started)}, {_count(self.tokens)} tokens"
+            f"{head} {', '.join(facts)}"
             + ("" if final or waiting is None else f"; {waiting.message}")
+            + (f"; {self.where}" if final and self.where else "")
         )
+
+    def _bar(self, width: int = 20) -> str:
+        full = width * self.done // self.total if self.total else width
+        return "[" + "#" * full + "." * (width - full) + "]"
 
     def draw(self) -> None:
         if self.live:

@@ -171,9 +171,18 @@ class ResultFile:
         self.close()
 
 
+def _output_key(output: Path) -> str:
+    """``-o``'s key, in the names of what the run base keeps for it."""
+    return hashlib.sha256(os.fsencode(output.resolve())).hexdigest()[:32]
+
+
+def batches_journal(runs_dir: Path, output: Path) -> Path:
+    """Where ``--api-batches`` keeps the Message Batches it sent for ``output``."""
+    return runs_dir / f"batch-{_output_key(output)}.batches.jsonl"
+
+
 def _open_ledger(runs_dir: Path, output: Path) -> int:
-    key = hashlib.sha256(os.fsencode(output.resolve())).hexdigest()[:32]
-    name = f"batch-{key}.sha256"
+    name = f"batch-{_output_key(output)}.sha256"
     try:
         base = open_base(runs_dir)
         try:

@@ -19,7 +19,10 @@ import msgspec
 from isoagent.parent.batch.display import BatchDisplay
 from isoagent.parent.batch.input import BatchTask, TaskId, label
 from isoagent.parent.batch.result_file import BatchRefused, ResultFile
+from isoagent.parent.model.prices import BATCH_PRICE
+from isoagent.parent.records.costs import Costs
 from isoagent.parent.records.events import ChildFinished, TaskRecord
+from isoagent.parent.records.terminal_text import plural
 from isoagent.protocol import Result
 
 if TYPE_CHECKING:
@@ -78,6 +81,8 @@ class BatchRun:
         self.kept: ResultFile | None = None  # the run folder's results, once stdout failed
         self.kept_error = ""  # why its lines could not be kept in the run folder then
         self.display = BatchDisplay(len(pending) + len(invalid), live=live)
+        self.costs = Costs()  # each task's, by its child's id (priced when the batch runs)
+        self.over_budget = 0  # tasks the batch's --max-budget-usd ended or kept from starting
 
     async def run(self, session: Session) -> Outcome:
         try:
@@ -87,7 +92,9 @@ class BatchRun:
                 self.kept.close()
 
     async def _run(self, session: Session) -> Outcome:
-        self.display.start(session.waits)
+        self.costs.rate = BATCH_PRICE if session.settings.api_batches else 1.0
+        session.events.sinks.append(self.costs)
+        self.display.start(session.waits, session.run.display(session.run.path))
         for record in self.invalid:  # each bad line once in the output, on stderr every time
             if (record.id, record.error) not in self.reported:
                 self._write(session, record)
@@ -110,7 +117,7 @@ class BatchRun:
             raise
         finally:
             ticker.cancel()
-        stopped = stopped or self._stdout_failed()
+        stopped = stopped or self._stdout_failed() or self._budget_spent(session)
         self.display.close("; stopped" if stopped else "")
         unwritten = self._hand_back_unwritten()
         outcome = self._finish(session)
@@ -144,6 +151,14 @@ class BatchRun:
             return
         for record in self.written[:-1]:
             self.results(record)
+
+    def _budget_spent(self, session: Session) -> str:
+        """Why the batch stopped because its --max-budget-usd was spent, or ""."""
+        if not self.over_budget:
+            return ""
+        budget = session.settings.max_budget_usd
+        tasks = plural(self.over_budget, "task")
+        return f"its budget (--max-budget-usd {budget:g}) is spent: {tasks} not done"
 
     def _stdout_failed(self) -> str:
         """Why the batch stopped because stdout failed, or "" if it did not."""
@@ -180,10 +195,20 @@ class BatchRun:
         from isoagent.parent.children.supervisor import ChildRequest, describe
 
         while self.stdout_error is None and (task := next(queue, None)) is not None:
+            if _spent(session):  # the rest wait for a resume: no line, so not done
+                self.over_budget += 1
+                continue
             self.display.task_started()
             title = f"{label(task.id, task.line)}: {describe(task.prompt)}"
             request = ChildRequest(title, task.prompt, task.agent)
-            record = task_record(task, await session.supervisor.run(request))
+            finished = await session.supervisor.run(request)
+            record = task_record(task, finished, self.costs.usd.get(finished.child, 0.0))
+            if record.status == "budget" and _spent(session):  # cut short: it runs again
+                self.over_budget += 1
+                self.display.task_finished(record, counted=False)
+                continue
+            if session.trace_id:
+                record.trace_id = session.trace_id
             self._write(session, record)
             if self.results and self.results.waiting and not self.waiting_told:
                 self.waiting_told = True
@@ -223,7 +248,13 @@ class BatchRun:
 _record_decoder = msgspec.json.Decoder(TaskRecord)
 
 
-def task_record(task: BatchTask, finished: ChildFinished) -> TaskRecord:
+def _spent(session: Session) -> bool:
+    """Whether the batch's --max-budget-usd is spent."""
+    budget = session.cost_budget
+    return budget is not None and budget.spent >= budget.max_usd
+
+
+def task_record(task: BatchTask, finished: ChildFinished, cost: float = 0.0) -> TaskRecord:
     result = finished.result
     return TaskRecord(
         id=task.id,
@@ -238,4 +269,5 @@ def task_record(task: BatchTask, finished: ChildFinished) -> TaskRecord:
         transcript=finished.transcript,
         error=result.error,
         retries=finished.retries,
+        cost_usd=round(cost, 6),
     )

@@ -9,31 +9,75 @@ from collections import deque
 from collections.abc import Callable
 from io import FileIO
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from isoagent.parent.records.run_folder import write_all
-from isoagent.protocol import ChildFrame, FrameError, Heartbeat, ParentFrame, encode_frame
-from isoagent.protocol.framing import FrameAssembler
+from isoagent.protocol import (
+    ChildFrame,
+    FrameError,
+    Heartbeat,
+    McpCall,
+    ModelCall,
+    ParentFrame,
+    Result,
+    TaskCall,
+    encode_frame,
+)
+from isoagent.protocol.framing import FrameAssembler, Spill
+
+if TYPE_CHECKING:
+    from isoagent.parent.children.large_results import ResultFiles
+
+# What the parent holds of a child's frames (a child is untrusted: it may send anything).
+FRAME_IN_MEMORY = 64 << 20
+"""The largest frame body of a child's the parent reads into memory: a ModelCall with the
+design's 50 MB tool output fits (the Messages API takes no request past 32 MB). Only a
+Result may be larger; it goes to the run folder as it arrives (``large_results.py``)."""
+SMALL_FRAME = 64 << 10  # a Hello, Progress or Heartbeat: an honest one has a few hundred bytes
+WAITING_FRAMES = 64  # frames the parent has not taken yet: an honest child has one or two
+
+
+class FrameRefused(FrameError):
+    """A child's frames went past a bound of what the parent holds for it; the message
+    says which. The child is ended: an error of its own, not a corrupt stream."""
+
+
+Queued = ChildFrame | asyncio.Future[ChildFrame] | Exception | None
 
 
 class FrameInbox(asyncio.Protocol):
     """A child's frames, as the protocol of its stdout pipe: bytes go straight from the
     pipe into the frame they belong to, and decoded frames wait in a queue, so a consumer
     that stops waiting (a timeout) never cuts a frame in half. ``last_heard``: when the
-    last bytes came (a Heartbeat is only that: it is not queued)."""
+    last bytes came (a Heartbeat is only that: it is not queued).
+
+    Each frame is held to its kind's bound, and a child makes one call (``ModelCall``,
+    ``McpCall``, ``TaskCall``) at a time, as its agent loop does: the next only once the parent
+    ``answered`` the last. Past a bound the inbox ends with a ``FrameRefused``."""
 
     def __init__(self, grace: float = 1.0) -> None:
         self.last_heard = time.monotonic()
-        self._frames = FrameAssembler(ChildFrame)
-        self._queue: asyncio.Queue[ChildFrame | Exception | None] = asyncio.Queue()
+        # where a Result too large to hold goes: the supervisor's to set, before the Task
+        self.results: ResultFiles | None = None
+        self._frames = FrameAssembler(ChildFrame, in_memory=FRAME_IN_MEMORY, spill=self._spill)
+        # a spooled frame is made in a thread: its future waits in its place
+        self._queue: asyncio.Queue[Queued] = asyncio.Queue()
         self._grace = grace
         self._ended = False
         self._give_up: asyncio.TimerHandle | None = None
+        self._calling = False  # a call of the child's waits for its answer
 
     async def next(self) -> ChildFrame | None:
         """The next frame; ``None`` at EOF, or when the child exited and its stdout did not
         end within ``grace`` seconds after (a grandchild may hold it open forever).
         A corrupt stream raises ``FrameError``. The end, once reached, is returned again."""
         item = await self._queue.get()
+        if isinstance(item, asyncio.Future):
+            try:
+                return await item
+            except FrameError as exc:
+                self._end(exc)
+                raise
         if item is None or isinstance(item, Exception):
             self._queue.put_nowait(item)
         if isinstance(item, Exception):
@@ -45,16 +89,69 @@ class FrameInbox(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self._give_up = loop.call_later(self._grace, self._end, None)
 
+    def unfinished(self) -> str:
+        """The frame the child is in the middle of sending, for a message ("": none)."""
+        if (got := self._frames.received()) is None:
+            return ""
+        length = self._frames.length
+        where = "held in memory"
+        if length > FRAME_IN_MEMORY:
+            where = f"past {FRAME_IN_MEMORY >> 20} MiB a frame is kept on disk, not in memory"
+        return f"inside a frame of {length} bytes: {got} came ({where})"
+
+    def answered(self) -> None:
+        """The parent answers the child's call (or cancels it): the child may call again."""
+        self._calling = False
+
     def data_received(self, data: bytes) -> None:
         if self._ended:
             return
         self.last_heard = time.monotonic()
         try:
             for frame in self._frames.feed(data):
+                frame = self._bounded(frame)  # type: ignore[arg-type]
                 if not isinstance(frame, Heartbeat):
-                    self._queue.put_nowait(frame)  # type: ignore[arg-type]
+                    self._queue.put_nowait(frame)
         except FrameError as exc:
             self._end(exc)
+
+    def _bounded(
+        self, frame: ChildFrame | asyncio.Future[ChildFrame]
+    ) -> ChildFrame | asyncio.Future[ChildFrame]:
+        """``frame`` if it is within the child's bounds (a Result's texts cut to theirs);
+        a ``FrameRefused`` naming the bound if not."""
+        if self._queue.qsize() >= WAITING_FRAMES:
+            raise FrameRefused(
+                f"sent frames faster than the parent takes them ({WAITING_FRAMES} waiting)"
+            )
+        match frame:
+            case ModelCall() | McpCall() | TaskCall():
+                if self._calling:
+                    raise FrameRefused(
+                        f"sent a {type(frame).__name__} before its last call was answered: "
+                        "a child makes one model or MCP call at a time"
+                    )
+                self._calling = True
+            case Result():
+                if self.results is not None:
+                    return self.results.bounded(frame)
+            case asyncio.Future():
+                pass  # a spooled Result, bounded as it is made
+            case _ if (length := self._frames.length) > SMALL_FRAME:
+                kind = type(frame).__name__
+                raise FrameRefused(
+                    f"sent a {kind} frame of {length} bytes: a {kind} may have "
+                    f"{SMALL_FRAME >> 10} KiB"
+                )
+        return frame
+
+    def _spill(self, length: int) -> Spill:
+        if self.results is None:
+            raise FrameRefused(
+                f"sent a frame of {length} bytes before its Task: past "
+                f"{FRAME_IN_MEMORY >> 20} MiB only a Result is taken"
+            )
+        return self.results.spool(length)
 
     def eof_received(self) -> None:
         try:
@@ -72,6 +169,7 @@ class FrameInbox(asyncio.Protocol):
     def _end(self, item: Exception | None) -> None:
         if not self._ended:
             self._ended = True
+            self._frames.close()
             self._queue.put_nowait(item)
 
 

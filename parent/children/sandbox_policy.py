@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import functools
+import glob
 import os
+import pwd
+import stat
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from isoagent.child.agent.builtin_agents import writes
+from isoagent.parent.records.run_folder import RUNS, state_runs
 from isoagent.parent.settings import ChildNetwork, SandboxChoice, Settings
 from isoagent.protocol import AgentSpec, SandboxPolicy
 from isoagent.protocol.frames import SandboxMode
@@ -50,12 +54,34 @@ def policy_for(agent: AgentSpec, settings: Settings, nested: Sequence[str] = ())
 
 
 # what no sandboxed child reads, under the user's home: keys, tokens, cloud credentials,
-# shell histories (commands with secrets in them)
+# shell histories (commands with secrets in them), shell start-up files (the exported
+# ANTHROPIC_API_KEY, tokens in .bashrc)
 DENY_READ = (
     ".ssh", ".gnupg", ".aws", ".azure", ".config/gcloud", ".config/gh", ".config/anthropic",
     ".claude/.credentials.json", ".docker", ".kube", ".netrc", ".git-credentials", ".npmrc",
-    ".pypirc", ".bash_history", ".zsh_history", ".python_history",
+    ".pypirc", ".bash_history", ".zsh_history", ".python_history", ".bashrc", ".bash_profile",
+    ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv", ".zprofile", ".zlogin",
+    ".zlogout", ".kshrc", ".mkshrc", ".cshrc", ".tcshrc", ".config/fish", ".local/share/fish",
+    ".pam_environment", ".config/environment.d", ".psql_history", ".mysql_history",
+    ".sqlite_history", ".node_repl_history", ".lesshst",
 )  # fmt: skip
+
+# what only root reads on a usual system (and a child running as root, even without
+# capabilities: uid 0 passes the owner's read bits): password hashes, host keys, sudo
+# rules, private TLS keys, the machine's Kerberos, VPN and Wi-Fi secrets, cluster admin
+# credentials, cloud-init's user data, systemd's credentials, containers' file systems;
+# each hidden where the child could read it
+SYSTEM_SECRETS = (
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/security/opasswd",
+    "/etc/sudoers", "/etc/sudoers.d", "/var/lib/sudo", "/var/db/sudo", "/etc/ssl/private",
+    "/etc/pki/tls/private", "/etc/krb5.keytab", "/etc/ipsec.secrets", "/etc/ppp/chap-secrets",
+    "/etc/ppp/pap-secrets", "/etc/wireguard", "/etc/NetworkManager/system-connections",
+    "/etc/wpa_supplicant", "/etc/letsencrypt", "/etc/kubernetes", "/etc/rancher",
+    "/var/lib/cloud/instances", "/var/spool/cron/crontabs", "/var/spool/cron/tabs",
+    "/etc/credstore", "/etc/credstore.encrypted", "/run/credentials", "/var/lib/tailscale",
+    "/var/lib/docker", "/var/lib/containerd", "/var/lib/kubelet",
+)  # fmt: skip
+SSH_HOST_KEYS = "/etc/ssh/ssh_host_*_key"
 
 
 # the user's terminals: a child writing escape sequences to the CLI's /dev/pts/N would act
@@ -64,31 +90,72 @@ TERMINALS = Path("/dev/pts")
 
 
 def hidden_paths(mode: SandboxMode, settings: Settings) -> tuple[str, ...]:
-    """What a sandboxed child may not read: ``DENY_READ`` in the home, the run folders
-    (other runs' transcripts), ``--deny-read``, the terminals; those that exist, less any
-    that holds the workspace or an added folder (hiding it would hide the work)."""
+    """What a sandboxed child may not read: ``DENY_READ`` in the home (``$HOME``'s and the
+    user's entry's in the password database), ``SYSTEM_SECRETS`` it could read, the run
+    folders (other runs' transcripts: the run's, the workspace's, the state folder's),
+    ``--deny-read``, the terminals; those that exist, less any that holds the workspace or
+    an added folder (hiding it would hide the work)."""
     if mode == "off" or not mount_namespaces_available():
         return ()
+    runs = (settings.runs_dir, settings.workdir / RUNS, state_runs())
     candidates = _hidden_candidates(
-        str(Path.home()), settings.runs_dir, settings.deny_read, settings.workdir, settings.add_dirs
+        homes(), runs, settings.deny_read, settings.workdir, settings.add_dirs
     )
-    return _existing(candidates)
+    return _existing(candidates) + _system_secrets(settings.workdir, settings.add_dirs)
+
+
+def homes() -> tuple[str, ...]:
+    """The user's home as ``$HOME`` says and as the password database does: a child
+    started with another ``HOME`` must not find the real one open."""
+    return tuple(dict.fromkeys((str(Path.home()), *_passwd_home())))
+
+
+@functools.cache
+def _passwd_home() -> tuple[str, ...]:
+    try:
+        return (pwd.getpwuid(os.getuid()).pw_dir,)
+    except KeyError:  # a uid without an entry (a container's)
+        return ()
 
 
 @functools.lru_cache(maxsize=8)
 def _hidden_candidates(
-    home: str,
-    runs_dir: Path,
+    homes: tuple[str, ...],
+    runs: tuple[Path, ...],
     deny_read: tuple[Path, ...],
     workdir: Path,
     add_dirs: tuple[Path, ...],
 ) -> tuple[str, ...]:
-    paths = [Path(home, name) for name in DENY_READ]
-    paths += [runs_dir, *deny_read, TERMINALS]
+    paths = [Path(home, name) for home in homes for name in DENY_READ]
+    paths += [*runs, *deny_read, TERMINALS]
     work = (workdir, *add_dirs)
     return tuple(
-        str(path) for path in paths if not any(place.is_relative_to(path) for place in work)
+        dict.fromkeys(
+            str(path) for path in paths if not any(place.is_relative_to(path) for place in work)
+        )
     )
+
+
+@functools.lru_cache(maxsize=8)
+def _system_secrets(workdir: Path, add_dirs: tuple[Path, ...]) -> tuple[str, ...]:
+    """Those of ``SYSTEM_SECRETS`` and the ssh host keys a child of this user could read
+    (or search, a folder) without any capability, by the mode bits of the owner (its uid),
+    the group (its groups) or others, less any that holds the workspace or an added folder
+    (``-C /etc/kubernetes``); looked up once: they do not come and go in a run."""
+    uid, groups = os.getuid(), {os.getgid(), *os.getgroups()}
+    readable = []
+    for path in (*SYSTEM_SECRETS, *sorted(glob.glob(SSH_HOST_KEYS))):
+        if any(place.is_relative_to(path) for place in (workdir, *add_dirs)):
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        shift = 6 if st.st_uid == uid else 3 if st.st_gid in groups else 0
+        wanted = 0o5 if stat.S_ISDIR(st.st_mode) else 0o4
+        if st.st_mode >> shift & wanted:
+            readable.append(path)
+    return tuple(readable)
 
 
 def _existing(paths: tuple[str, ...]) -> tuple[str, ...]:

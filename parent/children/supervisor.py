@@ -19,7 +19,7 @@ import contextlib
 import itertools
 from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -27,8 +27,9 @@ from isoagent.child.agent.builtin_agents import BASE_TOOLS
 from isoagent.child.agent.loop import text_of
 from isoagent.parent.children.call_limits import CallLimits
 from isoagent.parent.children.cleanup import describe_exit
-from isoagent.parent.children.connection import StderrLog, log_cap, write_frame
+from isoagent.parent.children.connection import FrameRefused, StderrLog, log_cap, write_frame
 from isoagent.parent.children.forkserver import ForkServer
+from isoagent.parent.children.large_results import ResultFiles
 from isoagent.parent.children.launch import child_identity
 from isoagent.parent.children.launchers import (
     CANCEL_GRACE,
@@ -66,6 +67,9 @@ from isoagent.protocol import (
     TaskReply,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from isoagent.parent.telemetry.run_trace import RunTrace
 
 
 @dataclass
@@ -146,6 +150,7 @@ class Supervisor:
         # the repositories and .claude folders below the workspace's top, read-only to
         # writing children: found once, before the first of them starts
         self.nested_protected: tuple[str, ...] = ()
+        self.trace: RunTrace | None = None  # the run's telemetry, when on (the session's)
         if settings.sandbox != "off":
             roots = (settings.workdir, *settings.add_dirs)
             self.planted = PlantedNames(roots, run.path / "planted")
@@ -163,6 +168,11 @@ class Supervisor:
         self._running.add(run)
         run.add_done_callback(self._running.discard)
         return child_id(number), run
+
+    @property
+    def running(self) -> int:
+        """Children asked for and not yet ended."""
+        return len(self._running)
 
     async def end_all(self) -> None:
         """End every child still running and wait until each is ended and recorded. A
@@ -312,6 +322,7 @@ class _ChildRun:
         self._delegations: set[asyncio.Future[None]] = set()  # its task calls under way
         # how the parent ended it before its Result (a budget broken, stop_task), if it did
         self.ended: asyncio.Future[ChildFailed] = asyncio.get_running_loop().create_future()
+        self.span = sup.trace.child_started(self.id) if sup.trace is not None else None
 
     @property
     def launched(self) -> bool | None:
@@ -334,6 +345,7 @@ class _ChildRun:
             task = self._task()
             self.limits = CallLimits(task)
             process = await launcher.start()
+            process.frames.results = ResultFiles(self.sup.run_folder, self.transcript_path)
             self.pid = process.pid  # on its host: the launcher's here (the child's is there)
             self.sup.live[self.id] = self
             drain = asyncio.create_task(self.stderr.drain(process.stderr))
@@ -399,6 +411,7 @@ class _ChildRun:
             add_dirs=[str(path) for path in settings.add_dirs],
             mcp_servers=settings.mcp_servers.for_agent(self.agent),
             subagents=self._subagents(),
+            trace=self.span is not None,
         )
 
     def _identity(self, tag: str, run_id: str) -> Identity:
@@ -421,9 +434,13 @@ class _ChildRun:
                     result = await self._converse(process, task)
             except TimeoutError:
                 why = f"timed out after {self.sup.settings.timeout:g} s"
+                if unfinished := process.frames.unfinished():
+                    why += f", {unfinished}"
                 result = await self._cancel(process, why)
             await process.wait_exit(1.0)  # after its Result a child exits by itself
             return result
+        except FrameRefused as exc:
+            return self._failure("error", str(exc))
         except FrameError as exc:
             return self._failure("crashed", f"sent a corrupt frame: {exc}")
         except ChildFailed as exc:
@@ -435,6 +452,7 @@ class _ChildRun:
         """Ask the child to stop (Cancel) and take the Result it sends within a moment."""
         failure = self._failure("timeout", why)
         self.cancelled = True
+        process.frames.answered()  # a Cancel answers the call it was making, if any
         if not await write_frame(process.stdin, Cancel(why)):
             return failure
         with contextlib.suppress(TimeoutError, FrameError, ChildFailed):
@@ -512,6 +530,7 @@ class _ChildRun:
                 assert self.limits is not None
                 if refused := self.limits.refusal(frame):  # a child is untrusted
                     error = ModelError("bad_request", f"refused by the parent: {refused}")
+                    process.frames.answered()
                     await write_frame(process.stdin, ModelReply(frame.turn, error=error))
                     raise ChildFailed(
                         f"sent a model call its Task does not allow: {refused}", "error"
@@ -525,9 +544,12 @@ class _ChildRun:
                 self.usage = self.usage + reply.usage
                 self.retries += reply.retries
                 self.last_text = text_of(reply.content) or self.last_text
+                process.frames.answered()
                 await write_frame(process.stdin, reply)
             case McpCall():
-                await write_frame(process.stdin, await self._call_sdk_tool(frame))
+                answer = await self._call_sdk_tool(frame)
+                process.frames.answered()
+                await write_frame(process.stdin, answer)
             case TaskCall():  # its frames are read on while its child runs
                 delegation = asyncio.ensure_future(self._delegate(process, frame))
                 self._delegations.add(delegation)
@@ -543,7 +565,9 @@ class _ChildRun:
         return frame
 
     async def _delegate(self, process: ChildProcess, call: TaskCall) -> None:
-        await write_frame(process.stdin, await self.sup.delegate(self, call))
+        reply = await self.sup.delegate(self, call)
+        process.frames.answered()
+        await write_frame(process.stdin, reply)
 
     async def _call_sdk_tool(self, call: McpCall) -> McpReply:
         """A tool of an SDK's in-process server, for a child whose Task gives it (a child
@@ -572,6 +596,8 @@ class _ChildRun:
         )
 
     def _finish(self, result: Result, process: ChildProcess | None) -> None:
+        spans = result.spans  # for telemetry only: records and callers never see them
+        result = msgspec.structs.replace(result, spans=[])
         lines = self.stderr.last_lines()
         if result.status in ("crashed", "launch_failed") and lines:
             result = msgspec.structs.replace(
@@ -589,6 +615,9 @@ class _ChildRun:
         )
         self._finished = finished
         self.emit(finished)
+        if self.span is not None:
+            assert self.sup.trace is not None
+            self.sup.trace.child_finished(self.span, finished, spans, self.launcher.host_name)
 
 
 async def _finish(drain: asyncio.Task[None], seconds: float = 1.0) -> None:

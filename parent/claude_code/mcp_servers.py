@@ -10,7 +10,10 @@ name, or inline: a server of that agent alone, ``AgentSpec.mcp_servers``) and it
 ``tools`` allow-list; it starts the server itself, inside its sandbox, and the server ends
 with it. An http or sse server is reached through the egress proxy (``--child-network
 on``); without network, or of another type (an SDK's in-process server), a server is
-named, with the reason, when an agent asks for it. The parent agent has no MCP tools.
+named, with the reason, when an agent asks for it.
+
+The parent agent gets every tool of the stdio and SDK servers (``for_parent``), as Claude
+Code's main agent does; its grants are Claude Code's (see ``parent_agent.parent_mcp_tools``).
 """
 
 from __future__ import annotations
@@ -90,11 +93,11 @@ class McpServers:
         )
 
     def status(self, *, sdk: bool = False) -> list[dict[str, str]]:
-        """Each server as Claude Code's ``init`` and ``get_mcp_status`` list it. isoagent's
-        parent connects to none: a child starts the stdio and http servers its agent uses,
-        so they are ``pending``; an SDK server whose tools were listed is ``connected`` (one
-        not listed yet is ``pending`` while the ``sdk`` is there to list it); one no child
-        can use is ``failed``, with the reason."""
+        """Each server as Claude Code's ``init`` and ``get_mcp_status`` list it. A stdio or
+        http server is ``pending``: the parent starts its stdio ones with its turn, after
+        ``init``, and a child those its agent uses; an SDK server whose tools were listed
+        is ``connected`` (one not listed yet is ``pending`` while the ``sdk`` is there to
+        list it); one no child can use is ``failed``, with the reason."""
         listed = [
             {"name": name, "status": "connected" if server.type == "sdk" else "pending"}
             for name, server in self.servers.items()
@@ -109,6 +112,15 @@ class McpServers:
                 entry["status"] = "disabled"
                 entry.pop("error", None)
         return listed
+
+    def for_parent(self) -> tuple[list[McpServer], dict[str, str]]:
+        """The servers (on) whose tools the parent agent gets, and those (name -> why) it
+        cannot use: an http or sse one, which the parent process would reach unfiltered
+        (the egress proxy serves the children's namespaces alone)."""
+        on = [server for name, server in self.servers.items() if name not in self.disabled]
+        remote = {s.name for s in on if s.type in ("http", "sse")}
+        why = "the parent agent reaches no http or sse server (a subagent does, with network)"
+        return [s for s in on if s.name not in remote], dict.fromkeys(remote, why)
 
     def for_agent(self, agent: AgentSpec) -> list[McpServer]:
         """The servers whose tools ``agent`` names, in the order it names them: its own

@@ -4,7 +4,8 @@ parent can send (the SDK is on its stdin and stdout).
 
 Before the first run the parent lists each server's tools; a child whose agent names one
 gets it as a tool of its own, and its calls come back as ``McpCall`` frames, which the
-supervisor checks against the child's Task before ``SdkServers.call`` relays them.
+supervisor checks against the child's Task before ``SdkServers.call`` relays them. The
+parent agent's own calls of them (``parent_agent.parent_mcp_tools``) are relayed alike.
 """
 
 from __future__ import annotations

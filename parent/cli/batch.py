@@ -11,7 +11,7 @@ from typing import BinaryIO
 import click
 
 from isoagent.parent.batch.input import BatchTask, LineTooLong, parse_tasks, read_lines
-from isoagent.parent.batch.result_file import BatchRefused, Previous, ResultFile
+from isoagent.parent.batch.result_file import BatchRefused, Previous, ResultFile, batches_journal
 from isoagent.parent.batch.runner import BatchRun, Outcome
 from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import fail, run_command
@@ -30,7 +30,8 @@ Input, one task per line:
 \b
 Output, one JSON line per task as it finishes:
   id, status, line, agent, summary, turns, tool_calls, tokens, seconds,
-  transcript, error, retries (model calls tried again: rate limit, overload).
+  transcript, error, retries (model calls tried again: rate limit, overload),
+  cost_usd.
   status is a child's (ok, max_turns, error, timeout, crashed, budget) or
   invalid for a line that could not be run.
 
@@ -62,12 +63,35 @@ Examples:
     "--agent", "-a", "agent_name", default="general-purpose", show_default=True,
     help="Agent type for lines that name none (see `isoagent agents`).",
 )  # fmt: skip
+@click.option(
+    "--max-budget-usd", type=click.FloatRange(min=0), default=0.0, metavar="USD",
+    help="What this batch's model calls may cost (0: no limit): once spent, no task starts and "
+    "those it cut short write no line, so running it again with the same -o resumes them.",
+)  # fmt: skip
+@click.option(
+    "--api-batches",
+    is_flag=True,
+    help="Send the model calls as Anthropic Message Batches: half the price, each turn as "
+    "slow as a batch (minutes, up to 24 h; raise --timeout). See the README.",
+)
+@click.option(
+    "--batch-window",
+    type=click.FloatRange(0),
+    default=Settings.batch_window,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --api-batches: how long a model call waits for the others to join its batch "
+    "(it goes at once when every running task waits).",
+)
 @settings_options
 def batch(
     source_name: str,
     jobs: int | None,
     output_path: Path | None,
     agent_name: str,
+    max_budget_usd: float,
+    api_batches: bool,
+    batch_window: float,
     settings: Settings,
 ) -> None:
     """Run one subagent per line of FILE ('-' for stdin), each in its own process.
@@ -78,9 +102,10 @@ def batch(
     source = open_tasks(source_name)
     if output_path is not None and same_file(source, output_path):
         fail(f"--output {output_path} is the input file: name another file", ExitCode.USAGE)
-    settings = dataclasses.replace(settings, batch_input=source_name)
+    settings = dataclasses.replace(settings, batch_input=source_name, max_budget_usd=max_budget_usd)
     if jobs is not None:
         settings = dataclasses.replace(settings, max_parallel=jobs)
+    settings = dataclasses.replace(settings, api_batches=api_batches, batch_window=batch_window)
     pick_agent(settings.agents, agent_name)
     where = "stdin" if source_name == "-" else source_name
     try:
@@ -96,6 +121,9 @@ def batch(
         results, previous = open_output(settings, output_path)
         # a writing child must not truncate or unlink it under the parent's open file
         settings = dataclasses.replace(settings, kept_files=(output_path.resolve(),))
+        if api_batches:  # a rerun answers the turns already sent from their batches
+            journal = batches_journal(settings.runs_dir, output_path)
+            settings = dataclasses.replace(settings, batch_journal=journal)
     done = previous.done
     pending = [t for t in items if isinstance(t, BatchTask) and t.id not in done]
     invalid = [r for r in items if isinstance(r, TaskRecord)]

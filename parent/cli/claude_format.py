@@ -281,6 +281,8 @@ class ClaudeFormat:
         message["retries"] = final.retries  # model-call attempts the gateway retried
         message["run_dir"] = final.run_dir
         message["children"] = msgspec.to_builtins(final.children)
+        if final.trace_id:
+            message["trace_id"] = final.trace_id
         return message
 
     @property

@@ -1,8 +1,10 @@
-"""The progress lines on stderr: one live line per running child.
+"""The progress lines on stderr: the parent's model call and each running child.
 
-On a terminal the lines are redrawn in place (and every half second, so the
-elapsed time moves); elsewhere each child gets a plain line when it starts and
-one when it ends (plus a line per tool call with ``-v``).
+On a terminal the lines are redrawn in place (and every half second, so the elapsed time
+moves): the parent thinking (for how long, about how many tokens it has streamed), each
+child with its current tool; at the end one line says the run's turns, children, tokens,
+cost and run folder. Elsewhere it stays quiet: one line when a child ends (plus a line per
+tool call, and the closing line, with ``-v``).
 """
 
 from __future__ import annotations
@@ -11,11 +13,24 @@ import asyncio
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+import msgspec
 
 from isoagent.parent.cli.errors import stderr_lost
-from isoagent.parent.records.events import ChildFinished, ChildProgress, ChildStarted, Event
-from isoagent.parent.records.terminal_text import terminal_line
+from isoagent.parent.records.costs import Costs
+from isoagent.parent.records.events import (
+    ChildFinished,
+    ChildProgress,
+    ChildStarted,
+    Event,
+    MessageAdded,
+    RunFinished,
+)
+from isoagent.parent.records.terminal_text import plural, terminal_line
+
+if TYPE_CHECKING:
+    from isoagent.parent.session import Session
 
 TICK = 0.5  # seconds between redraws of the live lines
 
@@ -24,10 +39,41 @@ TICK = 0.5  # seconds between redraws of the live lines
 class _Running:
     head: str  # "  [Explore] find test framework"
     tools: int = 0
+    tool: str = ""  # the tool it runs now
     started: float = field(default_factory=time.monotonic)
 
     def line(self) -> str:
-        return f"{self.head} ... {self.tools} tools, {seconds(time.monotonic() - self.started)}"
+        now = f": {self.tool}" if self.tool else ""
+        tools = plural(self.tools, "tool")
+        return f"{self.head} ... {tools}, {seconds(time.monotonic() - self.started)}{now}"
+
+
+@dataclass
+class _Thinking:
+    """The parent's model call in flight."""
+
+    started: float = field(default_factory=time.monotonic)
+    characters: int = 0  # of text, thinking and tool input streamed so far
+
+    def line(self) -> str:
+        tokens = f", ~{self.characters // 4} tokens" if self.characters else ""
+        return f"  parent: thinking {seconds(time.monotonic() - self.started)}{tokens}"
+
+
+class _Delta(msgspec.Struct):
+    """What a streamed event's delta holds, of those that carry words."""
+
+    text: str = ""
+    thinking: str = ""
+    partial_json: str = ""
+
+
+class _Event(msgspec.Struct):
+    type: str
+    delta: _Delta | None = None
+
+
+_event = msgspec.json.Decoder(_Event)
 
 
 class ProgressDisplay:
@@ -45,22 +91,41 @@ class ProgressDisplay:
         self.live = stream.isatty() if live is None else live
         self.verbose = verbose
         self.active: dict[str, _Running] = {}  # child id -> its live line
+        self.thinking: _Thinking | None = None  # the parent's call in flight, on a terminal
+        self.costs = Costs()  # every agent's tokens and cost, for the closing line
+        self.children = 0
+        self.delegated = False  # a parent agent answered: the children were its
         self._drawn = 0
         self._ticker: asyncio.Task[None] | None = None
 
+    def hear(self, child: str, data: bytes) -> None:
+        """One streamed event of a model call (the gateway's ``listen``): the parent's
+        words so far, for its thinking line."""
+        if child or self.thinking is None:
+            return
+        try:
+            delta = _event.decode(data).delta
+        except msgspec.DecodeError:
+            return
+        if delta is not None:
+            self.thinking.characters += len(delta.text or delta.thinking or delta.partial_json)
+
     def __call__(self, event: Event) -> None:
-        if isinstance(event, ChildStarted):
-            running = _Running(terminal_line(f"  [{event.agent}] {event.description}"))
+        self.costs(event)
+        if isinstance(event, MessageAdded):
+            self._message(event)
+        elif isinstance(event, ChildStarted):
+            self.children += 1
             if self.live:
-                self.active[event.child] = running
+                head = terminal_line(f"  [{event.agent}] {event.description}")
+                self.active[event.child] = _Running(head)
                 self._redraw()
                 self._tick()
-            else:
-                self._print(f"{running.head} ...")
         elif isinstance(event, ChildProgress):
             progress = event.progress
             if shown := self.active.get(event.child):
                 shown.tools = progress.tool_calls
+                shown.tool = progress.tool if progress.event == "tool_start" else ""
                 self._redraw()
             if self.verbose and progress.event == "tool_start":
                 head = f"  [{event.agent}] {event.description}"
@@ -75,6 +140,27 @@ class ProgressDisplay:
                 line = f"{head} - {r.status} ({facts}): {r.error}"
             self.active.pop(event.child, None)
             self._print(line)
+        elif isinstance(event, RunFinished) and (self.live or self.verbose):
+            self.thinking = None
+            self._print(self._closing(event))
+
+    def _message(self, message: MessageAdded) -> None:
+        """A parent's prompt or tool results go to the model: it thinks until it answers."""
+        self.delegated = self.delegated or (message.role == "assistant" and not message.child)
+        if message.child or not self.live:
+            return
+        self.thinking = _Thinking() if message.role == "user" else None
+        self._redraw()
+        if self.thinking is not None:
+            self._tick()
+
+    def _closing(self, final: RunFinished) -> str:
+        """isoagent: 3 turns, 2 children, 1,234 tokens, $0.0123; .isoagent/runs/<id>"""
+        facts = [plural(final.result.turns, "turn")]
+        if self.delegated and self.children:  # not task's, whose one child is the main agent
+            facts.append(plural(self.children, "child", "children"))
+        facts += [f"{self.costs.usage.total:,} tokens", f"${self.costs.total:.4f}"]
+        return f"isoagent: {', '.join(facts)}; {final.run_dir}"
 
     def _tick(self) -> None:
         """Keep the elapsed times moving while children run (needs the event loop)."""
@@ -82,9 +168,16 @@ class ProgressDisplay:
             self._ticker = asyncio.get_running_loop().create_task(self._tick_while_active())
 
     async def _tick_while_active(self) -> None:
-        while self.active:
+        while self.active or self.thinking is not None:
             await asyncio.sleep(TICK)
             self._redraw()
+
+    def follow(self, session: Session) -> None:
+        """Show ``session``'s waits above the live lines and, on a terminal, how far the
+        parent's streamed answers have come."""
+        session.waits.say = self.note
+        if self.live:
+            session.gateway.listen(self.hear, children=False)
 
     def note(self, line: str) -> None:
         """A line of the parent's own (what model calls wait on), above the live block."""
@@ -100,8 +193,10 @@ class ProgressDisplay:
             return
         text = f"\x1b[{self._drawn}F\x1b[J" if self._drawn else ""
         text += above
-        if self.live:
-            text += "".join(running.line() + "\n" for running in self.active.values())
+        lines = [running.line() for running in self.active.values()] if self.live else []
+        if self.live and self.thinking is not None:
+            lines.insert(0, self.thinking.line())
+        text += "".join(line + "\n" for line in lines)
         try:
             self.stream.write(text)
             self.stream.flush()
@@ -109,7 +204,7 @@ class ProgressDisplay:
             if self.stream is sys.stderr:  # nor do later messages fail; it ends non-zero
                 stderr_lost(exc)
             self.stream = None
-        self._drawn = len(self.active) if self.live else 0
+        self._drawn = len(lines)
 
 
 def seconds(value: float) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
+from isoagent.errors import STATUS_ERRORS
+
 if TYPE_CHECKING:  # --help imports this module, and nothing that needs msgspec
     from isoagent.protocol import Status
 
@@ -21,15 +23,9 @@ class ExitCode(IntEnum):
     READER_GONE = 141  # whoever read stdout went away (as if SIGPIPE had ended us)
 
 
-STATUS_EXIT = {
-    "ok": ExitCode.OK,
-    "max_turns": ExitCode.MAX_TURNS,
-    "error": ExitCode.ERROR,
-    "budget": ExitCode.BUDGET,
-    "cancelled": ExitCode.INTERRUPTED,
-    "timeout": ExitCode.CHILD_FAILED,
-    "crashed": ExitCode.CHILD_FAILED,
-    "launch_failed": ExitCode.CHILD_FAILED,
+# the API's error classes say each failure's code (one table: ``isoagent.errors``)
+STATUS_EXIT = {"ok": ExitCode.OK} | {
+    status: ExitCode(error.exit_code) for status, error in STATUS_ERRORS.items()
 }
 
 

@@ -1,6 +1,7 @@
 """``isoagent logs [RUN]``: past runs, and one run's tree of agents, turns and tool calls.
 
-Read from the transcripts in ``<workdir>/.isoagent/runs/`` (``records/past_run.py``). The
+Read from the transcripts in the run folders (``<workdir>/.isoagent/runs/``, ``--run-dir``:
+``records/run_folder.runs_dir_for``; ``records/past_run.py``). The
 totals of a run are its transcripts' own, every child's included; ``--json`` prints the same
 figures, and with RUN each agent's events as its transcript holds them; ``--html`` draws
 RUN as a timeline (``records/timeline.py``).
@@ -19,13 +20,13 @@ import msgspec
 
 from isoagent.parent.cli.errors import fail
 from isoagent.parent.cli.exit_codes import ExitCode
-from isoagent.parent.cli.options import workdir_option
+from isoagent.parent.cli.options import run_dir_option, workdir_option
 from isoagent.parent.records.events import AnyEvent, ChildFinished, ChildStarted, MessageAdded
 from isoagent.parent.records.past_run import AgentLog, PastRun
+from isoagent.parent.records.run_folder import runs_dir_for
 from isoagent.parent.records.terminal_text import for_stdout, plural
 from isoagent.protocol import TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
-RUNS = Path(".isoagent") / "runs"
 SHORT = 90  # characters of a text, a tool's input or output shown without --full
 
 
@@ -72,6 +73,7 @@ class RunRecord(msgspec.Struct, omit_defaults=True):
 )
 @click.argument("run_id", metavar="[RUN]", required=False)
 @workdir_option("Workspace whose runs to read (default: the current directory).")
+@run_dir_option()
 @click.option(
     "-n",
     "--count",
@@ -95,6 +97,7 @@ class RunRecord(msgspec.Struct, omit_defaults=True):
 def logs(
     run_id: str | None,
     workdir: Path,
+    run_dir: str | None,
     count: int,
     full: bool,
     as_json: bool,
@@ -105,7 +108,7 @@ def logs(
     tree of its agents, their turns and tool calls. Tokens and cost include every child."""
     if html and (run_id is None or as_json):
         fail("--html draws one RUN, as a page: give RUN, without --json", ExitCode.USAGE)
-    runs_dir = workdir / RUNS
+    runs_dir, _ = runs_dir_for(workdir, run_dir)
     runs = sorted(_runs(runs_dir), key=_started)
     if run_id is None:
         latest = [PastRun.read(path) for path in runs[-count:][::-1]]

@@ -38,6 +38,16 @@ def workdir_option(help: str) -> Callable[..., Any]:
     )
 
 
+def run_dir_option() -> Callable[..., Any]:
+    """``--run-dir``: where run folders are, for every command that makes or reads them."""
+    return click.option(
+        "--run-dir", metavar="DIR",
+        help="Folder of the run folders (transcripts, logs) [env ISOAGENT_RUN_DIR]; default: "
+        "the workspace's .isoagent/runs, or $XDG_STATE_HOME/isoagent/runs (~/.local/state/"
+        "isoagent/runs) when that cannot be made (a read-only workspace).",
+    )  # fmt: skip
+
+
 def settings_options(
     fn: Callable[..., Any], extra: Sequence[Callable[..., Any]] = ()
 ) -> Callable[..., Any]:
@@ -57,6 +67,7 @@ def settings_options(
             "timeout and the token budget still hold. An agent file's maxTurns wins.",
         ),
         workdir_option("Workspace the agents work in (default: the current directory)."),
+        run_dir_option(),
         click.option(
             "--add-dir", "add_dirs", multiple=True, metavar="DIR",
             help="Another folder the agents may use as they use the workspace (read, and "
@@ -162,7 +173,8 @@ LIMIT_OPTIONS = [
     click.option(
         "--deny-read", "deny_read", multiple=True, metavar="PATH",
         help="Another file or folder sandboxed children may not read (besides ~/.ssh, ~/.aws, "
-        "~/.netrc, shell histories, the run folders, ...); repeatable.",
+        "~/.netrc, shell histories and start-up files, /etc/shadow, the run folders, ...); "
+        "repeatable.",
     ),
     click.option(
         "--max-tokens-total", type=click.IntRange(0), default=DEFAULTS.max_tokens_total,

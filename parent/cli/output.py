@@ -114,18 +114,22 @@ class Output:
         self.format = output_format
         self.partial = partial
         self.lines = JsonLines()
-        streaming = output_format == "stream-json"
         self.claude = ClaudeFormat(
-            self.lines if streaming else None,
+            self.lines if self.streams else None,
             main_child=main_child,
             tools=tools,
             permission_mode=permission_mode,
         )
 
+    @property
+    def streams(self) -> bool:
+        """stream-json: stdout is a stream of every event."""
+        return self.format == "stream-json"
+
     def hear(self, gateway: Gateway) -> None:
         """With ``partial``, every streamed event of ``gateway``'s calls is printed."""
         if self.partial:
-            gateway.on_event = self.claude.stream_event
+            gateway.listen(self.claude.stream_event, children=True)
 
     def sinks(self) -> list[Sink]:
         """json and stream-json follow every event (stream-json prints them)."""

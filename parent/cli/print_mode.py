@@ -30,6 +30,7 @@ import click
 
 from isoagent.parent.claude_code.mcp_servers import SDK_ONLY
 from isoagent.parent.claude_code.plugins import PluginRefused, plugin_agents
+from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import OutputErrorsCommand, fail, run_session_body
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import output_options
@@ -42,6 +43,7 @@ from isoagent.parent.settings import Settings
 
 if TYPE_CHECKING:
     from isoagent.parent.agent.permission_prompt import Decision
+    from isoagent.parent.records.events import Sink
 
 # the permission modes, and how much each lets run unasked where --allowedTools names what does
 _WIDTH = {"default": 1, "acceptEdits": 2, "plan": 0, "bypassPermissions": 3, "dontAsk": 1,
@@ -284,13 +286,18 @@ def run_prompt(
     if inbox is not None:
         output.claude.cost_before = inbox.cost
         output.claude.context_tokens = inbox.context_tokens
+    # -v: progress on stderr as run shows it (stream-json is the SDK's, which sends -v always)
+    progress = ProgressDisplay(verbose=True) if settings.verbose and not output.streams else None
+    sinks: list[Sink] = [*output.sinks(), *([progress] if progress is not None else [])]
 
     async def main() -> int:
         nonlocal run_id
-        async with Session.open(settings, sinks=output.sinks()) as session:
+        async with Session.open(settings, sinks=sinks) as session:
             run_id = session.run.run_id
             end_when_reader_goes(session, output.lines)
             output.hear(session.gateway)
+            if progress is not None:
+                progress.follow(session)
             if inbox is not None:
                 inbox.interrupt = session.interrupt
                 inbox.stop_task = session.stop_child
@@ -521,8 +528,9 @@ def _context_usage(settings: Settings, inbox: _Inbox) -> dict[str, Any]:
 _NOTHING_TO_DO = {
     "rewind_files": "isoagent keeps no file checkpoints to rewind to: a writing child "
     "changes the workspace itself, as Claude Code's tools do without checkpointing; use git",
-    "mcp_reconnect": "isoagent's parent holds no MCP connection to renew: each child starts "
-    "the servers its agent uses, so the next one tries a failed server again",
+    "mcp_reconnect": "isoagent's parent holds no MCP connection to renew: each turn of the "
+    "parent and each child starts the servers it uses, so the next one tries a failed server "
+    "again",
 }
 
 # control requests answered during a run as between runs

@@ -37,7 +37,7 @@ def run(
 
     async def main() -> int:
         async with Session.open(settings, sinks=sinks) as session:
-            session.waits.say = progress.note  # above the live lines
+            progress.follow(session)
             end_when_reader_goes(session, output.lines)
             output.hear(session.gateway)
             result = await session.run_parent(prompt)

@@ -36,12 +36,29 @@ class Gateway:
         self.api_seconds = 0.0  # summed over calls, concurrent ones included
         self.retries = 0  # refused or failed attempts retried, over every call
         self.rejected: ModelError | None = None  # the key was refused (401): it stays refused
+        # each agent's latest failed call, by child id ("": the parent's): what kind
+        self.failures: dict[str, ModelError] = {}
         self._slots = asyncio.Semaphore(max_concurrent)
-        # hears every event of every streamed call, with the child whose call it is ("":
-        # the parent's): ``--include-partial-messages``
-        self.on_event: Callable[[str, bytes], None] | None = None
+        # who hears the events of streamed calls, with the child whose call it is ("": the
+        # parent's), and whether children's calls too: --include-partial-messages, progress
+        self._hearers: list[tuple[Callable[[str, bytes], None], bool]] = []
+        # hears every call once answered, with when it started (Unix ns): telemetry
+        self.on_call: Callable[[ModelCall, ModelReply, int], None] | None = None
+
+    def listen(self, hear: Callable[[str, bytes], None], *, children: bool) -> None:
+        """``hear(child, event)`` for every event of the parent's streamed calls, and of
+        the children's too if ``children``."""
+        self._hearers.append((hear, children))
 
     async def call(self, call: ModelCall) -> ModelReply:
+        """One model turn; see ``_call``."""
+        started = time.time_ns()
+        reply = await self._call(call)
+        if self.on_call is not None:
+            self.on_call(call, reply, started)
+        return reply
+
+    async def _call(self, call: ModelCall) -> ModelReply:
         """One model turn. The budget is checked when the call gets its slot, so calls
         already under way when it runs out still finish: a run can pass its budget by
         what at most ``max_concurrent - 1`` concurrent calls use, never by more."""
@@ -52,13 +69,21 @@ class Gateway:
                 budget = f"the run's token budget ({self.max_tokens_total}) is used up"
                 return ModelReply(turn=call.turn, error=ModelError("budget", budget))
             started = time.monotonic()
-            if self.on_event is not None:
-                listener.set(functools.partial(self.on_event, calling_for.get()))
+            child = calling_for.get()
+            if hearers := [hear for hear, children in self._hearers if children or not child]:
+                listener.set(functools.partial(_tell, hearers, child))
             reply = await self.source.complete(call)
             self.api_seconds += time.monotonic() - started
         error = reply.error
+        if error is not None:
+            self.failures[calling_for.get()] = error
         if error is not None and error.kind == "auth" and error.status_code == 401:
             self.rejected = error
         self.usage = self.usage + reply.usage
         self.retries += reply.retries
         return reply
+
+
+def _tell(hearers: list[Callable[[str, bytes], None]], child: str, event: bytes) -> None:
+    for hear in hearers:
+        hear(child, event)

@@ -27,9 +27,11 @@ FAMILY_PRICES = {
     "fable": PER_MILLION["claude-fable-5-2"],
 }
 
+BATCH_PRICE = 0.5  # of the price, for a Message Batch's tokens (its cache's too)
 
-def cost_usd(model: str, usage: Usage) -> float:
-    """The price of ``usage`` on ``model``."""
+
+def cost_usd(model: str, usage: Usage, rate: float = 1.0) -> float:
+    """The price of ``usage`` on ``model``, times ``rate`` (``BATCH_PRICE`` in a batch)."""
     prices = PER_MILLION.get(model) or next(
         (price for family, price in FAMILY_PRICES.items() if family in model), (0.0, 0.0)
     )
@@ -38,4 +40,4 @@ def cost_usd(model: str, usage: Usage) -> float:
         + 1.25 * usage.cache_creation_input_tokens
         + 0.1 * usage.cache_read_input_tokens
     )
-    return (inputs * prices[0] + usage.output_tokens * prices[1]) / 1_000_000
+    return rate * (inputs * prices[0] + usage.output_tokens * prices[1]) / 1_000_000

@@ -78,6 +78,7 @@ class AnthropicSource:
         import httpx2  # the SDK's HTTP library, imported by it already: its raw responses
 
         self._response_type = httpx2.Response
+        self.api_error: type[Exception] = anthropic.APIError  # what the SDK's calls raise
         self._cut = httpx2.TransportError  # a connection lost while the answer streams
         # called with the status and headers of every HTTP response, success or error,
         # before ``complete`` returns: the rate limiter learns the limits from them
@@ -117,13 +118,15 @@ class AnthropicSource:
             response = getattr(exc, "response", None)
             if self.on_response is not None and response is not None:
                 self.on_response(response.status_code, response.headers)
-            return ModelReply(turn=call.turn, error=self._describe(exc))
+            return ModelReply(turn=call.turn, error=self.describe(exc))
         if self.on_response is not None:
             self.on_response(response.status_code, response.headers)
         assembly = Assembly(call.turn)
         try:
             if not response.headers.get("content-type", "").startswith("text/event-stream"):
-                return _reply(call.turn, await response.aread())  # a server that won't stream
+                return message_reply(
+                    call.turn, await response.aread()
+                )  # a server that won't stream
             return await _read(response, assembly)
         except self._cut as exc:
             url = str(self.client.base_url).rstrip("/")
@@ -139,7 +142,8 @@ class AnthropicSource:
     async def aclose(self) -> None:
         await self.client.close()
 
-    def _describe(self, exc: Exception) -> ModelError:
+    def describe(self, exc: Exception) -> ModelError:
+        """The ``ModelError`` an exception of the SDK's calls stands for."""
         anthropic = self._anthropic
         url = str(self.client.base_url).rstrip("/")
         if isinstance(exc, anthropic.APIStatusError) and (
@@ -282,7 +286,7 @@ async def _read(response: Any, assembly: Assembly) -> ModelReply:
     return assembly.reply()
 
 
-def _reply(turn: int, body: bytes) -> ModelReply:
+def message_reply(turn: int, body: bytes) -> ModelReply:
     """A whole message, from a server that answers a streamed request without streaming:
     text, tool-use, thinking and web-search blocks as our Structs; block types of features
     we do not ask for are dropped."""

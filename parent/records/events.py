@@ -29,6 +29,7 @@ class RunStarted(Event, tag="init"):
     agents: list[str]
     session_id: str = ""  # its conversation's UUID (an earlier run's with --resume); "": its run id
     batch_input: str = ""  # isoagent batch: the file its tasks came from ("-": stdin)
+    trace_id: str = ""  # its OpenTelemetry trace, when telemetry is on
 
 
 class ChildStarted(Event, tag="child_started"):
@@ -81,6 +82,7 @@ class RunFinished(Event, tag="result"):
     retries: int = 0  # model-call attempts the gateway retried, all agents together
     structured_output: Any = None  # --json-schema: the parent's last valid answer
     structured_output_failed: bool = False  # it gave no valid answer in five tries
+    trace_id: str = ""  # its OpenTelemetry trace, when telemetry is on
 
 
 class TaskRecord(msgspec.Struct):
@@ -102,6 +104,9 @@ class TaskRecord(msgspec.Struct):
     transcript: str = ""
     error: str = ""
     retries: int = 0  # model-call attempts retried (rate limit, overload, server, connection)
+    cost_usd: float = 0.0  # what its model calls cost
+    # the batch's OpenTelemetry trace, when telemetry is on (else the line has no such key)
+    trace_id: str | msgspec.UnsetType = msgspec.UNSET
 
 
 AnyEvent = RunStarted | ChildStarted | MessageAdded | ChildProgress | ChildFinished | RunFinished

@@ -1,14 +1,16 @@
-"""Where a run keeps its transcripts and child logs: ``.isoagent/runs/<run-id>/``."""
+"""Where a run keeps its transcripts and child logs: ``.isoagent/runs/<run-id>/`` in the
+workspace, or a folder chosen (``--run-dir``), or the user's state folder."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import secrets
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from io import FileIO
@@ -21,11 +23,48 @@ from isoagent.parent.records.events import Event
 _encoder = msgspec.json.Encoder()
 
 
-_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 # the folders a run's files live in are only ever opened relative to their parent's fd,
 # never by a path: a child that replaced one with a symbolic link gets ELOOP, not our files
-_UNFOLLOWED = 2  # the run base and its parent: ".isoagent/runs"
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+RUNS = Path(".isoagent") / "runs"  # a workspace's, by default
+RUN_DIR_VARIABLE = "ISOAGENT_RUN_DIR"
+
+
+def runs_dir_for(workdir: Path, chosen: str | Path | None = None) -> tuple[Path, bool]:
+    """Where the runs of ``workdir`` go, and whether that is the fallback: ``chosen``
+    (``--run-dir``), else ``$ISOAGENT_RUN_DIR``, else the workspace's ``.isoagent/runs``,
+    else, when that cannot be made there (a read-only workspace), ``state_runs()``.
+    No link on the way is resolved: a child may have planted it (``open_base``)."""
+    chosen = chosen or os.environ.get(RUN_DIR_VARIABLE)
+    if chosen:
+        return Path(os.path.abspath(os.path.expanduser(chosen))), False
+    default = workdir / RUNS
+    if _can_make(default):
+        return default, False
+    return state_runs(), True
+
+
+def state_runs() -> Path:
+    """Runs in the user's state folder: ``$XDG_STATE_HOME/isoagent/runs``, by default
+    ``~/.local/state/isoagent/runs`` (a relative ``XDG_STATE_HOME`` is ignored, as the XDG
+    specification says). The home's path is made real, as the workspace's is, so that
+    ``open_base`` sees a workspace that holds the state folder; nothing below is resolved."""
+    return _state_runs(os.environ.get("XDG_STATE_HOME", ""), str(Path.home()))
+
+
+@functools.lru_cache(maxsize=4)  # asked for each child (sandbox_policy): a realpath is 25 us
+def _state_runs(state: str, home: str) -> Path:
+    base = Path(state) if os.path.isabs(state) else Path(os.path.realpath(home), ".local", "state")
+    return base / "isoagent" / "runs"
+
+
+def _can_make(folder: Path) -> bool:
+    """Whether this process may write in ``folder``, or in the nearest existing folder
+    above it (permissions, a read-only mount)."""
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    return os.access(folder, os.W_OK | os.X_OK, effective_ids=True)
 
 
 @dataclass
@@ -38,9 +77,10 @@ class RunFolder:
     fd: int = -1
 
     @classmethod
-    def create(cls, base: Path) -> RunFolder:
+    def create(cls, base: Path, reach: Sequence[Path] = ()) -> RunFolder:
+        """A new run folder in ``base``; ``reach``: as ``open_base`` says."""
         run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
-        parent = open_base(base)
+        parent = open_base(base, reach)
         try:
             os.mkdir(run_id, 0o700, dir_fd=parent)
             fd = os.open(run_id, _DIRECTORY, dir_fd=parent)
@@ -51,6 +91,17 @@ class RunFolder:
     def create_file(self, name: str) -> FileIO:
         """A new file ``name`` in the run folder, open for writing."""
         return FileIO(os.open(name, _NEW_FILE, 0o600, dir_fd=self.fd), "wb")
+
+    def scratch_file(self, name: str) -> FileIO:
+        """A new file for writing and reading back, nameless in the run folder once made
+        (``name`` is unlinked at once): it goes when it is closed, or the process ends."""
+        fd = os.open(name, _NEW_FILE & ~os.O_WRONLY | os.O_RDWR, 0o600, dir_fd=self.fd)
+        try:
+            os.unlink(name, dir_fd=self.fd)
+        except OSError:
+            os.close(fd)
+            raise
+        return FileIO(fd, "r+b")
 
     def opener(self, path: Path) -> Callable[[], FileIO]:
         """What creates ``path`` (a file of this run folder): for a writer to call."""
@@ -71,23 +122,28 @@ class RunFolder:
         return str(path.relative_to(cwd)) if path.is_relative_to(cwd) else str(path)
 
 
-def open_base(base: Path) -> int:
-    """``base`` as a directory fd: its last two folders (``.isoagent/runs``, which children
-    may reach) made 0700 and opened without following a link; ``.isoagent`` gets a
-    ``.gitignore`` of ``*`` so git status stays clean."""
-    anchor = base.parents[_UNFOLLOWED - 1]
+def open_base(base: Path, reach: Sequence[Path] = ()) -> int:
+    """``base`` as a directory fd: its folders below the one it is opened from made 0700
+    where missing and opened without following a link, from its parent's parent
+    (``.isoagent/runs``), or from the folder of ``reach`` (the children's workspace and
+    added folders, real paths) that holds it: a child may have replaced any folder below
+    with a link (``~/.local/state``, when the workspace is the home) to get the next run's
+    files. ``.isoagent`` gets a ``.gitignore`` of ``*`` so git status stays clean."""
+    base = Path(os.path.abspath(base))
+    holders = [folder for folder in reach if base.is_relative_to(folder)]
+    anchor = min(holders, key=lambda folder: len(folder.parts), default=None)
+    if anchor is None:
+        anchor = base.parents[1] if len(base.parts) > 2 else Path(base.anchor)
     anchor.mkdir(parents=True, exist_ok=True)
     fd = os.open(anchor, _DIRECTORY & ~os.O_NOFOLLOW)
     try:
-        for name in base.parts[-_UNFOLLOWED:]:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(name, 0o700, dir_fd=fd)
+        for name in base.relative_to(anchor).parts:
             try:
-                inner = os.open(name, _DIRECTORY, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # O_DIRECTORY's answer to a link
-                    exc.strerror = f"{name} is a symbolic link or not a folder"
-                raise
+                inner = _open_folder(name, fd)
+            except FileNotFoundError:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=fd)
+                inner = _open_folder(name, fd)
             os.close(fd)
             fd = inner
             if name == ".isoagent":
@@ -96,6 +152,15 @@ def open_base(base: Path) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _open_folder(name: str, parent: int) -> int:
+    try:
+        return os.open(name, _DIRECTORY, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # O_DIRECTORY's answer to a link
+            exc.strerror = f"{name} is a symbolic link or not a folder"
+        raise
 
 
 def _ignore_all(folder: int) -> None:
@@ -107,7 +172,7 @@ def _ignore_all(folder: int) -> None:
         write_all(ignore, b"*\n")
 
 
-def write_all(file: FileIO, data: bytes) -> None:
+def write_all(file: FileIO, data: bytes | memoryview) -> None:
     """Write all of ``data`` to an unbuffered file, whose writes may be partial."""
     view = memoryview(data)
     while view:

@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -120,3 +121,28 @@ def shell(
         text=True,
         timeout=timeout,
     )
+
+
+def in_private_mounts(
+    setup: str, script: str, env: dict[str, str], cwd: Path
+) -> subprocess.CompletedProcess[str]:
+    """``setup``, then ``script`` (bash; ``isoagent`` is this checkout's CLI) in a mount
+    namespace of their own, as root: what ``setup`` mounts is seen by nothing else. Skips
+    the test where that cannot be had."""
+    import pytest
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare to mount in a namespace of the test's own")
+    body = f'isoagent() {{ {shlex.join(ISOAGENT)} "$@"; }}\n{{ {setup}\n}} || exit 99\n{script}'
+    done = subprocess.run(
+        ["unshare", "-m", "bash", "-c", body],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    if done.returncode == 99:
+        pytest.skip(f"cannot mount in a namespace of the test's own: {done.stderr}")
+    return done

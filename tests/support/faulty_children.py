@@ -23,9 +23,24 @@ Behaviours:
   each reply's error (or ``ok``) as a line of ``DIR/replies``, until one is refused.
 - ``forge-mcp``: Hello, takes its Task, calls ``secret`` of the SDK's server ``calc`` (an
   ``McpCall``), notes ``DIR/forged.pid`` and waits for an answer.
+- ``huge-result``, ``big-result``: Hello, takes its Task, sends an ok Result whose summary
+  is ``HUGE_SUMMARY`` (``BIG_SUMMARY``) bytes (``summary_chunks``), written piece by piece,
+  and exits.
+- ``endless-frame``: Hello, takes its Task, announces a frame of ``MAX_FRAME`` bytes,
+  sends ``ENDLESS_SENT`` of them, notes ``DIR/stalled.pid`` and sleeps.
+- ``flood-calls``: Hello, takes its Task, sends ``FLOOD_CALLS`` model calls without waiting
+  for a reply, writes a line to ``DIR/replies`` for each reply, and once every call was
+  answered an ok Result.
+- ``forge-spans``: Hello, takes its Task, writes ``DIR/trace`` (whether the Task asks for
+  spans) and ends with a Result of forged spans: thousands, oversized names and attributes,
+  times out of its life, parents it never made, ids given twice.
+
 - ``forge-task``: Hello, takes its Task (which gives it no ``task`` tool), asks for a
   general-purpose child of its own (a ``TaskCall``), writes the answer to ``DIR/replies``
   and waits.
+
+``first-BEHAVIOUR``: the first child of the test to start behaves so, the others are the
+real child (``exec``): a hostile child beside honest siblings in one batch.
 """
 
 from __future__ import annotations
@@ -35,9 +50,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from isoagent.protocol import (
+    MAX_SPANS,
     PROTOCOL_VERSION,
     CallOptions,
     FrameReader,
@@ -49,15 +66,23 @@ from isoagent.protocol import (
     ModelReply,
     ParentFrame,
     Progress,
+    Result,
+    Span,
     Task,
     TaskCall,
     TextBlock,
     ToolSpec,
+    Usage,
     encode_frame,
 )
+from isoagent.protocol.framing import HEADER, MAX_FRAME
 
 WRONG_VERSION = PROTOCOL_VERSION + 41
 NOISE_BYTES = 256 * 1024
+HUGE_SUMMARY = 300_000_000
+BIG_SUMMARY = 3_000_000
+ENDLESS_SENT = 256 << 20
+FLOOD_CALLS = 100
 
 
 def note(folder: Path, name: str, pid: int) -> None:
@@ -67,11 +92,28 @@ def note(folder: Path, name: str, pid: int) -> None:
     part.rename(folder / f"{name}.pid")
 
 
+def summary_chunks(size: int) -> Iterator[bytes]:
+    """The summary ``huge-result`` sends, in pieces: numbered lines, cut at ``size`` bytes."""
+    block = b"".join(b"%07d\n" % n for n in range(8192))
+    for start in range(0, size, len(block)):
+        yield block[: size - start]
+
+
+def become_the_real_child() -> None:
+    os.execv(sys.executable, [sys.executable, "-E", "-s", "-P", "-m", "isoagent.child"])
+
+
 def main(behaviour: str, folder: Path) -> int:
+    if behaviour.startswith("first-"):
+        try:
+            os.close(os.open(folder / "first.claim", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            become_the_real_child()
+        behaviour = behaviour.removeprefix("first-")
     note(folder, "child", os.getpid())
     if behaviour == "noisy":
         os.write(2, b"n" * NOISE_BYTES)
-        os.execv(sys.executable, [sys.executable, "-E", "-s", "-P", "-m", "isoagent.child"])
+        become_the_real_child()
     writer = FrameWriter(1)
     if behaviour == "wrong-version":
         writer.write(Hello(WRONG_VERSION, os.getpid()))
@@ -110,10 +152,47 @@ def main(behaviour: str, folder: Path) -> int:
         (folder / "replies").write_text(repr(reader.read()))
         reader.read()  # the parent ends it
         return 0
+    if behaviour == "forge-spans" and isinstance(task, Task):
+        (folder / "trace").write_text(str(task.trace))
+        writer.write(Result("forged", "ok", 1, 0, Usage(), 0.1, spans=forged_spans()))
+        return 0
     if behaviour.startswith("forge-") and isinstance(task, Task):
         forge(behaviour, task, writer, reader, folder)
         return 0
+    if behaviour in ("huge-result", "big-result"):
+        send_huge_result(HUGE_SUMMARY if behaviour == "huge-result" else BIG_SUMMARY)
+        return 0
+    if behaviour == "endless-frame":
+        with open(1, "wb", closefd=False) as out:
+            out.write(HEADER.pack(MAX_FRAME))
+            for _ in range(ENDLESS_SENT >> 20):
+                out.write(bytes(1 << 20))
+        note(folder, "stalled", os.getpid())
+        time.sleep(300)
+        return 0
+    if behaviour == "flood-calls" and isinstance(task, Task):
+        flood(task, writer, reader, folder)
+        return 0
     raise SystemExit(f"unknown behaviour {behaviour!r}")
+
+
+def forged_spans() -> list[Span]:
+    """Spans no honest recorder makes: each claims what the parent must not let it."""
+    huge = "x" * 10_000
+    agent = Span(1, 1 << 62, "invoke_agent parent" + huge, 0, (1 << 63) - 1)
+    agent.attributes = {f"key{n}" + huge: huge for n in range(100)}
+    agent.attributes |= {"gen_ai.agent.name": "parent", "isoagent.child": "000"}
+    spans = [agent, Span(1, 0, "a second agent span", 0, 1)]
+    spans += [  # under spans it never made: ids of the parent's, for all it knows
+        Span(2, (1 << 64) - 1, "escapes", 0, 1, {"n": (1 << 64) - 1}),
+        Span(3, 3, "its own parent", 0, 1),
+        Span(4, 9, "under a later one", 0, 1),
+        Span(5, -7, "under a negative one", 0, 1),
+        Span(0, 0, "numbered 0", 0, 1),
+        Span(-1, 0, "numbered -1", 0, 1),
+    ]
+    spans += [Span(n, 2, "flood", 1, 2) for n in range(6, 3 * MAX_SPANS)]
+    return spans
 
 
 def forge(
@@ -144,6 +223,35 @@ def forge(
             replies.flush()
             if reply.error:
                 return
+
+
+def send_huge_result(size: int) -> None:
+    """An ok Result with a ``size``-byte summary, never held whole: its encoding around
+    the summary, the summary's msgpack str32 header, and the summary piece by piece."""
+    body = encode_frame(Result("@@", "ok", 1, 0, Usage(10, 5), 0.1))[HEADER.size :]
+    before, after = body.split(b"\xa2@@")
+    text_header = b"\xdb" + size.to_bytes(4, "big")
+    with open(1, "wb", closefd=False) as out:
+        out.write(HEADER.pack(len(before) + len(text_header) + size + len(after)))
+        out.write(before + text_header)
+        for chunk in summary_chunks(size):
+            out.write(chunk)
+        out.write(after)
+
+
+def flood(task: Task, writer: FrameWriter, reader: FrameReader, folder: Path) -> None:
+    """``FLOOD_CALLS`` model calls at once, a line per reply, and an ok Result once each
+    call was answered."""
+    message = [Message("user", [TextBlock("flood")])]
+    for turn in range(FLOOD_CALLS):
+        writer.write(ModelCall(turn, task.model, task.limits.max_tokens, "", message))
+    with (folder / "replies").open("a") as replies:
+        for _ in range(FLOOD_CALLS):
+            if not isinstance(reply := reader.read(), ModelReply):
+                return
+            replies.write(f"{reply.error.message if reply.error else 'ok'}\n")
+            replies.flush()
+    writer.write(Result("flooded", "ok", FLOOD_CALLS, 0, Usage(), 0.1))
 
 
 if __name__ == "__main__":

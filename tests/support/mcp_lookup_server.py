@@ -2,8 +2,9 @@
 (stdio), or with ``--http PORT`` over streamable HTTP on every address.
 
 It notes its start as ``started-<pid>`` in its working folder (where it may write), and its
-one tool, ``lookup``, answers with the key, its pid and whether it could write in OUTSIDE, a
-folder outside the workspace (a sandboxed child's server cannot).
+one tool, ``lookup``, answers with the key, its pid, whether it could write in OUTSIDE, a
+folder outside the workspace (a sandboxed child's server cannot), and whether it was given
+an API key; a key that is an absolute path, with what the server reads there.
 
 Over stdio it speaks MCP's JSON-RPC lines itself, as the Messages API server of these tests
 does HTTP: the official server package costs about two seconds of CPU to import, at every
@@ -35,12 +36,18 @@ LOOKUP = {
 
 def lookup(key: str) -> str:
     """Look a key up."""
+    if key.startswith("/"):
+        try:
+            return f"{key}: {Path(key).read_text()!r}"
+        except OSError as exc:
+            return f"{key}: {exc.strerror}"
     try:
         (OUTSIDE / f"written-by-{os.getpid()}").write_text("x")
         outside = "written"
     except OSError:
         outside = "refused"
-    return f"value of {key}; pid {os.getpid()}; outside {outside}"
+    key_given = "given" if os.environ.get("ANTHROPIC_API_KEY") else "none"
+    return f"value of {key}; pid {os.getpid()}; outside {outside}; api key {key_given}"
 
 
 def answer(method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -26,13 +26,25 @@ near-instant. A handler exception becomes a 500 with ``x-should-retry: false``
 
 The server is a ``ThreadingHTTPServer`` (one daemon thread per connection, HTTP/1.1
 keep-alive, TCP_NODELAY), so a reply's ``delay`` sleeps only its own thread.
+
+It also speaks the Message Batches API as documented: ``POST /v1/messages/batches``
+(``requests``: ``[{custom_id, params}]``), ``GET /v1/messages/batches/{id}`` (processing
+status, request counts, ``results_url`` once ended), ``GET .../results`` (JSONL, in no
+particular order), ``POST .../cancel`` and ``GET /v1/messages/batches`` (the list). A batch
+ends ``server.batch_delay`` seconds after it was created; its requests are then answered by
+the same handler as ``/v1/messages`` (each is recorded in ``server.requests`` too, with its
+``custom_id``). A Reply with ``batch_result="expired"`` or ``"canceled"`` is that result; an
+error Reply is an ``errored`` result; a Reply's ``delay`` is not slept. Each created batch is
+kept in ``server.batches``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import itertools
 import json
+import re
 import socket
 import sys
 import threading
@@ -43,9 +55,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
+    "MessageBatch",
     "MessagesServer",
     "Reply",
     "Request",
@@ -57,6 +70,10 @@ __all__ = [
 ]
 
 MESSAGES_PATH = "/v1/messages"
+BATCHES_PATH = "/v1/messages/batches"
+BATCH_LIMIT = 100_000  # requests in one Message Batch
+BATCH_BYTES = 256 * 1024 * 1024
+_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _RETRIED_STATUSES = frozenset({408, 409, 429})
 
 
@@ -73,10 +90,11 @@ def _blocks_text(content: Any) -> str:
 
 @dataclass
 class Request:
-    """One POST /v1/messages as received."""
+    """One POST /v1/messages as received, or one request of a Message Batch."""
 
     body: dict[str, Any]
     headers: dict[str, str]
+    custom_id: str = ""  # a batched request's; "" for POST /v1/messages
 
     @property
     def system(self) -> str:
@@ -182,6 +200,8 @@ class Reply:
     fail_after: int | None = None
     streams: bool = True  # False: a whole JSON message even when asked to stream
     sse: bytes = b""  # an event stream sent as it is, in place of the message's events
+    # in a Message Batch, this request's result is expired or canceled instead
+    batch_result: Literal["", "expired", "canceled"] = ""
 
     @property
     def is_error(self) -> bool:
@@ -347,6 +367,47 @@ def _sse_body(message: dict[str, Any], reply: Reply) -> tuple[bytes, int | None]
 Handler = Callable[[Request], Reply | list[Reply]]
 
 
+def _timestamp(when: float | None) -> str | None:
+    """RFC 3339, as the API writes its times."""
+    if when is None:
+        return None
+    return datetime.datetime.fromtimestamp(when, datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass
+class MessageBatch:
+    """A Message Batch as the server was sent it, and what became of it."""
+
+    id: str
+    requests: list[Request]
+    created: float  # time.time()
+    ends: float  # when its processing ends
+    cancel_initiated: float | None = None
+    ended: float | None = None
+    results: list[dict[str, Any]] = field(default_factory=list)  # once ended, custom_id + result
+    polls: int = 0  # GETs of it
+
+    def as_json(self, base_url: str) -> dict[str, Any]:
+        counts = dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), 0)
+        if self.ended is None:  # every request is processing until the whole batch ends
+            counts["processing"] = len(self.requests)
+        for line in self.results:
+            counts[line["result"]["type"]] += 1
+        status = "ended" if self.ended else "canceling" if self.cancel_initiated else "in_progress"
+        return {
+            "id": self.id,
+            "type": "message_batch",
+            "processing_status": status,
+            "request_counts": counts,
+            "ended_at": _timestamp(self.ended),
+            "created_at": _timestamp(self.created),
+            "expires_at": _timestamp(self.created + 24 * 3600),
+            "archived_at": None,
+            "cancel_initiated_at": _timestamp(self.cancel_initiated),
+            "results_url": f"{base_url}{BATCHES_PATH}/{self.id}/results" if self.ended else None,
+        }
+
+
 def _default_handler(_request: Request) -> Reply:
     return text_reply("ok")
 
@@ -427,23 +488,36 @@ class _RequestHandler(BaseHTTPRequestHandler):
         )
 
     def do_GET(self) -> None:
-        """Every GET is a 404."""
+        """The Message Batches API's GETs (a batch, its results, the list); others are 404s."""
+        path = self.path.split("?", 1)[0]
+        if not path.startswith(BATCHES_PATH):
+            self._not_found()
+            return
+        status, body, content_type = self.server.owner._batches_get(path)
+        self._send(status, body, content_type=content_type)
+
+    def _do_other(self) -> None:
         self._not_found()
 
-    do_PUT = do_DELETE = do_PATCH = do_HEAD = do_GET
+    do_PUT = do_DELETE = do_PATCH = do_HEAD = _do_other
 
     def do_POST(self) -> None:
-        """POST /v1/messages is served; any other path is a 404."""
+        """POST /v1/messages and the Message Batches API's POSTs are served; any other
+        path is a 404."""
         raw = self._read_body()
-        if self.path.split("?", 1)[0] != MESSAGES_PATH:
+        path = self.path.split("?", 1)[0]
+        if path != MESSAGES_PATH and not path.startswith(BATCHES_PATH):
             self._not_found()
             return
         try:
-            body = json.loads(raw)
+            body = json.loads(raw or b"{}")
             if not isinstance(body, dict):
                 raise ValueError("body is not a JSON object")
         except ValueError as e:
             self._send(400, _error_body("invalid_request_error", f"invalid JSON body: {e}"))
+            return
+        if path != MESSAGES_PATH:
+            self._send(*self.server.owner._batches_post(path, body))
             return
         request = Request(body=body, headers={k.lower(): v for k, v in self.headers.items()})
         status, payload, content_type, headers, sent = self.server.owner._serve(request)
@@ -466,6 +540,9 @@ class MessagesServer:
         self.handler_errors: list[BaseException] = []
         self.retried_replies = 0  # replies a client retries (429, 5xx, cut streams): backoff
         self.base_url = ""
+        self.batches: dict[str, MessageBatch] = {}  # the Message Batches created, by id
+        self.batch_delay = 0.0  # seconds from a batch's creation to the end of its processing
+        self._batch_lock = threading.Lock()  # a batch is processed once
 
     @property
     def handler(self) -> Handler:
@@ -488,6 +565,8 @@ class MessagesServer:
             self.requests = []
             self.handler_errors = []
             self.retried_replies = 0
+            self.batches = {}
+            self.batch_delay = 0.0
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -643,3 +722,101 @@ class MessagesServer:
             return reply.status, body, "text/event-stream", headers, sent
         body = json.dumps(message, ensure_ascii=False).encode()
         return reply.status, body, "application/json", dict(reply.headers), None
+
+    # -- the Message Batches API ----------------------------------------------
+
+    def _batches_post(self, path: str, body: dict[str, Any]) -> tuple[int, bytes]:
+        """Create a batch (``POST /v1/messages/batches``) or cancel one (``.../{id}/cancel``)."""
+        if path == BATCHES_PATH:
+            return self._create_batch(body)
+        batch_id, _, action = path.removeprefix(BATCHES_PATH + "/").partition("/")
+        batch = self.batches.get(batch_id)
+        if batch is None or action != "cancel":
+            return 404, _error_body("not_found_error", f"POST {path}: not found")
+        with self._batch_lock:
+            if batch.ended is None and batch.cancel_initiated is None:
+                batch.cancel_initiated = time.time()
+        return 200, json.dumps(batch.as_json(self.base_url)).encode()
+
+    def _create_batch(self, body: dict[str, Any]) -> tuple[int, bytes]:
+        requests = body.get("requests")
+        if not isinstance(requests, list) or not 1 <= len(requests) <= BATCH_LIMIT:
+            why = f"requests: a list of 1 to {BATCH_LIMIT:,} requests"
+            return 400, _error_body("invalid_request_error", why)
+        seen: set[str] = set()
+        batched: list[Request] = []
+        for number, item in enumerate(requests):
+            custom_id = item.get("custom_id") if isinstance(item, dict) else None
+            params = item.get("params") if isinstance(item, dict) else None
+            if not isinstance(custom_id, str) or not _CUSTOM_ID.match(custom_id):
+                why = f"requests.{number}.custom_id: 1 to 64 letters, digits, - or _"
+                return 400, _error_body("invalid_request_error", why)
+            if custom_id in seen:
+                why = f"requests.{number}.custom_id: {custom_id!r} is not unique in the batch"
+                return 400, _error_body("invalid_request_error", why)
+            if not isinstance(params, dict) or not {"model", "max_tokens", "messages"} <= set(
+                params
+            ):
+                why = f"requests.{number}.params: model, max_tokens and messages are required"
+                return 400, _error_body("invalid_request_error", why)
+            seen.add(custom_id)
+            batched.append(Request(body=params, headers={}, custom_id=custom_id))
+        now = time.time()
+        batch = MessageBatch(
+            f"msgbatch_{uuid.uuid4().hex[:24]}", batched, now, now + self.batch_delay
+        )
+        with self._batch_lock:
+            self.batches[batch.id] = batch
+        return 200, json.dumps(batch.as_json(self.base_url)).encode()
+
+    def _batches_get(self, path: str) -> tuple[int, bytes, str]:
+        """A batch, its results as JSONL once it has ended, or the list of batches."""
+        if path == BATCHES_PATH:
+            with self._batch_lock:
+                listed = [b.as_json(self.base_url) for b in reversed(self.batches.values())]
+            ids = [b["id"] for b in listed]
+            page = {"data": listed, "has_more": False, "first_id": ids[0] if ids else None,
+                    "last_id": ids[-1] if ids else None}  # fmt: skip
+            return 200, json.dumps(page).encode(), "application/json"
+        batch_id, _, action = path.removeprefix(BATCHES_PATH + "/").partition("/")
+        batch = self.batches.get(batch_id)
+        if batch is None or action not in ("", "results"):
+            return 404, _error_body("not_found_error", f"GET {path}: not found"), "application/json"
+        self._process(batch)
+        if action == "":
+            batch.polls += 1
+            return 200, json.dumps(batch.as_json(self.base_url)).encode(), "application/json"
+        if batch.ended is None:
+            why = f"{batch.id} has not ended: its results are not ready"
+            return 400, _error_body("invalid_request_error", why), "application/json"
+        lines = [json.dumps(line, ensure_ascii=False) + "\n" for line in reversed(batch.results)]
+        return 200, "".join(lines).encode(), "application/binary"
+
+    def _process(self, batch: MessageBatch) -> None:
+        """Once its time has come (or it was cancelled), answer each of the batch's requests."""
+        with self._batch_lock:
+            now = time.time()
+            if batch.ended is not None or (batch.cancel_initiated is None and now < batch.ends):
+                return
+            for request in batch.requests:
+                result = self._batch_result(request, canceled=batch.cancel_initiated is not None)
+                batch.results.append({"custom_id": request.custom_id, "result": result})
+            batch.ended = now
+
+    def _batch_result(self, request: Request, *, canceled: bool) -> dict[str, Any]:
+        if canceled:
+            return {"type": "canceled"}
+        with self._lock:
+            self.requests.append(request)
+        try:
+            reply = self._pick(request)
+        except Exception as e:
+            with self._lock:
+                self.handler_errors.append(e)
+            reply = error_reply(500, "api_error", f"test handler raised {type(e).__name__}: {e}")
+        if reply.batch_result:
+            return {"type": reply.batch_result}
+        if reply.is_error:
+            error = {"type": reply.error_type, "message": reply.error_message}
+            return {"type": "errored", "error": {"type": "error", "error": error}}
+        return {"type": "succeeded", "message": self._message(request, reply)}

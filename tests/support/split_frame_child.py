@@ -31,7 +31,7 @@ def main() -> None:
     reader = FrameReader(0, ParentFrame)
     writer.write(Hello(PROTOCOL_VERSION, os.getpid()))
     reader.read()  # the Task
-    frame = encode_frame(Progress("turn", turns=1, tool_calls=0, elapsed=0.1, detail="x" * 100_000))
+    frame = encode_frame(Progress("turn", turns=1, tool_calls=0, elapsed=0.1, detail="x" * 50_000))
     os.write(1, frame[:SPLIT])
     assert isinstance(reader.read(), Cancel)
     view = memoryview(frame)[SPLIT:]

@@ -101,54 +101,84 @@ def content_text(texts: list[str | None]) -> str:
 
 
 class McpSessions:
-    """The servers' client sessions, on an event loop in a thread of their own."""
+    """The servers' client sessions, on an event loop in a thread of their own; each is
+    held by a task of its own, which opens and closes it (the client's task groups must
+    be left by the task that entered them)."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.sessions: dict[str, ClientSession] = {}
-        self._stack = contextlib.AsyncExitStack()
+        self._held: list[asyncio.Task[None]] = []
+        self._closing = asyncio.Event()
         threading.Thread(target=self.loop.run_forever, name="mcp", daemon=True).start()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
         future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
         return future.result(timeout)
 
-    async def start(self, server: McpServer, workdir: str) -> list[Any]:
-        """Start ``server`` in ``workdir``, with this child's environment (its tag
-        included) and the server's own variables, or connect to it (http, sse: through
-        ``HTTP_PROXY``, the egress proxy, as every request of the child); its tools."""
+    async def start(self, server: McpServer, ctx: ToolContext) -> list[Any]:
+        """Start ``server`` in the workspace as the agent's commands start (the parent's:
+        under ``ctx.command_prefix``, a writing child's sandbox), with their environment
+        (its tag included) and the server's own variables, or connect to it (http, sse:
+        through ``HTTP_PROXY``, the egress proxy, as every request of the child); its tools."""
+        started: asyncio.Future[list[Any]] = self.loop.create_future()
+        self._held.append(asyncio.ensure_future(self._hold(server, ctx, started)))
+        return await started
+
+    async def _hold(
+        self, server: McpServer, ctx: ToolContext, started: asyncio.Future[list[Any]]
+    ) -> None:
+        """``server``'s session, open from its start until ``close``."""
         from mcp.client.session import ClientSession
 
-        if server.type == "stdio":
-            from mcp.client.stdio import StdioServerParameters, stdio_client
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                if server.type == "stdio":
+                    from mcp.client.stdio import StdioServerParameters, stdio_client
 
-            params = StdioServerParameters(
-                command=server.command,
-                args=server.args,
-                env={**os.environ, **server.env},
-                cwd=workdir,
-            )
-            transport = stdio_client(params)
-        elif server.type == "sse":
-            from mcp.client.sse import sse_client
+                    argv = [*ctx.command_prefix, server.command, *server.args]
+                    params = StdioServerParameters(
+                        command=argv[0],
+                        args=argv[1:],
+                        env={**(os.environ if ctx.env is None else ctx.env), **server.env},
+                        cwd=str(ctx.workdir),
+                    )
+                    transport = stdio_client(params)
+                elif server.type == "sse":
+                    from mcp.client.sse import sse_client
 
-            transport = sse_client(server.url, headers=server.headers)
-        else:
-            from mcp.client.streamable_http import streamable_http_client
-            from mcp.shared._httpx_utils import create_mcp_http_client
+                    transport = sse_client(server.url, headers=server.headers)
+                else:
+                    from mcp.client.streamable_http import streamable_http_client
+                    from mcp.shared._httpx_utils import create_mcp_http_client
 
-            client = await self._stack.enter_async_context(
-                create_mcp_http_client(headers=server.headers)
-            )
-            transport = streamable_http_client(server.url, http_client=client)
-        read, write, *_ = await self._stack.enter_async_context(transport)
-        session = await self._stack.enter_async_context(ClientSession(read, write))
-        await session.initialize()
-        self.sessions[server.name] = session
-        return list((await session.list_tools()).tools)
+                    client = await stack.enter_async_context(
+                        create_mcp_http_client(headers=server.headers)
+                    )
+                    transport = streamable_http_client(server.url, http_client=client)
+                read, write, *_ = await stack.enter_async_context(transport)
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                self.sessions[server.name] = session
+                started.set_result(list((await session.list_tools()).tools))
+                await self._closing.wait()
+        except Exception as exc:
+            if not started.done():
+                started.set_exception(exc)
 
     def call(self, server: str, tool: str, args: dict[str, Any]) -> Any:
         return self.run(self.sessions[server].call_tool(tool, args), None)
+
+    def close(self) -> None:
+        """End the sessions (a stdio server's stdin closes: it ends) and their thread."""
+
+        async def end() -> None:
+            self._closing.set()
+            await asyncio.gather(*self._held, return_exceptions=True)
+
+        with contextlib.suppress(Exception):  # a server left running is ended by its tag
+            self.run(end(), START_SECONDS)
+        self.loop.call_soon_threadsafe(self.loop.stop)
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -162,10 +192,15 @@ def granted(names: list[str], server: str, tool: str) -> bool:
 
 
 def mcp_tools(
-    servers: list[McpServer], names: list[str], ctx: ToolContext, call_sdk_tool: CallSdkTool
+    servers: list[McpServer],
+    names: list[str],
+    ctx: ToolContext,
+    call_sdk_tool: CallSdkTool,
+    sessions: McpSessions | None = None,
 ) -> list[Tool]:
     """The tools ``names`` grants of ``servers``, each server started (an SDK's: called
-    through the parent with ``call_sdk_tool``); a server that fails is ``McpUnavailable``."""
+    through the parent with ``call_sdk_tool``) in ``sessions`` (default: new ones, which
+    end with this process); a server that fails is ``McpUnavailable``."""
     tools: list[Tool] = [
         SdkTool.of(ctx, server.name, spec, call_sdk_tool)
         for server in servers
@@ -188,10 +223,10 @@ def mcp_tools(
         raise McpUnavailable(
             "MCP servers need the mcp package: pip install 'isoagent[mcp]'"
         ) from None
-    sessions = McpSessions()
+    sessions = sessions or McpSessions()
     for server in servers:
         try:
-            listed = sessions.run(sessions.start(server, str(ctx.workdir)), START_SECONDS)
+            listed = sessions.run(sessions.start(server, ctx), START_SECONDS)
         except Exception as exc:
             why = str(exc) or type(exc).__name__
             raise McpUnavailable(f"MCP server {server.name!r} did not start: {why}") from None

@@ -1,0 +1,1 @@
+../../../parent/api/_session.py

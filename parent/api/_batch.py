@@ -1,0 +1,148 @@
+"""``isoagent.batch``/``abatch``: ``isoagent batch`` from Python, on the same runner
+(``parent/batch/runner.py``) in one ``Session``: one fork server, gateway and rate limiter;
+each task's line as it finishes; resumed from ``output`` as ``-o`` is."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from isoagent._calls import options_with
+from isoagent._session import Session, _settings
+from isoagent.errors import IsoagentError, OptionError
+from isoagent.parent.batch.input import BatchTask, parse_tasks, unknown_agent
+from isoagent.parent.batch.result_file import (
+    BatchRefused,
+    Previous,
+    ResultFile,
+    batches_journal,
+)
+from isoagent.parent.batch.runner import BatchRun
+from isoagent.parent.options import Options
+from isoagent.parent.records.events import TaskRecord
+
+Task = str | Mapping[str, str]  # a prompt, or {"prompt": ..., "id": ..., "agent": ...}
+
+
+class _HandedResultFile(ResultFile):
+    """``output``, each line written there also handed to the caller."""
+
+    def __init__(self, runs_dir: Path, output: Path, hand: Callable[[TaskRecord], None]) -> None:
+        super().__init__(runs_dir, output)
+        self.hand = hand
+
+    def __call__(self, record: object) -> None:
+        super().__call__(record)
+        assert isinstance(record, TaskRecord)
+        self.hand(record)
+
+
+async def abatch(
+    tasks: Iterable[Task],
+    *,
+    jobs: int | None = None,
+    agent: str = "general-purpose",
+    output: str | Path | None = None,
+    options: Options | None = None,
+    **kw: Any,
+) -> AsyncGenerator[TaskRecord, None]:
+    """Each task's ``TaskRecord`` (the line ``isoagent batch`` writes) as it finishes, at
+    most ``jobs`` at once (default: ``max_parallel``). A task is a prompt or a mapping of
+    ``prompt``, ``id`` and ``agent`` (default: ``agent``), as a line of ``isoagent batch``;
+    a bad one is a record of status ``invalid``. With ``output``, each line is appended
+    there before it is yielded, and the tasks with an ok line there already are skipped:
+    running the same batch again resumes it."""
+    options = options_with(options, kw)
+    if jobs is not None:
+        options = options.replace(max_parallel=jobs)
+    settings = _settings(options)
+    if agent not in settings.agents:
+        raise OptionError(unknown_agent(agent, settings.agents))
+    lines = [_line(task) for task in tasks]
+    items = list(parse_tasks(lines, settings.agents, agent))
+    finished: asyncio.Queue[TaskRecord] = asyncio.Queue()
+    results: ResultFile | None = None
+    previous = Previous()
+    if output is not None:
+        path = Path(output)
+        try:
+            results = _HandedResultFile(settings.runs_dir, path, finished.put_nowait)
+            previous = results.previous()
+        except (OSError, BatchRefused) as exc:
+            if results is not None:
+                results.close()
+            why = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise IsoagentError(f"cannot use {path}: {why}") from None
+        # a writing child must not truncate or unlink it under the parent's open file
+        settings = dataclasses.replace(settings, kept_files=(path.resolve(),))
+        if settings.api_batches:  # a rerun answers the turns already sent from their batches
+            journal = batches_journal(settings.runs_dir, path)
+            settings = dataclasses.replace(settings, batch_journal=journal)
+    pending = [t for t in items if isinstance(t, BatchTask) and t.id not in previous.done]
+    invalid = [r for r in items if isinstance(r, TaskRecord)]
+    runner = BatchRun(pending, invalid, previous.reported, results, finished.put_nowait)
+    session = Session(options)
+    session._settings = settings
+    try:
+        async with session:
+            running = asyncio.ensure_future(runner.run(session._session))
+            try:
+                while not (running.done() and finished.empty()):
+                    if not finished.empty():
+                        yield finished.get_nowait()
+                        continue
+                    getting = asyncio.ensure_future(finished.get())
+                    await asyncio.wait({running, getting}, return_when=asyncio.FIRST_COMPLETED)
+                    if getting.done():
+                        yield getting.result()
+                    else:
+                        getting.cancel()
+                running.result()  # what went wrong, if something did
+            finally:
+                if not running.done():  # the caller stopped early: end the tasks running
+                    running.cancel()
+                    await asyncio.gather(running, return_exceptions=True)
+    finally:
+        if results is not None:
+            results.close()
+
+
+def batch(tasks: Iterable[Task], **kw: Any) -> Iterator[TaskRecord]:
+    """``abatch`` without asyncio: each task's ``TaskRecord`` as it finishes. Leaving the
+    loop early ends the tasks still running (their lines are not written: a resume runs
+    them)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise IsoagentError("an event loop is running here: use isoagent.abatch")
+    with asyncio.Runner() as loop:
+        records = abatch(tasks, **kw)
+        try:
+            while True:
+                try:
+                    yield loop.run(_next(records))
+                except StopAsyncIteration:
+                    return
+        finally:
+            loop.run(records.aclose())
+
+
+async def _next(records: AsyncGenerator[TaskRecord, None]) -> TaskRecord:
+    return await anext(records)
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def _line(task: Task) -> bytes:
+    """A task as its line of ``isoagent batch``'s input."""
+    if isinstance(task, str):
+        return _encoder.encode({"prompt": task})
+    return _encoder.encode(dict(task))
