@@ -81,6 +81,11 @@ def test_with_max_depth_2_a_child_delegates_to_a_grandchild_process_and_gets_its
         ("001", "general-purpose"),
         ("002", "Explore"),
     ]
+    (asked,) = [
+        b["id"] for m in lines if m["type"] == "assistant" and m.get("child") == "001"
+        for b in m["message"]["content"] if b["type"] == "tool_use"
+    ]  # fmt: skip
+    assert started[1]["tool_use_id"] == asked  # the grandchild answers its parent's call
     pids = {m["pid"] for m in started}
     assert len(pids) == 2 and os.getpid() not in pids  # two processes, neither this one
     transcripts = {m["task_id"]: workspace / m["transcript"] for m in started}
