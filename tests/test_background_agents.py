@@ -19,7 +19,14 @@ from claude_agent_sdk import ClaudeAgentOptions, ResultMessage
 
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
-from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.support.messages_server import (
+    MessagesServer,
+    Reply,
+    Request,
+    text_reply,
+    tool_reply,
+    tools_reply,
+)
 from tests.test_print_mode import CLAUDE, ISOAGENT_SCRIPT, needs_claude
 
 CHILD_JOB = "CHILD JOB: compute the answer"
@@ -245,3 +252,51 @@ def test_an_interrupt_while_the_parent_waits_for_a_background_child_ends_both(
     )
     assert result.subtype == "error_during_execution"
     assert "parent turn 2" not in str(result.result)
+
+
+def test_stop_task_ends_a_background_child_still_waiting_for_a_slot(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """With one slot, the second of two background children waits: stopped, it never
+    starts, and the model hears it stopped."""
+
+    def handler(req: Request) -> Reply:
+        if req.first_user_text.endswith(CHILD_JOB):
+            return sleeping_child(req)
+        if req.turn == 0:
+            call = {"description": "bg", "prompt": CHILD_JOB, "subagent_type": "general-purpose"}
+            return tools_reply([("task", {**call, "run_in_background": True})] * 2)
+        return text_reply(f"parent turn {req.turn}")
+
+    api_server.handler = handler
+    options = ClaudeAgentOptions(
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(workspace),
+        env=cli_env(api_server, HOME=str(tmp_path)),
+        extra_args={"max-parallel": "1"},
+    )
+
+    async def talk() -> list[Any]:
+        messages = []
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("go")
+            async for message in client.receive_messages():
+                messages.append(message)
+                if getattr(message, "subtype", "") == "task_started":
+                    while not (workspace / "started").exists():
+                        await asyncio.sleep(0.05)
+                    await client.stop_task("002")  # queued behind 001
+                    await client.stop_task("001")
+                if isinstance(message, ResultMessage):
+                    break
+        return messages
+
+    messages = asyncio.run(asyncio.wait_for(talk(), 120))
+    started = [m.data["task_id"] for m in messages if getattr(m, "subtype", "") == "task_started"]
+    assert started == ["001"]
+    last = [r for r in api_server.requests if not r.first_user_text.endswith(CHILD_JOB)][-1]
+    notes = last.text()  # the parent's whole conversation
+    for child in ("001", "002"):
+        assert f"<task-id>{child}</task-id>\n<output-file>" in notes
+    assert notes.count("<status>stopped</status>") == 2
+    assert isinstance(messages[-1], ResultMessage) and not messages[-1].is_error

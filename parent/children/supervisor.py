@@ -144,6 +144,8 @@ class Supervisor:
         self._running: set[asyncio.Task[ChildFinished]] = set()
         self._loop = asyncio.get_running_loop()
         self.live: dict[str, _ChildRun] = {}  # the children running, by id
+        # every child asked for and not ended, by id: one not live waits for a slot or starts
+        self._asked: dict[str, asyncio.Task[ChildFinished]] = {}
         self.nested = 0  # children that children started
         self.planted = None
         self._planted_lock = asyncio.Lock()
@@ -164,10 +166,13 @@ class Supervisor:
         """Start one child without waiting for it (a background one): its id at once, and
         the task that runs it to its end, as ``run`` does; cancelling that task ends it."""
         number = next(self._numbers)
+        child = child_id(number)
         run = asyncio.ensure_future(self._run(request, number))
         self._running.add(run)
+        self._asked[child] = run
         run.add_done_callback(self._running.discard)
-        return child_id(number), run
+        run.add_done_callback(lambda _: self._asked.pop(child, None))
+        return child, run
 
     @property
     def running(self) -> int:
@@ -219,11 +224,14 @@ class Supervisor:
     def stop(self, child: str) -> bool:
         """End child ``child`` alone (the SDK's ``stop_task``), its status cancelled: the
         ``task`` call that started it returns that, and the parent goes on. False: no
-        such child is running."""
-        run = self.live.get(child)
+        such child is running. One that has not started yet (a background child waiting for
+        a slot) never starts."""
+        run, asked = self.live.get(child), self._asked.get(child)
         if run is not None:
             run.end(ChildFailed("was stopped (stop_task)", "cancelled"))
-        return run is not None
+        elif asked is not None:
+            asked.cancel()
+        return asked is not None
 
     async def _run(self, request: ChildRequest, number: int) -> ChildFinished:
         writing = self.planted is not None and may_write(request.agent, self.settings)
