@@ -189,25 +189,30 @@ def sleeping_child(req: Request) -> Reply:
     return tool_reply("bash", {"command": "touch started; sleep 600"})
 
 
+def task_started(message: Any) -> bool:
+    return getattr(message, "subtype", "") == "task_started"
+
+
 def stopped_through_the_sdk(
     server: MessagesServer,
     workspace: Path,
     when: Callable[[Any], bool],
     act: Callable[[claude_agent_sdk.ClaudeSDKClient, Any], Awaitable[Any]],
+    **options: Any,
 ) -> ResultMessage:
-    """isoagent behind the SDK's client, asked "go", its background child sleeping: at the
-    first message ``when`` holds for, once the child's command runs, ``act`` on it; the child
-    must end stopped (stream-json says so). The run's result."""
-    server.handler, _ = backgrounding("task", sleeping_child)
-    options = ClaudeAgentOptions(
+    """isoagent behind the SDK's client (with ``options``), asked "go", its background child
+    sleeping: at the first message ``when`` holds for, once the child's command runs, ``act``
+    on it; the child must end stopped (stream-json says so). The run's result."""
+    sdk_options = ClaudeAgentOptions(
         cli_path=str(ISOAGENT_SCRIPT),
         cwd=str(workspace),
         env=cli_env(server, HOME=str(workspace.parent)),
+        **options,
     )
 
     async def talk() -> list[Any]:
         messages = []
-        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+        async with claude_agent_sdk.ClaudeSDKClient(sdk_options) as client:
             await client.query("go")
             async for message in client.receive_messages():
                 messages.append(message)
@@ -230,12 +235,12 @@ def stopped_through_the_sdk(
 def test_stop_task_ends_a_background_child_and_the_model_hears_it_stopped(
     api_server: MessagesServer, workspace: Path
 ) -> None:
-    result = stopped_through_the_sdk(
-        api_server,
-        workspace,
-        lambda message: getattr(message, "subtype", "") == "task_started",
-        lambda client, message: client.stop_task(message.data["task_id"]),
-    )
+    api_server.handler, _ = backgrounding("task", sleeping_child)
+
+    def stop_it(client: claude_agent_sdk.ClaudeSDKClient, started: Any) -> Awaitable[None]:
+        return client.stop_task(started.data["task_id"])
+
+    result = stopped_through_the_sdk(api_server, workspace, task_started, stop_it)
     (note,) = notifications(api_server)
     assert "<status>stopped</status>" in note and "stopped (stop_task)" in note
     assert result.result == "parent turn 2"
@@ -244,6 +249,7 @@ def test_stop_task_ends_a_background_child_and_the_model_hears_it_stopped(
 def test_an_interrupt_while_the_parent_waits_for_a_background_child_ends_both(
     api_server: MessagesServer, workspace: Path
 ) -> None:
+    api_server.handler, _ = backgrounding("task", sleeping_child)
     result = stopped_through_the_sdk(
         api_server,
         workspace,
@@ -255,7 +261,7 @@ def test_an_interrupt_while_the_parent_waits_for_a_background_child_ends_both(
 
 
 def test_stop_task_ends_a_background_child_still_waiting_for_a_slot(
-    api_server: MessagesServer, tmp_path: Path, workspace: Path
+    api_server: MessagesServer, workspace: Path
 ) -> None:
     """With one slot, the second of two background children waits: stopped, it never
     starts, and the model hears it stopped."""
@@ -268,35 +274,16 @@ def test_stop_task_ends_a_background_child_still_waiting_for_a_slot(
             return tools_reply([("task", {**call, "run_in_background": True})] * 2)
         return text_reply(f"parent turn {req.turn}")
 
+    async def stop_both(client: claude_agent_sdk.ClaudeSDKClient, message: Any) -> None:
+        await client.stop_task("002")  # queued behind 001
+        await client.stop_task("001")
+
     api_server.handler = handler
-    options = ClaudeAgentOptions(
-        cli_path=str(ISOAGENT_SCRIPT),
-        cwd=str(workspace),
-        env=cli_env(api_server, HOME=str(tmp_path)),
-        extra_args={"max-parallel": "1"},
-    )
-
-    async def talk() -> list[Any]:
-        messages = []
-        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
-            await client.query("go")
-            async for message in client.receive_messages():
-                messages.append(message)
-                if getattr(message, "subtype", "") == "task_started":
-                    while not (workspace / "started").exists():
-                        await asyncio.sleep(0.05)
-                    await client.stop_task("002")  # queued behind 001
-                    await client.stop_task("001")
-                if isinstance(message, ResultMessage):
-                    break
-        return messages
-
-    messages = asyncio.run(asyncio.wait_for(talk(), 120))
-    started = [m.data["task_id"] for m in messages if getattr(m, "subtype", "") == "task_started"]
-    assert started == ["001"]
+    one_slot = {"extra_args": {"max-parallel": "1"}}
+    result = stopped_through_the_sdk(api_server, workspace, task_started, stop_both, **one_slot)
+    assert not result.is_error
     last = [r for r in api_server.requests if not r.first_user_text.endswith(CHILD_JOB)][-1]
     notes = last.text()  # the parent's whole conversation
     for child in ("001", "002"):
         assert f"<task-id>{child}</task-id>\n<output-file>" in notes
     assert notes.count("<status>stopped</status>") == 2
-    assert isinstance(messages[-1], ResultMessage) and not messages[-1].is_error

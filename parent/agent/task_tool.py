@@ -19,7 +19,13 @@ from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.tools.base import Tool, ToolContext, ToolError
 from isoagent.child.agent.tools.task import DESCRIPTION, task_spec
 from isoagent.child.agent.tools.task import TaskInput as ChildTaskInput
-from isoagent.parent.children.supervisor import ChildRequest, Supervisor, ended_well, report
+from isoagent.parent.children.supervisor import (
+    ChildRequest,
+    Supervisor,
+    ended_well,
+    report,
+    unknown_type,
+)
 from isoagent.parent.records.events import ChildFinished
 from isoagent.protocol import AgentSpec, ToolSpec
 
@@ -64,10 +70,7 @@ class TaskTool(Tool[TaskInput]):
     def execute(self, inp: TaskInput) -> str:
         agent = self.agents.get(inp.subagent_type)
         if agent is None:
-            raise ToolError(
-                f"unknown subagent_type {inp.subagent_type!r}; choose one of: "
-                + ", ".join(self.agents)
-            )
+            raise ToolError(unknown_type(inp.subagent_type, self.agents))
         request = ChildRequest(inp.description, inp.prompt, agent)
         if inp.run_in_background or agent.background:
             return self._in_background(request)

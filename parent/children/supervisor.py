@@ -101,6 +101,11 @@ def describe(prompt: str, width: int = 50) -> str:
     return line if len(line) <= width else line[: width - 3] + "..."
 
 
+def unknown_type(name: str, agents: dict[str, AgentSpec]) -> str:
+    """What a ``task`` call for an agent type there is not is told."""
+    return f"unknown subagent_type {name!r}; choose one of: {', '.join(agents)}"
+
+
 def ended_well(finished: ChildFinished) -> bool:
     """Whether its summary is an answer (its turns may have run out), not a failure's."""
     return finished.result.status in ("ok", "max_turns")
@@ -209,8 +214,7 @@ class Supervisor:
         agent = settings.agents.get(call.subagent_type)
         total = settings.max_tokens_total
         if agent is None:
-            kinds = ", ".join(settings.agents)
-            refusal = f"unknown subagent_type {call.subagent_type!r}; choose one of: {kinds}"
+            refusal = unknown_type(call.subagent_type, settings.agents)
         elif self.nested >= NESTED_CHILDREN:
             refusal = f"this run's children have started {NESTED_CHILDREN} children, its limit"
         elif total and self.gateway.usage.total >= total:
