@@ -1,8 +1,8 @@
 """The child's end of the pipe: frames out on the saved protocol fd, frames in on stdin.
 
 A reader thread owns stdin. Model replies go to a queue the agent loop waits
-on, the replies to calls of an SDK server's tools (``McpCall``) and to its own ``task``
-calls (``TaskCall``) to their callers;
+on, the replies to calls of an SDK server's tools (``McpCall``), to questions for the
+parent's hooks (``HookCall``) and to its own ``task`` calls (``TaskCall``) to their callers;
 ``Cancel`` sets the cancel flag, ends running commands and those calls; EOF means the
 parent is gone, so the child ends its commands and exits at once (no orphans).
 
@@ -25,7 +25,10 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
+
+import msgspec
 
 from isoagent.child.agent.process_tree import QUIET_THREADS
 from isoagent.child.agent.tools.base import ToolContext
@@ -37,6 +40,8 @@ from isoagent.protocol import (
     FrameReader,
     FrameWriter,
     Heartbeat,
+    HookCall,
+    HookReply,
     McpCall,
     McpReply,
     ModelCall,
@@ -47,7 +52,6 @@ from isoagent.protocol import (
 )
 
 EXIT_PARENT_GONE = 3
-Reply = McpReply | TaskReply  # a call's answer
 
 
 class ParentChannel:
@@ -57,8 +61,9 @@ class ParentChannel:
         self.ctx = ctx
         self.replies: queue.Queue[ModelReply] = queue.Queue()
         self._write_lock = threading.Lock()  # also guards the calls under way
-        # MCP and task calls under way: where each reply goes, and of which kind it is
-        self._calls: dict[int, tuple[queue.Queue[Reply], type[Reply]]] = {}
+        # McpCall, HookCall and TaskCall under way, by id: where the reply goes, and the reply a
+        # Cancel gives instead
+        self._calls: dict[int, tuple[queue.Queue[Any], Callable[[str], Any]]] = {}
         self._ids = itertools.count(1)
         self._heard = time.monotonic()  # when the parent last sent a frame
 
@@ -102,22 +107,34 @@ class ParentChannel:
 
     def call_sdk_tool(self, server: str, tool: str, arguments: dict[str, Any]) -> McpReply:
         """A tool of an SDK's in-process server, called through the parent."""
-        reply = self._ask(McpCall(next(self._ids), server, tool, arguments), McpReply)
-        assert isinstance(reply, McpReply)
-        return reply
+        return self._request(
+            lambda call: McpCall(call, server, tool, arguments),
+            lambda call, why: McpReply(call, f"cancelled: {why}", is_error=True),
+        )
+
+    def ask_hooks(self, call: HookCall) -> HookReply:
+        """What the parent's hooks decide of one of the agent's steps (a Cancel: stop)."""
+        return self._request(
+            lambda id_: msgspec.structs.replace(call, id=id_),
+            lambda id_, why: HookReply(id_, stop=f"cancelled: {why}"),
+        )
 
     def delegate(self, inp: TaskInput) -> TaskReply:
         """Its own ``task`` call, asked of the parent (which may refuse it)."""
-        call = TaskCall(next(self._ids), inp.description, inp.prompt, inp.subagent_type)
-        reply = self._ask(call, TaskReply)
-        assert isinstance(reply, TaskReply)
-        return reply
+        return self._request(
+            lambda call: TaskCall(call, inp.description, inp.prompt, inp.subagent_type),
+            lambda call, why: TaskReply(call, f"cancelled: {why}", is_error=True),
+        )
 
-    def _ask(self, frame: McpCall | TaskCall, kind: type[Reply]) -> Reply:
-        waiting: queue.Queue[Reply] = queue.Queue(1)
+    def _request(
+        self, frame: Callable[[int], ChildFrame], cancelled: Callable[[int, str], Any]
+    ) -> Any:
+        """Send ``frame`` (given its id) and wait for the parent's reply to it."""
+        waiting: queue.Queue[Any] = queue.Queue(1)
         with self._write_lock:
-            self._calls[frame.id] = (waiting, kind)
-            self.writer.write(frame)
+            call = next(self._ids)
+            self._calls[call] = (waiting, lambda why: cancelled(call, why))
+            self.writer.write(frame(call))
         return waiting.get()
 
     def _read_forever(self) -> None:
@@ -135,16 +152,16 @@ class ParentChannel:
             match frame:
                 case ModelReply():
                     self.replies.put(frame)
-                case McpReply(id=call) | TaskReply(id=call):
+                case McpReply(id=call) | HookReply(id=call):
                     with self._write_lock:
-                        asked = self._calls.pop(call, None)
-                    if asked is not None:
-                        asked[0].put(frame)
+                        caller = self._calls.pop(call, None)
+                    if caller is not None:
+                        caller[0].put(frame)
                 case Cancel(reason=reason):
                     self.ctx.cancelled.set()
                     self.ctx.end_commands()
                     self.replies.put(ModelReply(turn=-1, error=ModelError("cancelled", reason)))
                     with self._write_lock:
                         calls, self._calls = self._calls, {}
-                    for call, (waiting, kind) in calls.items():
-                        waiting.put(kind(call, f"cancelled: {reason}", is_error=True))
+                    for waiting, cancelled in calls.values():
+                        waiting.put(cancelled(reason))

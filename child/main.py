@@ -11,7 +11,7 @@ from pathlib import Path
 import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
-from isoagent.child.agent.loop import Agent, agent_options
+from isoagent.child.agent.loop import Agent, Hooks, agent_options
 from isoagent.child.agent.spans import NoSpans, SpanRecorder, Spans
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
@@ -24,6 +24,7 @@ from isoagent.protocol import (
     FrameReader,
     FrameWriter,
     Hello,
+    HookPlan,
     ParentFrame,
     Result,
     Task,
@@ -114,6 +115,7 @@ def main() -> int:
         on_progress=channel.send,
         is_cancelled=ctx.cancelled.is_set,
         call_options=agent_options(task.agent),
+        hooks=Hooks(task.hooks, channel.ask_hooks) if task.hooks != HookPlan() else None,
         spans=spans,
     )
     result = agent.run(task.prompt)

@@ -32,6 +32,7 @@ from isoagent.child.confine_command import Confinement, command_prefix
 from isoagent.child.sandbox.privileges import make_undumpable
 from isoagent.parent.agent.bridge import GatewayBridge, run_in_thread
 from isoagent.parent.agent.cost_budget import CostBudget
+from isoagent.parent.agent.hooks import SessionHooks
 from isoagent.parent.agent.parent_agent import (
     allowed_spec,
     earlier_conversation,
@@ -74,7 +75,7 @@ from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 from isoagent.parent.telemetry.config import TelemetryUnavailable
 from isoagent.parent.telemetry.run_trace import RunTrace
-from isoagent.protocol import Result, SandboxPolicy
+from isoagent.protocol import Result, SandboxPolicy, Usage
 
 # the signals that end a run: each cancels the session's task, which ends every child
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -205,6 +206,13 @@ class Session:
         self.final: RunFinished | None = None  # the run's last record, once written
         self.structured: StructuredOutputTool | None = None  # --json-schema's, once made
         self.ask: Ask | None = None  # who the parent's calls are asked of (the SDK's can_use_tool)
+        self.hooks: SessionHooks | None = None  # --settings' and the SDK's hooks, if any
+        if settings.hooks:
+            self.hooks = SessionHooks(
+                settings.hooks, self.session_id, str(log), str(settings.workdir),
+                settings.permission_mode,
+            )  # fmt: skip
+            self.supervisor.hooks = self.hooks
         self.started = time.monotonic()
         self._task: asyncio.Task[object] | None = None  # the body's, while it runs
         self._ending: asyncio.Future[None] | None = None  # an interrupt's end of the children
@@ -471,6 +479,9 @@ class Session:
             loop.call_soon_threadsafe(emit, event)
 
         recorder = ConversationRecorder(thread_safe, seen=len(history))
+        hooks = None
+        if self.hooks is not None:
+            hooks = self.hooks.for_parent((t.name for t in tools), can_ask=self.ask is not None)
         agent = Agent(
             GatewayBridge(self.gateway, loop, recorder),
             tools,
@@ -488,8 +499,14 @@ class Session:
             call_options=settings.call_options,
             notices=task_tool.background if task_tool is not None else None,
             spans=self.trace.recorder() if self.trace is not None else None,
+            hooks=hooks,
         )
         try:
+            if self.hooks is not None:  # UserPromptSubmit
+                submitted, refused = await run_in_thread(self.hooks.prompt, prompt)
+                if submitted is None:
+                    return Result("", "error", 0, 0, Usage(), 0.0, error=refused)
+                prompt = submitted
             result = await run_in_thread(agent.run, prompt, history)
             if self.structured is not None:
                 if result.status == "ok" and self.structured.value is None:  # once more

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from isoagent.parent.children.hosts import RemoteSettings
 from isoagent.parent.claude_code.mcp_servers import McpServers
 from isoagent.protocol import AgentSpec, CallOptions, Limits
+
+if TYPE_CHECKING:
+    from isoagent.parent.agent.hooks import Hooks
 
 DEFAULT_MODEL = "claude-sonnet-5"
 SandboxChoice = Literal["auto", "off", "workspace", "read-only"]
@@ -77,6 +80,7 @@ class Settings:
     batch_window: float = 10.0
     batch_journal: Path | None = None  # the Message Batches sent for -o, for its rerun
     batch_input: str = ""  # isoagent batch: its FILE, as given ("-": stdin), for the run's record
+    hooks: Hooks | None = None  # Claude Code's hooks: --settings' commands, the SDK's callbacks
 
     @property
     def runs_dir(self) -> Path:

@@ -19,9 +19,10 @@ import msgspec
 # AgentSpec.mcp_servers (an agent's own MCP servers, its mcpServers' inline ones); 12:
 # SandboxPolicy.proxy, .allowed_domains (an older child would have no way out); 13:
 # McpServer.type, .url, .headers, .tools, McpCall, McpReply (an older child would start a
-# command-less server); 14: Task.subagents, TaskCall, TaskReply (an older child would not
-# delegate)
-PROTOCOL_VERSION = 14
+# command-less server); 14: Task.hooks, HookCall, HookReply (an older child would run a tool
+# call that a hook denies)
+# 15: Task.subagents, TaskCall, TaskReply (an older child would not delegate)
+PROTOCOL_VERSION = 15
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -249,6 +250,7 @@ class ModelCall(msgspec.Struct, tag=True, omit_defaults=True):
 
 
 ProgressEvent = Literal["tool_start", "tool_end", "turn"]
+HookPoint = Literal["PreToolUse", "PostToolUse", "Stop"]
 
 
 class Progress(msgspec.Struct, tag=True, omit_defaults=True):
@@ -312,6 +314,21 @@ class McpCall(msgspec.Struct, tag=True):
     arguments: dict[str, Any]
 
 
+class HookCall(msgspec.Struct, tag=True, omit_defaults=True):
+    """An agent asks the hooks about one of its steps, before it goes on: a tool call
+    before it runs (PreToolUse), its output (PostToolUse), its end (Stop: SubagentStop for
+    a child). A child sends it only for what its Task's ``hooks`` plan names."""
+
+    id: int
+    event: HookPoint
+    tool: str = ""  # isoagent's name of the tool
+    tool_use_id: str = ""
+    input: dict[str, Any] = {}
+    output: str = ""  # PostToolUse: the tool's output; Stop: the agent's last words
+    is_error: bool = False  # PostToolUse: the tool failed (Claude Code's PostToolUseFailure)
+    again: bool = False  # Stop: a hook made it go on before (Claude Code's stop_hook_active)
+
+
 class TaskCall(msgspec.Struct, tag=True):
     """A child's ``task`` call (``--max-depth`` 2 or more): a request, which the parent
     checks (depth, children in all, budget) before it starts the child's child, as its
@@ -323,7 +340,7 @@ class TaskCall(msgspec.Struct, tag=True):
     subagent_type: str
 
 
-ChildFrame = Hello | ModelCall | Progress | Result | Heartbeat | McpCall | TaskCall
+ChildFrame = Hello | ModelCall | Progress | Result | Heartbeat | McpCall | HookCall | TaskCall
 
 # --- parent -> child ---------------------------------------------------------
 
@@ -336,6 +353,22 @@ class Identity(msgspec.Struct, omit_defaults=True):
     depth: int = 1  # isoagent parents above the child
     run_id: str = ""
     child: str = ""  # the child's id in its run
+
+
+class HookPlan(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Which of an agent's steps the hooks are asked about (a ``HookCall`` each): those a
+    hook's matcher names. Empty: none, and no round trip."""
+
+    pre_tool: tuple[str, ...] = ()  # isoagent's names of the tools asked about before a call
+    post_tool: tuple[str, ...] = ()  # and after one ("*" in either: every tool)
+    stop: bool = False  # its end
+
+    def asks(self, event: HookPoint, tool: str = "") -> bool:
+        """Whether ``event`` of ``tool`` is asked about."""
+        if event == "Stop":
+            return self.stop
+        tools = self.pre_tool if event == "PreToolUse" else self.post_tool
+        return tool in tools or "*" in tools
 
 
 class Task(msgspec.Struct, tag=True, omit_defaults=True):
@@ -357,6 +390,7 @@ class Task(msgspec.Struct, tag=True, omit_defaults=True):
     # the agent types it may delegate to, name: description ({}: it has no task tool)
     subagents: dict[str, str] = {}
     trace: bool = False  # record spans and send them in the Result (telemetry is on)
+    hooks: HookPlan = msgspec.field(default_factory=HookPlan)  # what it asks the parent's hooks
 
 
 ModelErrorKind = Literal[
@@ -407,6 +441,20 @@ class McpReply(msgspec.Struct, tag=True, omit_defaults=True):
     is_error: bool = False
 
 
+class HookReply(msgspec.Struct, tag=True, omit_defaults=True):
+    """What the hooks decided of a ``HookCall``."""
+
+    id: int
+    # PreToolUse: the call does not run, ``reason`` is its result; PostToolUse: ``reason``
+    # is added to the result; Stop: the agent goes on, with ``reason`` as the next message
+    block: bool = False
+    reason: str = ""
+    input: dict[str, Any] | None = None  # PreToolUse: the input the tool runs with instead
+    output: str | None = None  # PostToolUse: the result the model gets instead
+    context: str = ""  # for the model, after the tool's result (additionalContext)
+    stop: str | None = None  # the agent ends here (a hook's continue: false), and why
+
+
 class TaskReply(msgspec.Struct, tag=True, omit_defaults=True):
     """What a ``TaskCall`` came to: the child's child's summary and facts, or why not."""
 
@@ -415,4 +463,4 @@ class TaskReply(msgspec.Struct, tag=True, omit_defaults=True):
     is_error: bool = False
 
 
-ParentFrame = Task | ModelReply | Cancel | Heartbeat | McpReply | TaskReply
+ParentFrame = Task | ModelReply | Cancel | Heartbeat | McpReply | HookReply | TaskReply

@@ -136,7 +136,7 @@ def test_a_servers_wildcard_grants_and_takes_away_every_tool_of_it(tmp_path: Pat
     [
         ("memory: user", "memory is not supported: isoagent's agents keep no memory"),
         ("skills: [pdf]", "skills is not supported: isoagent has no skills"),
-        ("hooks: {Stop: []}", "hooks is not supported: isoagent runs no hooks"),
+        ("hooks: {Stop: []}", "hooks is not supported: isoagent runs an agent's own hooks"),
         ("isolation: worktree", "isolation is not supported: each isoagent child is isolated"),
         ("effort: huge", "effort must be one of low, medium, high, max, not 'huge'"),
     ],

@@ -1,5 +1,5 @@
-"""The README's examples of isoagent embedded in a program (a thread pool, an asyncio
-service, a batch), run as the README has them; the click command is in test_python_api."""
+"""The Python API page's examples of isoagent embedded in a program (a thread pool, an asyncio
+service, a batch), run as the page has them; the click command is in test_python_api."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.api_env import use_server
+from tests.support.docs_examples import readme_example
 from tests.support.messages_server import MessagesServer, Reply, Request, error_reply, text_reply
-from tests.support.readme import readme_example
 
 
 @pytest.fixture(autouse=True)
@@ -22,7 +22,7 @@ def in_workspace(
 
 
 def run_example(name: str) -> None:
-    exec(compile(readme_example(name), "README.md", "exec"), {"__name__": "__main__"})
+    exec(compile(readme_example(name), "python-api.md", "exec"), {"__name__": "__main__"})
 
 
 def test_the_readmes_thread_pool(

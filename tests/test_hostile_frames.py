@@ -152,8 +152,8 @@ def test_a_child_that_pipelines_model_calls_is_ended_and_its_siblings_calls_comp
     assert_honest_ones_ok(honest)
     assert hostile["status"] == "error"
     assert hostile["error"] == (
-        "child sent a ModelCall before its last call was answered: a child makes one model "
-        "or MCP call at a time"
+        "child sent a ModelCall before its last call was answered: a child makes one model, "
+        "MCP or hook call at a time"
     )
     flood = [r for r in api_server.requests if r.first_user_text == "flood"]
     assert len(flood) <= 1  # its first call; none of the 99 it sent behind it
@@ -213,7 +213,8 @@ def call(turn: int) -> bytes:
 def test_a_second_call_before_the_answer_to_the_first_is_refused(inbox: FrameInbox) -> None:
     *taken, refused = received(inbox, call(0), call(1))
     assert [type(frame) for frame in taken] == [ModelCall]
-    assert isinstance(refused, FrameRefused) and "one model or MCP call at a time" in str(refused)
+    assert isinstance(refused, FrameRefused)
+    assert "one model, MCP or hook call at a time" in str(refused)
 
 
 def test_a_call_after_its_answer_is_taken(inbox: FrameInbox) -> None:

@@ -333,25 +333,6 @@ def test_the_sdks_client_holds_a_conversation_with_isoagent(
     assert asyncio.run(asyncio.wait_for(talk(), 120)) == ["1 messages", "3 messages"]
 
 
-def test_sdk_hooks_are_refused_not_silently_ignored(
-    api_server: MessagesServer, tmp_path: Path, workspace: Path
-) -> None:
-    """A PreToolUse hook meant to block commands would fail open if isoagent ignored it."""
-
-    async def deny(*_: Any) -> dict[str, Any]:
-        return {"decision": "block"}
-
-    options = ClaudeAgentOptions(
-        cli_path=str(ISOAGENT_SCRIPT),
-        cwd=str(workspace),
-        env=env_for(api_server, tmp_path),
-        hooks={"PreToolUse": [claude_agent_sdk.HookMatcher(matcher="Bash", hooks=[deny])]},
-    )
-    with pytest.raises(Exception, match="isoagent does not run SDK hooks"):
-        sdk_query("go", options)
-    assert api_server.requests == []
-
-
 def test_the_sdks_interrupt_ends_the_parents_turn(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 import isoagent
 from isoagent.parent.model.aliases import CURRENT_MODELS
 from tests.conftest import shared_gateway
+from tests.support.docs_examples import readme_example
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
-from tests.support.readme import readme_example
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_the_readmes_click_command_delegates_to_a_subagent(
 ) -> None:
     server.handler = reviewing
     namespace: dict[str, Any] = {}
-    exec(compile(readme_example("review"), "README.md", "exec"), namespace)
+    exec(compile(readme_example("review"), "python-api.md", "exec"), namespace)
     monkeypatch.chdir(workspace)
     outcome = CliRunner().invoke(namespace["review"], ["app.py"])
     assert outcome.exit_code == 0, outcome.output

@@ -659,8 +659,8 @@ def test_settings_apply_permissions_and_model_and_refuse_the_rest(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
     """``settings`` (JSON or a file): permissions and model are applied as Claude Code
-    applies them; hooks, a sandbox setting isoagent's sandbox lacks, env are refused by
-    name."""
+    applies them; a hook event isoagent never fires, a sandbox setting isoagent's sandbox
+    lacks, env are refused by name."""
     api_server.handler = lambda req: text_reply(",".join(req.tool_names))
     settings = {
         "permissions": {"allow": ["Bash(git:*)"], "deny": ["Edit"], "defaultMode": "plan"},
@@ -681,7 +681,7 @@ def test_settings_apply_permissions_and_model_and_refuse_the_rest(
 
     env = cli_env(api_server, HOME=str(tmp_path))
     for options, error in (
-        ({"settings": '{"hooks": {}}'}, "'hooks': isoagent runs no hooks"),
+        ({"settings": '{"hooks": {"Notification": []}}'}, "'hooks.Notification': isoagent runs"),
         (
             {"sandbox": {"enabled": True, "excludedCommands": ["docker"]}},
             "'sandbox.excludedCommands': isoagent does not apply",
@@ -773,7 +773,8 @@ def test_a_plugins_agents_are_offered_as_claude_code_names_them(
     done = run_cli(["-p", "x", *args], env, cwd=workspace, input="")
     assert done.returncode == 1
     assert done.stderr.startswith(
-        "isoagent: error: --plugin-dir is not supported: plugin 'myplug' has hooks: isoagent runs"
+        "isoagent: error: --plugin-dir is not supported: plugin 'myplug' has hooks: isoagent "
+        "does not load"
     )
 
 

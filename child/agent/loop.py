@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from isoagent.child.agent.spans import NoSpans, Spans
@@ -20,6 +21,9 @@ from isoagent.protocol import (
     AgentSpec,
     Block,
     CallOptions,
+    HookCall,
+    HookPlan,
+    HookReply,
     Message,
     ModelCall,
     ModelReply,
@@ -83,6 +87,28 @@ class Cancelled(LoopEnd):
     status = "cancelled"
 
 
+class HookStopped(LoopEnd):
+    """A hook said ``continue: false``: the agent ends here."""
+
+    status = "cancelled"
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Claude Code's hooks as an agent meets them: which of its steps to ask about
+    (``plan``) and who answers (the parent's hooks: directly in the parent, over the pipe
+    in a child)."""
+
+    plan: HookPlan
+    ask: Callable[[HookCall], HookReply]
+
+    def check(self, call: HookCall) -> HookReply:
+        reply = self.ask(call)
+        if reply.stop is not None:
+            raise HookStopped(f"stopped by a {call.event} hook: {reply.stop or 'no reason'}")
+        return reply
+
+
 class Agent:
     def __init__(
         self,
@@ -101,10 +127,12 @@ class Agent:
         call_options: CallOptions | None = None,
         notices: Notices | None = None,
         spans: Spans | None = None,
+        hooks: Hooks | None = None,
     ) -> None:
         self.model = model
         self.notices = notices
         self.spans = spans or NoSpans()
+        self.hooks = hooks
         self.call_options = call_options
         self.tools = {tool.name: tool for tool in tools}
         self.system = system
@@ -168,6 +196,7 @@ class Agent:
 
     def _loop(self) -> str:
         specs = [tool.spec for tool in self.tools.values()]
+        stopped_before = False  # a Stop hook made it go on
         while True:
             if self.is_cancelled():
                 raise Cancelled("cancelled")
@@ -201,16 +230,29 @@ class Agent:
             if reply.stop_reason == "pause_turn":  # a long server-tool turn: send it back
                 continue
             if not uses:
-                # its answer, unless a background child is still to be heard from: then that
-                # child's end is its next user turn, as in Claude Code
+                # a background child still to be heard from: its end is the next user turn,
+                # as in Claude Code; then the Stop hooks may make it go on
                 waited = self.notices.awaited(self.is_cancelled) if self.notices else []
                 if waited is None:
                     raise Cancelled("cancelled while background children ran")
-                if not waited:
+                if waited:
+                    self.messages.append(Message("user", [TextBlock(n) for n in waited]))
+                    continue
+                feedback = self._stop_feedback(stopped_before)
+                if feedback is None:
                     return self.last_text()
-                self.messages.append(Message("user", [TextBlock(n) for n in waited]))
+                stopped_before = True
+                self.messages.append(Message("user", [TextBlock(feedback)]))
                 continue
             self.messages.append(Message("user", self._run_tools(uses)))
+
+    def _stop_feedback(self, again: bool) -> str | None:
+        """What a Stop hook says the agent must go on with (None: it may end); ``again``: a
+        Stop hook made it go on before."""
+        if self.hooks is None or not self.hooks.plan.asks("Stop"):
+            return None
+        verdict = self.hooks.check(HookCall(0, "Stop", output=self.last_text(), again=again))
+        return f"Stop hook feedback:\n{verdict.reason or 'go on'}" if verdict.block else None
 
     def _run_tools(self, uses: list[ToolUseBlock]) -> list[Block]:
         """Run one turn's tool calls; runs of parallel-safe calls go concurrently."""
@@ -251,12 +293,37 @@ class Agent:
             if tool is None:
                 output = ToolOutput(f"unknown tool {use.name!r}", is_error=True)
             else:
-                output = tool.run(use.input)
+                output = self._run_tool(tool, use)
             if output.is_error:  # what it said may hold what telemetry should not carry
                 span.error = "the tool answered with an error"
         self._progress("tool_end", use.name, "error" if output.is_error else "")
         text = truncate(valid_utf8(output.text), self.output_cap)
         return ToolResultBlock(use.id, text or "(no output)", output.is_error)
+
+    def _run_tool(self, tool: Tool, use: ToolUseBlock) -> ToolOutput:
+        """``tool``'s run, between the hooks that its plan names."""
+        hooks = self.hooks
+        if hooks is None:
+            return tool.run(use.input)
+        args, notes = use.input, []
+        if hooks.plan.asks("PreToolUse", use.name):
+            before = hooks.check(HookCall(0, "PreToolUse", use.name, use.id, args))
+            if before.block:
+                return ToolOutput(before.reason, is_error=True)
+            args = before.input if before.input is not None else args
+            notes.append(before.context)
+        output = tool.run(args)
+        if hooks.plan.asks("PostToolUse", use.name):  # the output as the model would read it
+            seen = truncate(valid_utf8(output.text), self.output_cap)
+            after = hooks.check(
+                HookCall(0, "PostToolUse", use.name, use.id, args, seen, output.is_error)
+            )
+            if after.output is not None:
+                output = ToolOutput(after.output, output.is_error)
+            notes += [after.reason if after.block else "", after.context]
+        if any(notes):
+            output = ToolOutput("\n\n".join([output.text, *filter(None, notes)]), output.is_error)
+        return output
 
     def _progress(self, event: ProgressEvent, tool: str = "", detail: str = "") -> None:
         self.on_progress(

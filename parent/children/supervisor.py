@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from isoagent.child.agent.builtin_agents import BASE_TOOLS
+from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL
 from isoagent.child.agent.loop import text_of
+from isoagent.parent.agent.hooks import HookLedger, SessionHooks, Subagent
 from isoagent.parent.children.call_limits import CallLimits
 from isoagent.parent.children.cleanup import describe_exit
 from isoagent.parent.children.connection import FrameRefused, StderrLog, log_cap, write_frame
@@ -53,6 +54,8 @@ from isoagent.protocol import (
     Cancel,
     FrameError,
     Hello,
+    HookCall,
+    HookReply,
     Identity,
     McpCall,
     McpReply,
@@ -152,6 +155,7 @@ class Supervisor:
         # every child asked for and not ended, by id: one not live waits for a slot or starts
         self._asked: dict[str, asyncio.Task[ChildFinished]] = {}
         self.nested = 0  # children that children started
+        self.hooks: SessionHooks | None = None  # the session's, asked about its children
         self.planted = None
         self._planted_lock = asyncio.Lock()
         # the repositories and .claude folders below the workspace's top, read-only to
@@ -332,6 +336,9 @@ class _ChildRun:
         self._finished: ChildFinished | None = None
         self.limits: CallLimits | None = None  # its model calls' limits, from its Task
         self._delegations: set[asyncio.Future[None]] = set()  # its task calls under way
+        self.task: Task | None = None
+        self.subagent = Subagent(self.id, self.agent.name, str(self.transcript_path))
+        self.ledger: HookLedger | None = None  # what it asked the hooks, with a plan
         # how the parent ended it before its Result (a budget broken, stop_task), if it did
         self.ended: asyncio.Future[ChildFailed] = asyncio.get_running_loop().create_future()
         self.span = sup.trace.child_started(self.id) if sup.trace is not None else None
@@ -354,7 +361,7 @@ class _ChildRun:
         drain: asyncio.Task[None] | None = None
         result: Result | None = None
         try:
-            task = self._task()
+            task = self.task = await self._task_with_hooks()
             self.limits = CallLimits(task)
             process = await launcher.start()
             process.frames.results = ResultFiles(self.sup.run_folder, self.transcript_path)
@@ -397,6 +404,20 @@ class _ChildRun:
                 launcher.close()
         assert self._finished is not None
         return self._finished
+
+    async def _task_with_hooks(self) -> Task:
+        """Its Task, with what SubagentStart hooks add to its prompt, and what it asks the
+        session's hooks about."""
+        task = self._task()
+        hooks = self.sup.hooks
+        if hooks is None:
+            return task
+        context = await asyncio.to_thread(hooks.subagent_start, self.subagent)
+        tools = [t for t in [*self.agent.tools, *self.agent.mcp_tools] if t != TASK_TOOL]
+        plan = hooks.plan(tools, self.subagent)
+        self.ledger = HookLedger(plan, task.limits.output_cap)
+        prompt = "\n\n".join(filter(None, [task.prompt, context]))
+        return msgspec.structs.replace(task, prompt=prompt, hooks=plan)
 
     def _task(self) -> Task:
         sup = self.sup
@@ -532,7 +553,7 @@ class _ChildRun:
 
     async def _answer(
         self, process: ChildProcess
-    ) -> ModelCall | McpCall | TaskCall | Progress | Result:
+    ) -> ModelCall | McpCall | HookCall | TaskCall | Progress | Result:
         """Take the next frame and act on it: answer a model call, forward progress."""
         frame = await process.frames.next()
         if frame is None:
@@ -547,6 +568,8 @@ class _ChildRun:
                     raise ChildFailed(
                         f"sent a model call its Task does not allow: {refused}", "error"
                     )
+                if self.ledger is not None and (broke := self.ledger.refusal(frame.messages)):
+                    raise ChildFailed(broke, "error")
                 self.recorder.before(frame)
                 if self.cancelled:  # it asked before it saw the Cancel: no more tokens for it
                     reply = ModelReply(frame.turn, error=ModelError("cancelled", "cancelled"))
@@ -556,6 +579,8 @@ class _ChildRun:
                 self.usage = self.usage + reply.usage
                 self.retries += reply.retries
                 self.last_text = text_of(reply.content) or self.last_text
+                if self.ledger is not None:
+                    self.ledger.answered(reply)
                 process.frames.answered()
                 await write_frame(process.stdin, reply)
             case McpCall():
@@ -566,12 +591,17 @@ class _ChildRun:
                 delegation = asyncio.ensure_future(self._delegate(process, frame))
                 self._delegations.add(delegation)
                 delegation.add_done_callback(self._delegations.discard)
+            case HookCall():
+                decided = await self._ask_hooks(frame)
+                process.frames.answered()
+                await write_frame(process.stdin, decided)
             case Progress():
                 self.last_progress = frame
                 event = ChildProgress(self.id, self.agent.name, self.request.description, frame)
                 self.sup.sink(event)
             case Result():
-                pass
+                if self.ledger is not None and (broke := self.ledger.refusal(None)):
+                    raise ChildFailed(broke, "error")
             case _:
                 raise ChildFailed(f"sent an unexpected {type(frame).__name__} frame")
         return frame
@@ -591,6 +621,19 @@ class _ChildRun:
         assert relay is not None  # a Task holds an SDK server's tools only once it was listed
         text, is_error = await asyncio.to_thread(relay, call.server, call.tool, call.arguments)
         return McpReply(call.id, text, is_error)
+
+    async def _ask_hooks(self, call: HookCall) -> HookReply:
+        """The session's hooks on one of the child's steps, one its Task's plan names (a
+        child is untrusted)."""
+        assert self.task is not None
+        hooks = self.sup.hooks
+        if hooks is None or not self.task.hooks.asks(call.event, call.tool):
+            asked = f"{call.event} of {call.tool}" if call.tool else call.event
+            raise ChildFailed(f"asked the hooks about what its Task does not: {asked}", "error")
+        decided = await asyncio.to_thread(hooks.answer, call, self.subagent)
+        if self.ledger is not None:
+            self.ledger.heard(call, decided)
+        return decided
 
     def _failure(self, status: Status, message: str, code: int | None = None) -> Result:
         progress = self.last_progress

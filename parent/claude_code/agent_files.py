@@ -108,7 +108,7 @@ EFFORTS = ("low", "medium", "high", "max")
 REFUSED_FIELDS = {
     "memory": "isoagent's agents keep no memory between runs",
     "skills": "isoagent has no skills",
-    "hooks": "isoagent runs no hooks",
+    "hooks": "isoagent runs an agent's own hooks nowhere (give them in --settings)",
     "isolation": "each isoagent child is isolated by its own sandbox, not a git worktree",
 }
 KNOWN_ELSEWHERE = frozenset(

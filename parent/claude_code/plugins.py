@@ -20,7 +20,7 @@ from isoagent.protocol import AgentSpec
 
 # component -> (its conventional place, why isoagent does not load it)
 _REFUSED = {
-    "hooks": ("hooks/hooks.json", "isoagent runs no hooks"),
+    "hooks": ("hooks/hooks.json", "isoagent does not load a plugin's hooks"),
     "mcpServers": (".mcp.json", "isoagent does not start a plugin's MCP servers"),
     "commands": ("commands", "isoagent has no slash commands"),
     "skills": ("skills", "isoagent has no skills"),

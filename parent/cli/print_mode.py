@@ -22,6 +22,7 @@ import os
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -98,8 +99,8 @@ class _PrintModeCommand(OutputErrorsCommand, KnowsItsFlags):
     "settings_value",
     metavar="JSON|FILE",
     help="Claude Code's settings: permissions (allow, deny, ask, defaultMode, "
-    "additionalDirectories) and model are applied; a setting isoagent cannot apply (hooks, "
-    "sandbox, env) is refused.",
+    "additionalDirectories), model and hooks (command hooks, run by the parent) are applied; "
+    "a setting isoagent cannot apply (env, ...) is refused.",
 )
 @click.option(
     "--plugin-dir",
@@ -202,7 +203,10 @@ def print_mode(
             )
         permission_mode = from_file.default_mode
     settings = dataclasses.replace(
-        settings, agents={**settings.agents, **plugged}, plugins=tuple(plugins)
+        settings,
+        agents={**settings.agents, **plugged},
+        plugins=tuple(plugins),
+        hooks=from_file.hooks,
     )
     try:
         settings = _with_settings_file(settings, from_file)
@@ -427,22 +431,32 @@ class _Inbox:
         return Decision(False, tool_input, str(verdict.get("message", "")))
 
     def control(
-        self, request: dict[str, Any], cancelled: threading.Event | None = None
+        self,
+        request: dict[str, Any],
+        cancelled: threading.Event | None = None,
+        timeout: float | None = None,
     ) -> dict[str, Any] | None:
-        """Send the SDK a control request; its response (None: ``cancelled``, or stdin
-        ended). Any thread may ask."""
+        """Send the SDK a control request; its response (None: ``cancelled``, no answer
+        within ``timeout`` seconds, or stdin ended). Any thread may ask."""
         request_id = f"isoagent-{next(self._ids)}"
         answer: queue.Queue[dict[str, Any] | None] = queue.Queue(1)
         self._asked[request_id] = answer
         _send({"type": "control_request", "request_id": request_id, "request": request})
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while True:
                 with contextlib.suppress(queue.Empty):
                     return answer.get(timeout=0.2)
                 if cancelled is not None and cancelled.is_set():
                     return None
+                if deadline is not None and time.monotonic() > deadline:
+                    return None
         finally:
             del self._asked[request_id]
+
+    def hook_callback(self, request: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+        """An SDK hook callback's answer (``parent/agent/hooks.py``)."""
+        return self.control(request, timeout=timeout)
 
     def _answered(self, response: object) -> None:
         if isinstance(response, dict):
@@ -542,10 +556,10 @@ _ANY_TIME: dict[str, Callable[[Settings, _Inbox], dict[str, Any]]] = {
 
 def _answer(message: dict[str, Any], settings: Settings, inbox: _Inbox) -> Settings:
     """Claude Code's reply to a control request: ``initialize`` succeeds (adding the agent
-    types it carries) unless it registers hooks, which isoagent cannot run (a hook meant to
-    block a tool call must not be ignored) or asks for skills; ``set_model`` sets the next
-    run's model; anything else is refused by name, so the SDK does not wait for an answer
-    that never comes. The settings the session runs with."""
+    types and the hook callbacks it carries) unless it registers a hook isoagent cannot run
+    (a hook meant to block a tool call must not be ignored) or asks for skills;
+    ``set_model`` sets the next run's model; anything else is refused by name, so the SDK
+    does not wait for an answer that never comes. The settings the session runs with."""
     from isoagent.parent.agent.parent_agent import restrict_agents
     from isoagent.parent.claude_code.agent_files import inline_agents
     from isoagent.parent.model.aliases import resolve_model
@@ -556,7 +570,14 @@ def _answer(message: dict[str, Any], settings: Settings, inbox: _Inbox) -> Setti
     subtype = request.get("subtype")
     error = f"isoagent does not support the control request {subtype!r}"
     if subtype == "initialize" and request.get("hooks"):
-        subtype, error = None, "isoagent does not run SDK hooks; remove them to use isoagent"
+        from isoagent.parent.agent.hooks import Hooks, UnsupportedHook
+
+        try:
+            hooks = (settings.hooks or Hooks()).with_sdk(request["hooks"], inbox.hook_callback)
+        except (ValueError, UnsupportedHook) as exc:
+            subtype, error = None, f"hooks are not supported: {exc}"
+        else:
+            settings = dataclasses.replace(settings, hooks=hooks)
     if subtype == "initialize" and request.get("skills"):
         subtype, error = None, "skills is not supported: isoagent has no skills"
     if subtype == "set_model":  # for the next message's run, as in Claude Code
@@ -609,7 +630,8 @@ def _answer(message: dict[str, Any], settings: Settings, inbox: _Inbox) -> Setti
             )
             settings = dataclasses.replace(settings, agents={**settings.agents, **added})
     if subtype == "initialize":
-        answer = {"commands": [], "output_style": "default", "models": [], "account": {}}
+        answer = {"commands": [], "output_style": "default", "models": [], "account": {},
+                  "hook_on_failure_supported": True}  # fmt: skip
         _respond(message, answer, "")
     else:
         _respond(message, None, error)

@@ -117,7 +117,8 @@ REFUSED = {
 _FLAGS = {"--session-mirror"}  # the rest take a value
 # flags that change nothing in isoagent, accepted as Claude Code accepts them
 ACCEPTED = {
-    "--include-hook-events": "isoagent runs no hooks, so it has no hook events to show",
+    "--include-hook-events": "isoagent does not print hook events: what a hook decided is "
+    "in the tool results",
     "--debug-to-stderr": "isoagent's diagnostics go to stderr already (more with -v)",
 }
 

@@ -4,8 +4,9 @@
 Applied: ``permissions`` (``allow`` adds to ``--allowedTools``; ``deny`` and ``ask``, with
 nobody to ask, to ``--disallowedTools``; ``defaultMode`` unless ``--permission-mode`` is
 given; ``additionalDirectories`` as ``--add-dir``), ``model`` (below ``--model`` and
-``ANTHROPIC_MODEL``, as in Claude Code) and ``sandbox`` (isoagent always sandboxes its
-children and the parent's commands; ``network.allowedDomains`` as ``--allowed-domains``).
+``ANTHROPIC_MODEL``, as in Claude Code), ``sandbox`` (isoagent always sandboxes its
+children and the parent's commands; ``network.allowedDomains`` as ``--allowed-domains``)
+and ``hooks`` (command hooks, run by the parent: ``parent/agent/hooks.py``).
 Keys that change only Claude Code's screen are ignored. Any other key is refused: a hook or
 a sandbox setting must not be dropped quietly.
 """
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from isoagent.parent.agent.hooks import Hooks, UnsupportedHook
+
 # keys about Claude Code's own screen and housekeeping: nothing to do in a -p run
 _IGNORED = frozenset(
     {
@@ -26,7 +29,6 @@ _IGNORED = frozenset(
     }
 )  # fmt: skip
 _REFUSED = {
-    "hooks": "isoagent runs no hooks (a hook meant to block a call must not be ignored)",
     "env": "isoagent takes its environment from its process, not from settings",
     "apiKeyHelper": "isoagent takes its key from ANTHROPIC_API_KEY",
 }
@@ -48,6 +50,7 @@ class ClaudeSettings:
     add_dirs: tuple[str, ...] = ()
     model: str = ""
     allowed_domains: tuple[str, ...] | None = None  # sandbox.network's; None: not given
+    hooks: Hooks | None = None  # its command hooks; None: none
 
 
 def read_settings(value: str) -> ClaudeSettings:
@@ -68,7 +71,7 @@ def read_settings(value: str) -> ClaudeSettings:
     for key in data:
         if key in _REFUSED:
             raise Unsupported(f"{key!r}: {_REFUSED[key]}")
-        if key not in _IGNORED and key not in ("permissions", "model", "sandbox"):
+        if key not in _IGNORED and key not in ("permissions", "model", "sandbox", "hooks"):
             raise Unsupported(f"{key!r}: isoagent does not apply this setting")
     permissions = data.get("permissions") or {}
     if not isinstance(permissions, dict):
@@ -76,7 +79,12 @@ def read_settings(value: str) -> ClaudeSettings:
     for key in permissions:
         if key not in _PERMISSIONS:
             raise Unsupported(f"'permissions.{key}': isoagent does not apply this setting")
+    try:
+        hooks = Hooks.from_settings(data["hooks"]) if "hooks" in data else None
+    except UnsupportedHook as exc:
+        raise Unsupported(str(exc)) from None
     return ClaudeSettings(
+        hooks=hooks or None,
         allow=_rules(permissions, "allow"),
         deny=_rules(permissions, "deny") + _rules(permissions, "ask"),
         default_mode=str(permissions.get("defaultMode") or ""),
