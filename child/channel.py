@@ -152,7 +152,7 @@ class ParentChannel:
             match frame:
                 case ModelReply():
                     self.replies.put(frame)
-                case McpReply(id=call) | HookReply(id=call):
+                case McpReply(id=call) | HookReply(id=call) | TaskReply(id=call):
                     with self._write_lock:
                         caller = self._calls.pop(call, None)
                     if caller is not None:
