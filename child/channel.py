@@ -1,9 +1,9 @@
 """The child's end of the pipe: frames out on the saved protocol fd, frames in on stdin.
 
 A reader thread owns stdin. Model replies go to a queue the agent loop waits
-on, the replies to calls of an SDK server's tools (``McpCall``) and to questions for the
-parent's hooks (``HookCall``) to their callers; ``Cancel`` sets the cancel flag, ends
-running commands and those calls; EOF means the
+on, the replies to calls of an SDK server's tools (``McpCall``), to questions for the
+parent's hooks (``HookCall``) and to its own ``task`` calls (``TaskCall``) to their callers;
+``Cancel`` sets the cancel flag, ends running commands and those calls; EOF means the
 parent is gone, so the child ends its commands and exits at once (no orphans).
 
 Every process of a child carries ``ISOAGENT_CHILD_TAG`` in its environment (the
@@ -32,6 +32,7 @@ import msgspec
 
 from isoagent.child.agent.process_tree import QUIET_THREADS
 from isoagent.child.agent.tools.base import ToolContext
+from isoagent.child.agent.tools.task import TaskInput
 from isoagent.protocol import (
     Cancel,
     ChildFrame,
@@ -46,6 +47,8 @@ from isoagent.protocol import (
     ModelCall,
     ModelError,
     ModelReply,
+    TaskCall,
+    TaskReply,
 )
 
 EXIT_PARENT_GONE = 3
@@ -58,7 +61,7 @@ class ParentChannel:
         self.ctx = ctx
         self.replies: queue.Queue[ModelReply] = queue.Queue()
         self._write_lock = threading.Lock()  # also guards the calls under way
-        # McpCall and HookCall under way, by id: where the reply goes, and the reply a
+        # McpCall, HookCall and TaskCall under way, by id: where the reply goes, and the reply a
         # Cancel gives instead
         self._calls: dict[int, tuple[queue.Queue[Any], Callable[[str], Any]]] = {}
         self._ids = itertools.count(1)
@@ -116,6 +119,13 @@ class ParentChannel:
             lambda id_, why: HookReply(id_, stop=f"cancelled: {why}"),
         )
 
+    def delegate(self, inp: TaskInput) -> TaskReply:
+        """Its own ``task`` call, asked of the parent (which may refuse it)."""
+        return self._request(
+            lambda call: TaskCall(call, inp.description, inp.prompt, inp.subagent_type),
+            lambda call, why: TaskReply(call, f"cancelled: {why}", is_error=True),
+        )
+
     def _request(
         self, frame: Callable[[int], ChildFrame], cancelled: Callable[[int, str], Any]
     ) -> Any:
@@ -142,7 +152,7 @@ class ParentChannel:
             match frame:
                 case ModelReply():
                     self.replies.put(frame)
-                case McpReply(id=call) | HookReply(id=call):
+                case McpReply(id=call) | HookReply(id=call) | TaskReply(id=call):
                     with self._write_lock:
                         caller = self._calls.pop(call, None)
                     if caller is not None:

@@ -89,6 +89,10 @@ def main() -> int:
         return 1
     channel.start(task.heartbeat)
     tools = make_tools([name for name in task.agent.tools if name != TASK_TOOL], ctx)
+    if task.subagents:  # --max-depth 2 or more: its task calls are the parent's to decide
+        from isoagent.child.agent.tools.task import DelegateTool
+
+        tools.append(DelegateTool(ctx, channel.delegate, task.subagents))
     if task.mcp_servers:
         from isoagent.child.agent.tools.mcp import McpUnavailable, mcp_tools
 

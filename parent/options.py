@@ -56,6 +56,7 @@ class AgentDefinition:
     permission_mode: str | None = None  # "plan": read-only
     # MCP servers: a name of one the run configures, or {name: {command, args, env}} its own
     mcp_servers: Sequence[str | Mapping[str, Mapping[str, Any]]] = ()
+    background: bool = False  # its children run in the background
 
     def __post_init__(self) -> None:
         _check_types(self, "AgentDefinition")
@@ -71,6 +72,7 @@ class AgentDefinition:
             "maxTurns": self.max_turns,
             "permissionMode": self.permission_mode,
             "mcpServers": [s if isinstance(s, str) else dict(s) for s in self.mcp_servers] or None,
+            "background": self.background or None,
         }
         return {key: value for key, value in fields.items() if value is not None}
 
@@ -85,6 +87,7 @@ class Options:
     add_dirs: Sequence[str | Path] = ()  # more folders the agents use as the workspace
     timeout: float = 600.0  # wall-clock seconds per child
     max_parallel: int | None = None  # children at once; None: 4, or the hosts' slots
+    max_depth: int = 1  # levels of children: 2, an all-tools child may start its own
     agents_dirs: Sequence[str | Path] = ()  # more folders of agent files
     agents: Mapping[str, AgentDefinition | Mapping[str, Any]] | None = None  # more agent types
     verbose: bool = False
@@ -231,7 +234,7 @@ def _invalid(name: str, value: Any) -> str:
 
 _AT_LEAST = {
     "max_turns": 0, "timeout": 1, "max_parallel": 1, "max_tokens_total": 0, "cpu_seconds": 0,
-    "max_budget_usd": 0, "max_thinking_tokens": 0, "task_budget": 1,
+    "max_depth": 1, "max_budget_usd": 0, "max_thinking_tokens": 0, "task_budget": 1,
     "api_retry_deadline": 1, "batch_window": 0,
     "memory_mb": 0, "max_processes": 0, "max_file_size_mb": 0, "heartbeat": 0.1, "retries": 0,
     "launch_timeout": 1,
@@ -280,6 +283,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         ),
         timeout=options.timeout,
         max_parallel=max_parallel,
+        max_depth=options.max_depth,
         max_tokens_total=options.max_tokens_total,
         api_retry_deadline=options.api_retry_deadline,
         sandbox=options.sandbox,

@@ -463,8 +463,10 @@ class Session:
             raise
         allowed = allowed_spec(settings.allowed_tools)
         tools = asking_tools([*tools, *mcp], self.ask, allowed, settings.permission_mode)
+        task_tool = None
         if TASK_TOOL in spec.tools:
-            tools.append(TaskTool(ctx, self.supervisor, loop, settings.agents))
+            task_tool = TaskTool(ctx, self.supervisor, loop, settings.agents)
+            tools.append(task_tool)
         if settings.json_schema is not None:
             self.structured = StructuredOutputTool(ctx, settings.json_schema)
             tools.append(self.structured)
@@ -495,6 +497,7 @@ class Session:
             max_parallel=settings.max_parallel,
             is_cancelled=ctx.cancelled.is_set,
             call_options=settings.call_options,
+            notices=task_tool.background if task_tool is not None else None,
             spans=self.trace.recorder() if self.trace is not None else None,
             hooks=hooks,
         )

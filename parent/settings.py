@@ -33,6 +33,8 @@ class Settings:
     limits: Limits = field(default_factory=default_limits)
     timeout: float = 600.0  # wall-clock seconds per child
     max_parallel: int = 4  # children at once
+    # levels of children: 1, the parent's alone; 2, a child's too (--max-depth)
+    max_depth: int = 1
     max_tokens_total: int = 0  # the run's token budget; 0: none
     # seconds a model call refused (429), overloaded (529) or failed is retried for
     api_retry_deadline: float = 600.0

@@ -21,7 +21,8 @@ import msgspec
 # McpServer.type, .url, .headers, .tools, McpCall, McpReply (an older child would start a
 # command-less server); 14: Task.hooks, HookCall, HookReply (an older child would run a tool
 # call that a hook denies)
-PROTOCOL_VERSION = 14
+# 15: Task.subagents, TaskCall, TaskReply (an older child would not delegate)
+PROTOCOL_VERSION = 15
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -171,6 +172,7 @@ class AgentSpec(msgspec.Struct, omit_defaults=True):
     # the servers its ``mcpServers`` defines inline: its own, no other agent's
     mcp_servers: list[McpServer] = []
     effort: str = ""  # its requests' output_config.effort (low, medium, high, max); "": none
+    background: bool = False  # its children run in the background (the parent's alone reads it)
 
 
 # room for a thinking model's thinking and its answer (claude-sonnet-5 thinks by default)
@@ -327,7 +329,18 @@ class HookCall(msgspec.Struct, tag=True, omit_defaults=True):
     again: bool = False  # Stop: a hook made it go on before (Claude Code's stop_hook_active)
 
 
-ChildFrame = Hello | ModelCall | Progress | Result | Heartbeat | McpCall | HookCall
+class TaskCall(msgspec.Struct, tag=True):
+    """A child's ``task`` call (``--max-depth`` 2 or more): a request, which the parent
+    checks (depth, children in all, budget) before it starts the child's child, as its
+    own sandboxed process; it answers with a ``TaskReply``."""
+
+    id: int
+    description: str
+    prompt: str
+    subagent_type: str
+
+
+ChildFrame = Hello | ModelCall | Progress | Result | Heartbeat | McpCall | HookCall | TaskCall
 
 # --- parent -> child ---------------------------------------------------------
 
@@ -374,6 +387,8 @@ class Task(msgspec.Struct, tag=True, omit_defaults=True):
     # gives them the workspace's access
     add_dirs: list[str] = []
     mcp_servers: list[McpServer] = []  # those whose tools agent.mcp_tools names
+    # the agent types it may delegate to, name: description ({}: it has no task tool)
+    subagents: dict[str, str] = {}
     trace: bool = False  # record spans and send them in the Result (telemetry is on)
     hooks: HookPlan = msgspec.field(default_factory=HookPlan)  # what it asks the parent's hooks
 
@@ -440,4 +455,12 @@ class HookReply(msgspec.Struct, tag=True, omit_defaults=True):
     stop: str | None = None  # the agent ends here (a hook's continue: false), and why
 
 
-ParentFrame = Task | ModelReply | Cancel | Heartbeat | McpReply | HookReply
+class TaskReply(msgspec.Struct, tag=True, omit_defaults=True):
+    """What a ``TaskCall`` came to: the child's child's summary and facts, or why not."""
+
+    id: int
+    text: str
+    is_error: bool = False
+
+
+ParentFrame = Task | ModelReply | Cancel | Heartbeat | McpReply | HookReply | TaskReply

@@ -46,6 +46,20 @@ class Model(Protocol):
     def complete(self, call: ModelCall) -> ModelReply: ...
 
 
+class Notices(Protocol):
+    """What comes for the model between its turns, as text for its next user turn: the
+    parent's background children's ends (``parent/agent/task_tool.py``)."""
+
+    def arrived(self) -> list[str]:
+        """Those that came, without waiting."""
+        ...
+
+    def awaited(self, is_cancelled: Callable[[], bool]) -> list[str] | None:
+        """The next ones, waiting while any is still to come; [] when none is, None when
+        ``is_cancelled`` turned true while it waited."""
+        ...
+
+
 # stop reasons that mean the reply is incomplete
 CUT_OFF = {
     "max_tokens": "the model's reply was cut off at max_tokens ({}) before it finished",
@@ -111,10 +125,12 @@ class Agent:
         on_progress: Callable[[Progress], None] | None = None,
         is_cancelled: Callable[[], bool] = lambda: False,
         call_options: CallOptions | None = None,
+        notices: Notices | None = None,
         spans: Spans | None = None,
         hooks: Hooks | None = None,
     ) -> None:
         self.model = model
+        self.notices = notices
         self.spans = spans or NoSpans()
         self.hooks = hooks
         self.call_options = call_options
@@ -186,6 +202,8 @@ class Agent:
                 raise Cancelled("cancelled")
             if self.max_turns and self.turns >= self.max_turns:
                 raise MaxTurnsReached(f"stopped after reaching the turn limit ({self.max_turns})")
+            if self.notices is not None and self.messages[-1].role == "user":
+                self.messages[-1].content += [TextBlock(n) for n in self.notices.arrived()]
             call = ModelCall(
                 turn=self.turns,
                 model=self.model_name,
@@ -212,6 +230,14 @@ class Agent:
             if reply.stop_reason == "pause_turn":  # a long server-tool turn: send it back
                 continue
             if not uses:
+                # a background child still to be heard from: its end is the next user turn,
+                # as in Claude Code; then the Stop hooks may make it go on
+                waited = self.notices.awaited(self.is_cancelled) if self.notices else []
+                if waited is None:
+                    raise Cancelled("cancelled while background children ran")
+                if waited:
+                    self.messages.append(Message("user", [TextBlock(n) for n in waited]))
+                    continue
                 feedback = self._stop_feedback(stopped_before)
                 if feedback is None:
                     return self.last_text()

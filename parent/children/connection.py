@@ -21,6 +21,7 @@ from isoagent.protocol import (
     ModelCall,
     ParentFrame,
     Result,
+    TaskCall,
     encode_frame,
 )
 from isoagent.protocol.framing import FrameAssembler, Spill
@@ -52,8 +53,9 @@ class FrameInbox(asyncio.Protocol):
     last bytes came (a Heartbeat is only that: it is not queued).
 
     Each frame is held to its kind's bound, and a child makes one call (``ModelCall``,
-    ``McpCall``, ``HookCall``) at a time, as its agent loop does: the next only once the parent
-    ``answered`` the last. Past a bound the inbox ends with a ``FrameRefused``."""
+    ``McpCall``, ``HookCall``, ``TaskCall``) at a time, as its agent loop does: the next
+    only once the parent ``answered`` the last. Past a bound the inbox ends with a
+    ``FrameRefused``."""
 
     def __init__(self, grace: float = 1.0) -> None:
         self.last_heard = time.monotonic()
@@ -125,7 +127,7 @@ class FrameInbox(asyncio.Protocol):
                 f"sent frames faster than the parent takes them ({WAITING_FRAMES} waiting)"
             )
         match frame:
-            case ModelCall() | McpCall() | HookCall():
+            case ModelCall() | McpCall() | HookCall() | TaskCall():
                 if self._calling:
                     raise FrameRefused(
                         f"sent a {type(frame).__name__} before its last call was answered: "

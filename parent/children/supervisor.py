@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from isoagent.child.agent.builtin_agents import TASK_TOOL
+from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL
 from isoagent.child.agent.loop import text_of
 from isoagent.parent.agent.hooks import HookLedger, SessionHooks, Subagent
 from isoagent.parent.children.call_limits import CallLimits
@@ -56,6 +56,7 @@ from isoagent.protocol import (
     Hello,
     HookCall,
     HookReply,
+    Identity,
     McpCall,
     McpReply,
     ModelCall,
@@ -65,6 +66,8 @@ from isoagent.protocol import (
     Result,
     Status,
     Task,
+    TaskCall,
+    TaskReply,
     Usage,
 )
 
@@ -77,12 +80,53 @@ class ChildRequest:
     description: str
     prompt: str
     agent: AgentSpec
+    depth: int = 1  # 1: the parent's child; 2: a child's (--max-depth 2), ...
+
+
+# children that children may start in one run, in all (--max-depth 2 or more)
+NESTED_CHILDREN = 64
+
+
+def delegates(agent: AgentSpec) -> bool:
+    """Whether a child of ``agent`` gets ``task`` when ``--max-depth`` allows: one with every
+    base tool, as Claude Code's general-purpose (``tools: *``) has its delegation tool."""
+    return set(BASE_TOOLS) <= set(agent.tools)
+
+
+def child_id(number: int) -> str:
+    """A child's id in its run: its number, as its transcript's name begins."""
+    return f"{number:03d}"
 
 
 def describe(prompt: str, width: int = 50) -> str:
     """A short title for the display and the transcript: the prompt's first line."""
     line = prompt.strip().splitlines()[0].strip()
     return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def unknown_type(name: str, agents: dict[str, AgentSpec]) -> str:
+    """What a ``task`` call for an agent type there is not is told."""
+    return f"unknown subagent_type {name!r}; choose one of: {', '.join(agents)}"
+
+
+def ended_well(finished: ChildFinished) -> bool:
+    """Whether its summary is an answer (its turns may have run out), not a failure's."""
+    return finished.result.status in ("ok", "max_turns")
+
+
+def report(finished: ChildFinished) -> str:
+    """The child's summary plus one line of facts: all the parent's context gets."""
+    result = finished.result
+    facts = (
+        f"{result.turns} turns, {result.tool_calls} tool calls, "
+        f"{result.usage.total} tokens, {result.duration:.1f} s; transcript {finished.transcript}"
+    )
+    if result.status == "ok":
+        return f"{result.summary or '(no summary)'}\n\n[subagent {finished.agent} done: {facts}]"
+    head = f"[subagent {finished.agent} {result.status}: {result.error}; {facts}]"
+    if result.summary:
+        return f"{result.summary}\n\n{head}"
+    return head
 
 
 class Supervisor:
@@ -108,6 +152,9 @@ class Supervisor:
         self._running: set[asyncio.Task[ChildFinished]] = set()
         self._loop = asyncio.get_running_loop()
         self.live: dict[str, _ChildRun] = {}  # the children running, by id
+        # every child asked for and not ended, by id: one not live waits for a slot or starts
+        self._asked: dict[str, asyncio.Task[ChildFinished]] = {}
+        self.nested = 0  # children that children started
         self.hooks: SessionHooks | None = None  # the session's, asked about its children
         self.planted = None
         self._planted_lock = asyncio.Lock()
@@ -122,10 +169,19 @@ class Supervisor:
     async def run(self, request: ChildRequest) -> ChildFinished:
         """Run one child to its end; a failure becomes a Result, never an exception.
         Cancelling the caller ends the child, and returns once it is ended and recorded."""
-        run = asyncio.ensure_future(self._run(request))
+        return await self.start(request)[1]
+
+    def start(self, request: ChildRequest) -> tuple[str, asyncio.Task[ChildFinished]]:
+        """Start one child without waiting for it (a background one): its id at once, and
+        the task that runs it to its end, as ``run`` does; cancelling that task ends it."""
+        number = next(self._numbers)
+        child = child_id(number)
+        run = asyncio.ensure_future(self._run(request, number))
         self._running.add(run)
+        self._asked[child] = run
         run.add_done_callback(self._running.discard)
-        return await run
+        run.add_done_callback(lambda _: self._asked.pop(child, None))
+        return child, run
 
     @property
     def running(self) -> int:
@@ -151,21 +207,46 @@ class Supervisor:
             if run.pid == pid:
                 run.end(failure)
 
+    async def delegate(self, asking: _ChildRun, call: TaskCall) -> TaskReply:
+        """A child's ``task`` call: a request, checked against the run's limits (depth,
+        children in all, budget) before its child runs, as a process of this parent's."""
+        depth, settings = asking.request.depth, self.settings
+        if depth >= settings.max_depth:  # its Task gave it no task tool: a forged call
+            why = f"asked for a child at depth {depth + 1}, past --max-depth {settings.max_depth}"
+            asking.end(ChildFailed(why, "error"))
+            return TaskReply(call.id, f"refused by the parent: {why}", is_error=True)
+        agent = settings.agents.get(call.subagent_type)
+        total = settings.max_tokens_total
+        if agent is None:
+            refusal = unknown_type(call.subagent_type, settings.agents)
+        elif self.nested >= NESTED_CHILDREN:
+            refusal = f"this run's children have started {NESTED_CHILDREN} children, its limit"
+        elif total and self.gateway.usage.total >= total:
+            refusal = f"the run's token budget ({total}) is used up"
+        else:
+            self.nested += 1
+            finished = await self.run(ChildRequest(call.description, call.prompt, agent, depth + 1))
+            return TaskReply(call.id, report(finished), not ended_well(finished))
+        return TaskReply(call.id, refusal, is_error=True)
+
     def stop(self, child: str) -> bool:
         """End child ``child`` alone (the SDK's ``stop_task``), its status cancelled: the
         ``task`` call that started it returns that, and the parent goes on. False: no
-        such child is running."""
-        run = self.live.get(child)
+        such child is running. One that has not started yet (a background child waiting for
+        a slot) never starts."""
+        run, asked = self.live.get(child), self._asked.get(child)
         if run is not None:
             run.end(ChildFailed("was stopped (stop_task)", "cancelled"))
-        return run is not None
+        elif asked is not None:
+            asked.cancel()
+        return asked is not None
 
-    async def _run(self, request: ChildRequest) -> ChildFinished:
+    async def _run(self, request: ChildRequest, number: int) -> ChildFinished:
         writing = self.planted is not None and may_write(request.agent, self.settings)
-        async with self._slots:
+        # a child's child runs in the slot of its ancestor, which waits for it
+        async with self._slots if request.depth == 1 else contextlib.nullcontext():
             if writing:
                 await self._look_for_planted()
-            number = next(self._numbers)
             finished = await self.launchers.run(
                 number,
                 lambda launcher, attempt: _ChildRun(self, request, number, launcher, attempt),
@@ -232,7 +313,7 @@ class _ChildRun:
         self.sup = sup
         self.request = request
         self.agent = request.agent
-        self.id = f"{number:03d}"
+        self.id = child_id(number)
         self.launcher = launcher
         stem = attempt_stem(sup.run_folder.child_stem(number, request.agent.name), attempt)
         self.transcript_path = stem.with_suffix(".jsonl")
@@ -254,6 +335,7 @@ class _ChildRun:
         self.started = asyncio.get_running_loop().time()
         self._finished: ChildFinished | None = None
         self.limits: CallLimits | None = None  # its model calls' limits, from its Task
+        self._delegations: set[asyncio.Future[None]] = set()  # its task calls under way
         self.task: Task | None = None
         self.subagent = Subagent(self.id, self.agent.name, str(self.transcript_path))
         self.ledger: HookLedger | None = None  # what it asked the hooks, with a plan
@@ -357,14 +439,25 @@ class _ChildRun:
             tmpdir=launcher.tmpdir,
             limits=limits,
             sandbox=sandbox,
-            identity=child_identity(
-                launcher.tag(self.transcript_path.stem), run_id=run_id, child=self.id
-            ),
+            identity=self._identity(launcher.tag(self.transcript_path.stem), run_id),
             heartbeat=launcher.heartbeat,
             add_dirs=[str(path) for path in settings.add_dirs],
             mcp_servers=settings.mcp_servers.for_agent(self.agent),
+            subagents=self._subagents(),
             trace=self.span is not None,
         )
+
+    def _identity(self, tag: str, run_id: str) -> Identity:
+        identity = child_identity(tag, run_id=run_id, child=self.id)
+        return msgspec.structs.replace(identity, depth=identity.depth + self.request.depth - 1)
+
+    def _subagents(self) -> dict[str, str]:
+        """The agent types it may delegate to: none, unless ``--max-depth`` leaves it a level
+        and its agent has every tool."""
+        settings = self.sup.settings
+        if self.request.depth >= settings.max_depth or not delegates(self.agent):
+            return {}
+        return {name: agent.description for name, agent in settings.agents.items()}
 
     async def _outcome(self, process: ChildProcess, task: Task) -> Result:
         """The child's Result, or one that says how the child failed."""
@@ -448,14 +541,19 @@ class _ChildRun:
         raise self.ended.result()
 
     async def _talk(self, process: ChildProcess) -> Result:
-        while True:
-            frame = await self._answer(process)
-            if isinstance(frame, Result):
-                return frame
+        try:
+            while True:
+                frame = await self._answer(process)
+                if isinstance(frame, Result):
+                    return frame
+        finally:  # a child's child ends with it
+            for delegation in self._delegations:
+                delegation.cancel()
+            await asyncio.gather(*self._delegations, return_exceptions=True)
 
     async def _answer(
         self, process: ChildProcess
-    ) -> ModelCall | McpCall | HookCall | Progress | Result:
+    ) -> ModelCall | McpCall | HookCall | TaskCall | Progress | Result:
         """Take the next frame and act on it: answer a model call, forward progress."""
         frame = await process.frames.next()
         if frame is None:
@@ -489,6 +587,10 @@ class _ChildRun:
                 answer = await self._call_sdk_tool(frame)
                 process.frames.answered()
                 await write_frame(process.stdin, answer)
+            case TaskCall():  # its frames are read on while its child runs
+                delegation = asyncio.ensure_future(self._delegate(process, frame))
+                self._delegations.add(delegation)
+                delegation.add_done_callback(self._delegations.discard)
             case HookCall():
                 decided = await self._ask_hooks(frame)
                 process.frames.answered()
@@ -503,6 +605,11 @@ class _ChildRun:
             case _:
                 raise ChildFailed(f"sent an unexpected {type(frame).__name__} frame")
         return frame
+
+    async def _delegate(self, process: ChildProcess, call: TaskCall) -> None:
+        reply = await self.sup.delegate(self, call)
+        process.frames.answered()
+        await write_frame(process.stdin, reply)
 
     async def _call_sdk_tool(self, call: McpCall) -> McpReply:
         """A tool of an SDK's in-process server, for a child whose Task gives it (a child

@@ -11,6 +11,7 @@ An agent file is Markdown with YAML front matter::
     permissionMode: plan             # plan: read-only (no write tools, read-only sandbox)
     maxTurns: 20
     effort: high                     # its requests' output_config.effort
+    background: true                 # its children run in the background
     mcpServers:                      # MCP servers: a name the run configures (.mcp.json,
       - github                       # --mcp-config), or the agent's own; without `tools`,
       - ctx:                         # every tool of each (with it, what it names)
@@ -393,6 +394,7 @@ def build_spec(
         mcp_tools=mcp,
         mcp_servers=own,
         effort=effort or "",
+        background=fields.get("background") is True,
     )
     return spec, missing
 

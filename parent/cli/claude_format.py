@@ -21,6 +21,7 @@ import msgspec
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL
 from isoagent.child.agent.tools.bash import REFUSED
 from isoagent.parent.agent.permission_prompt import CLAUDE_NAMES, DENIED
+from isoagent.parent.agent.task_tool import TASK_STATUS
 from isoagent.parent.model.prices import cost_usd
 from isoagent.parent.records.events import (
     ChildFinished,
@@ -40,7 +41,6 @@ Message = dict[str, Any]
 CLAUDE_CODE_PROTOCOL = "2.1.330"
 _SUBTYPES = {"ok": "success", "max_turns": "error_max_turns", "budget": "error_max_budget_usd"}
 _TERMINAL = {"ok": "completed", "max_turns": "max_turns", "budget": "budget_exhausted"}
-_TASK_STATUS = {"ok": "completed", "cancelled": "stopped"}
 
 
 @dataclass
@@ -75,6 +75,7 @@ class ClaudeFormat:
         self.stop_reason: str | None = None  # of the parent's last answer, for the result
         self.context_tokens = 0  # the parent's context after its last answer
         self._pending_tasks: list[ToolUseBlock] = []  # the parent's task calls not yet started
+        self._nested_tasks: list[ToolUseBlock] = []  # and its children's (--max-depth)
         self._calls: dict[str, ToolUseBlock] = {}  # tool calls by id, for permission_denials
         self._denials: list[dict[str, Any]] = []  # commands their Bash(...) rules refused
         self._children: dict[str, _Child] = {}
@@ -196,11 +197,12 @@ class ClaudeFormat:
         usage = event.usage or Usage()
         self._count(event.child, model, usage)
         self._calls.update((b.id, b) for b in event.content if isinstance(b, ToolUseBlock))
+        tasks = [b for b in event.content if isinstance(b, ToolUseBlock) and b.name == TASK_TOOL]
         if not event.child:
             self.stop_reason = event.stop_reason or None
-            self._pending_tasks += [
-                b for b in event.content if isinstance(b, ToolUseBlock) and b.name == TASK_TOOL
-            ]
+            self._pending_tasks += tasks
+        else:
+            self._nested_tasks += tasks
         return self._stamp(
             {
                 "type": "assistant",
@@ -226,7 +228,7 @@ class ClaudeFormat:
             "task_notification",
             task_id=event.child,
             tool_use_id=child.tool_use_id,
-            status=_TASK_STATUS.get(result.status, "failed"),
+            status=TASK_STATUS.get(result.status, "failed"),
             output_file=event.transcript,
             summary=result.summary,
             usage=_task_usage(result.usage, result.tool_calls, result.duration),
@@ -309,14 +311,20 @@ class ClaudeFormat:
         return message
 
     def _child(self, child: str, description: str, prompt: str, agent: str) -> _Child:
-        """The record of ``child``, made at its first event by claiming the parent's
-        ``task`` call it answers (the same description, prompt and type; else the oldest)."""
+        """The record of ``child``, made at its first event by claiming the ``task`` call it
+        answers: a child's with the same description, prompt and type (a child's child),
+        else the parent's that has them, else the parent's oldest."""
         if child not in self._children:
             tool_use_id = None
-            if self._pending_tasks and not self.main_child:
-                wanted = {"description": description, "prompt": prompt, "subagent_type": agent}
+            wanted = {"description": description, "prompt": prompt, "subagent_type": agent}
+            nested = next((b for b in self._nested_tasks if _calls_for(b.input, wanted)), None)
+            if nested is not None:
+                self._nested_tasks.remove(nested)
+                tool_use_id = nested.id
+            elif self._pending_tasks and not self.main_child:
                 match = next(
-                    (b for b in self._pending_tasks if b.input == wanted), self._pending_tasks[0]
+                    (b for b in self._pending_tasks if _calls_for(b.input, wanted)),
+                    self._pending_tasks[0],
                 )
                 self._pending_tasks.remove(match)
                 tool_use_id = match.id
@@ -349,6 +357,11 @@ class ClaudeFormat:
         if child in self._children:
             self._children[child].usage = self._children[child].usage + usage
         self._usage_by_model[model] = self._usage_by_model.get(model, Usage()) + usage
+
+
+def _calls_for(task_input: dict[str, Any], wanted: dict[str, str]) -> bool:
+    """Whether a ``task`` call's input asks for this child (``run_in_background`` aside)."""
+    return all(task_input.get(key) == value for key, value in wanted.items())
 
 
 def _version() -> str:

@@ -84,6 +84,13 @@ def settings_options(
             help="Children running at once.",
         ),
         click.option(
+            "--max-depth", type=click.IntRange(1), default=DEFAULTS.max_depth,
+            show_default=True,
+            help="Levels of subagents: 1, only the parent delegates; 2, a child with every "
+            "tool (general-purpose) has task too, and its children are sandboxed processes "
+            "of this parent's, under the same limits.",
+        ),
+        click.option(
             "--agents-dir", "agents_dirs", multiple=True,
             type=click.Path(exists=True, file_okay=False, path_type=Path),
             help="Another folder of agent files (*.md, Claude Code format); repeatable.",

@@ -41,6 +41,10 @@ Behaviours:
   spans) and ends with a Result of forged spans: thousands, oversized names and attributes,
   times out of its life, parents it never made, ids given twice.
 
+- ``forge-task``: Hello, takes its Task (which gives it no ``task`` tool), asks for a
+  general-purpose child of its own (a ``TaskCall``), writes the answer to ``DIR/replies``
+  and waits.
+
 ``first-BEHAVIOUR``: the first child of the test to start behaves so, the others are the
 real child (``exec``): a hostile child beside honest siblings in one batch.
 """
@@ -72,6 +76,7 @@ from isoagent.protocol import (
     Result,
     Span,
     Task,
+    TaskCall,
     TextBlock,
     ToolResultBlock,
     ToolSpec,
@@ -160,6 +165,11 @@ def main(behaviour: str, folder: Path) -> int:
         writer.write(HookCall(1, "PreToolUse", "write_file", "toolu_x", {"path": "x"}))
         note(folder, "forged", os.getpid())
         reader.read()  # never answered: the parent ends it
+        return 0
+    if behaviour == "forge-task":  # a child of its own, at the deepest level there is
+        writer.write(TaskCall(1, "deeper", "go deeper", "general-purpose"))
+        (folder / "replies").write_text(repr(reader.read()))
+        reader.read()  # the parent ends it
         return 0
     if behaviour == "forge-spans" and isinstance(task, Task):
         (folder / "trace").write_text(str(task.trace))
