@@ -187,7 +187,7 @@ class WaitNotices:
         count, seconds = count + 1, seconds + waiting.seconds
         self._waits[waiting.kind] = (count, seconds)
         kind, when = self._said
-        if 0 < waiting.seconds and seconds < SAID_SECONDS:  # a blip is not worth a line yet
+        if waiting.seconds > 0 and seconds < SAID_SECONDS:  # a blip is not worth a line yet
             return
         if waiting.kind != kind or now - when >= REPEAT_SECONDS:
             self._said = (waiting.kind, now)
