@@ -118,7 +118,7 @@ def main() -> int:
         hooks=Hooks(task.hooks, channel.ask_hooks) if task.hooks != HookPlan() else None,
         spans=spans,
     )
-    result = agent.run(task.prompt)
+    result = agent.run(task.prompt, task.history)
     result.spans = spans.finished
     ctx.end_commands()  # nothing a command started outlives the child
     channel.send(result)

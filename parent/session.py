@@ -41,6 +41,7 @@ from isoagent.parent.agent.parent_agent import (
     parent_tools,
 )
 from isoagent.parent.agent.permission_prompt import Ask, asking_tools
+from isoagent.parent.agent.send_message import SendMessageTool
 from isoagent.parent.agent.structured_output import ENFORCE as ENFORCE_STRUCTURED
 from isoagent.parent.agent.structured_output import StructuredOutputTool
 from isoagent.parent.agent.task_tool import TaskTool
@@ -466,7 +467,7 @@ class Session:
         task_tool = None
         if TASK_TOOL in spec.tools:
             task_tool = TaskTool(ctx, self.supervisor, loop, settings.agents)
-            tools.append(task_tool)
+            tools += [task_tool, SendMessageTool(ctx, self.supervisor, loop, settings.agents)]
         if settings.json_schema is not None:
             self.structured = StructuredOutputTool(ctx, settings.json_schema)
             tools.append(self.structured)

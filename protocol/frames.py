@@ -22,7 +22,8 @@ import msgspec
 # command-less server); 14: Task.hooks, HookCall, HookReply (an older child would run a tool
 # call that a hook denies)
 # 15: Task.subagents, TaskCall, TaskReply (an older child would not delegate)
-PROTOCOL_VERSION = 15
+# 16: Task.history (an older child would start a continued conversation afresh)
+PROTOCOL_VERSION = 16
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -391,6 +392,8 @@ class Task(msgspec.Struct, tag=True, omit_defaults=True):
     subagents: dict[str, str] = {}
     trace: bool = False  # record spans and send them in the Result (telemetry is on)
     hooks: HookPlan = msgspec.field(default_factory=HookPlan)  # what it asks the parent's hooks
+    # the conversation it goes on with (a finished child continued: send_message); [] fresh
+    history: list[Message] = []
 
 
 ModelErrorKind = Literal[

@@ -46,7 +46,9 @@ def test_print_flag_runs_the_parent_and_prints_the_answer(
     api_server.handler = echo
     done = run_cli(["-p", "hello"], env_for(api_server, tmp_path), cwd=workspace, input="")
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "hello | bash,read_file,write_file,edit_file,glob,grep,task\n"
+    assert (
+        done.stdout == "hello | bash,read_file,write_file,edit_file,glob,grep,task,send_message\n"
+    )
     assert done.stderr == ""  # like claude -p: no progress lines
 
 
@@ -117,7 +119,14 @@ def test_allowed_and_disallowed_tools_shape_the_parent(
     args = ["-p", "go", "--allowedTools", "Bash(git:*)", "--output-format", "json"]
     done = run_cli(args, env, cwd=workspace, input="")
     assert done.returncode == 0, done.stderr
-    assert api_server.requests[0].tool_names == ["read_file", "glob", "grep", "bash", "task"]
+    assert api_server.requests[0].tool_names == [
+        "read_file",
+        "glob",
+        "grep",
+        "bash",
+        "task",
+        "send_message",
+    ]
     refused = api_server.requests[1].tool_results[0]
     assert refused["is_error"] and "`touch made.txt` is not allowed" in refused["content"]
     assert not (workspace / "made.txt").exists()
@@ -135,7 +144,15 @@ def test_allowed_and_disallowed_tools_shape_the_parent(
         env, cwd=workspace, input="",
     )  # fmt: skip
     init = json.loads(done.stdout.splitlines()[0])
-    assert init["tools"] == ["read_file", "write_file", "edit_file", "glob", "grep", "task"]
+    assert init["tools"] == [
+        "read_file",
+        "write_file",
+        "edit_file",
+        "glob",
+        "grep",
+        "task",
+        "send_message",
+    ]
 
 
 def test_an_unknown_disallowed_tool_is_refused_not_ignored(
@@ -155,7 +172,7 @@ def test_plan_mode_takes_every_write_away(
     api_server.handler = echo
     args = ["-p", "go", "--permission-mode", "plan", "--output-format", "json"]
     done = run_cli(args, env_for(api_server, tmp_path), cwd=workspace, input="")
-    assert json.loads(done.stdout)["result"] == "go | read_file,glob,grep,task"
+    assert json.loads(done.stdout)["result"] == "go | read_file,glob,grep,task,send_message"
     agents = run_cli(["agents", "--json"], env_for(api_server, tmp_path), cwd=workspace)
     assert "write_file" in agents.stdout  # plan mode belongs to the run, not to the files
 
@@ -234,7 +251,8 @@ def test_the_sdks_query_runs_isoagent_through_cli_path(
     assert isinstance(answer, AssistantMessage) and answer.parent_tool_use_id is None
     assert isinstance(result, ResultMessage) and not result.is_error
     assert (
-        result.result == "hello from the sdk | bash,read_file,write_file,edit_file,glob,grep,task"
+        result.result
+        == "hello from the sdk | bash,read_file,write_file,edit_file,glob,grep,task,send_message"
     )
     assert api_server.requests[0].model == CURRENT_MODELS["haiku"]
     assert not [r for r in caplog.records if r.levelname == "WARNING"]  # "too old" and such

@@ -113,7 +113,7 @@ def test_claude_code_options_shape_the_parent(server: MessagesServer, workspace:
         "x", workdir=workspace, allowed_tools=["Bash(git:*)"], permission_mode="default",
         system_prompt="Be brief.", agents={"rev": {"description": "d", "prompt": "p"}},
     )  # fmt: skip
-    assert result.result == "read_file,glob,grep,bash,task"
+    assert result.result == "read_file,glob,grep,bash,task,send_message"
     assert server.requests[0].system == "Be brief."
     assert "- rev: d" in json.dumps(server.requests[0].body["tools"])
 

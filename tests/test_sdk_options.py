@@ -149,16 +149,16 @@ def test_tools_sets_the_parents_base_tools(
     api_server.handler = lambda req: text_reply(",".join(req.tool_names) or "none")
     cases = [
         ({"tools": ["Bash", "Read"]}, "bash,read_file"),
-        ({"tools": ["Read", "Grep", "Task"]}, "read_file,grep,task"),
+        ({"tools": ["Read", "Grep", "Task"]}, "read_file,grep,task,send_message"),
         ({"tools": []}, "none"),
         ({"tools": {"type": "preset", "preset": "claude_code"}}, "bash,read_file,write_file,"
-         "edit_file,glob,grep,task"),
+         "edit_file,glob,grep,task,send_message"),
         ({"tools": ["Read", "Write", "Bash"], "allowed_tools": ["Write"]}, "read_file,write_file"),
         # nobody to ask: acceptEdits adds the edits, bypassPermissions asks for nothing
         ({"allowed_tools": ["Bash(git:*)"], "permission_mode": "acceptEdits"},
-         "read_file,glob,grep,bash,write_file,edit_file,task"),
+         "read_file,glob,grep,bash,write_file,edit_file,task,send_message"),
         ({"allowed_tools": ["Read"], "permission_mode": "bypassPermissions"},
-         "bash,read_file,write_file,edit_file,glob,grep,task"),
+         "bash,read_file,write_file,edit_file,glob,grep,task,send_message"),
     ]  # fmt: skip
     for options, tools in cases:
         lines = run_sdk_args(api_server, tmp_path, workspace, "hi", **options)
@@ -669,7 +669,9 @@ def test_settings_apply_permissions_and_model_and_refuse_the_rest(
     }
     lines = run_sdk_args(api_server, tmp_path, workspace, "hi", settings=json.dumps(settings))
     assert lines[0]["permissionMode"] == "plan" and lines[0]["model"] == CURRENT_MODELS["haiku"]
-    assert lines[-1]["result"] == "read_file,glob,grep,task"  # plan takes git's bash too
+    assert (
+        lines[-1]["result"] == "read_file,glob,grep,task,send_message"
+    )  # plan takes git's bash too
     file = tmp_path / "settings.json"
     file.write_text(json.dumps({"permissions": {"allow": ["Bash(git:*)"], "deny": ["Edit"]}}))
     lines = run_sdk_args(
@@ -677,7 +679,7 @@ def test_settings_apply_permissions_and_model_and_refuse_the_rest(
         sandbox={"enabled": False},
     )  # fmt: skip
     assert lines[0]["model"] == CURRENT_MODELS["sonnet"]  # --model wins over the settings
-    assert lines[-1]["result"] == "read_file,glob,grep,bash,task"
+    assert lines[-1]["result"] == "read_file,glob,grep,bash,task,send_message"
 
     env = cli_env(api_server, HOME=str(tmp_path))
     for options, error in (
@@ -807,8 +809,9 @@ def test_set_model_and_permission_mode_between_messages_and_skills_refused(
 
     answers, refusal = asyncio.run(asyncio.wait_for(talk(), 60))
     assert answers == [
-        f"{CURRENT_MODELS['haiku']} bash,read_file,write_file,edit_file,glob,grep,task",
-        f"{CURRENT_MODELS['opus']} read_file,glob,grep,task",
+        f"{CURRENT_MODELS['haiku']} bash,read_file,write_file,edit_file,glob,grep,task,"
+        "send_message",
+        f"{CURRENT_MODELS['opus']} read_file,glob,grep,task,send_message",
     ]
     assert "cannot widen a session from plan to default" in refusal
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from isoagent.protocol import AgentSpec
 
 TASK_TOOL = "task"  # the parent's tool that starts a child; a child never has it
+SEND_MESSAGE = "send_message"  # the parent's tool that continues a child that ended
 BASE_TOOLS = ("bash", "read_file", "write_file", "edit_file", "glob", "grep")
 READ_ONLY_TOOLS = ("bash", "read_file", "glob", "grep")
 WRITE_TOOLS = frozenset({"write_file", "edit_file"})

@@ -33,6 +33,7 @@ from isoagent.parent.claude_code.agent_files import (
 from isoagent.parent.claude_code.mcp_servers import PREFIX as MCP_PREFIX
 from isoagent.parent.claude_code.mcp_servers import whole_server
 from isoagent.parent.records.events import AnyEvent, MessageAdded, RunStarted
+from isoagent.parent.records.past_run import read_events
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 from isoagent.protocol import AgentSpec, McpReply, Message, ToolResultBlock, ToolUseBlock
@@ -295,7 +296,7 @@ def latest_run(runs_dir: Path) -> str:
     runs = [p for p in runs_dir.iterdir() if p.is_dir()] if runs_dir.is_dir() else []
     # newest first by when each was last written: run ids order by the second only
     for run in sorted(runs, key=_last_written, reverse=True):
-        if _parent_messages(run):
+        if conversation_in(run / "run.jsonl"):
             return run.name
     raise ResumeError(f"no earlier conversation to continue in {runs_dir}")
 
@@ -311,36 +312,34 @@ INTERRUPTED = "[Request interrupted by user for tool use]"  # Claude Code's word
 
 
 def earlier_conversation(runs_dir: Path, run_id: str) -> list[Message]:
-    """The parent's conversation in run ``run_id`` ([] for ""). A turn cut off (an
-    interrupt, an error) stays in it, as in Claude Code: tool calls it left unanswered are
-    answered as interrupted, and a prompt the model never answered is kept (the API joins
-    it with the next one)."""
+    """The parent's conversation in run ``run_id`` ([] for ""), to go on with."""
     if not run_id:
         return []
     if "/" in run_id or run_id in (".", "..") or not (runs_dir / run_id).is_dir():
         raise ResumeError(f"no run {run_id!r} in {runs_dir}")
-    messages = _parent_messages(runs_dir / run_id)
+    messages = conversation_in(runs_dir / run_id / "run.jsonl")
     if not messages:
         raise ResumeError(f"run {run_id!r} has no conversation to continue")
-    last = messages[-1]
-    unanswered = [b for b in last.content if isinstance(b, ToolUseBlock)]
-    if last.role == "assistant" and unanswered:
+    return go_on_from(messages)
+
+
+def conversation_in(transcript: Path, child: str = "") -> list[Message]:
+    """The messages of ``child``'s conversation ("": the parent's) in a transcript the
+    parent wrote."""
+    return [
+        Message(event.role, event.content)  # type: ignore[arg-type]
+        for event in read_events(transcript)
+        if isinstance(event, MessageAdded) and event.child == child
+    ]
+
+
+def go_on_from(messages: list[Message]) -> list[Message]:
+    """A conversation to go on with. A turn cut off (an interrupt, an error) stays in it,
+    as in Claude Code: tool calls it left unanswered are answered as interrupted, and a
+    prompt the model never answered is kept (the API joins it with the next one)."""
+    last = messages[-1] if messages else None
+    unanswered = [b for b in last.content if isinstance(b, ToolUseBlock)] if last else []
+    if last is not None and last.role == "assistant" and unanswered:
         results = [ToolResultBlock(use.id, INTERRUPTED, is_error=True) for use in unanswered]
-        messages.append(Message("user", list(results)))
-    return messages
-
-
-def _parent_messages(run: Path) -> list[Message]:
-    try:
-        lines = (run / "run.jsonl").read_bytes().splitlines()
-    except OSError:
-        return []
-    messages = []
-    for line in lines:
-        try:
-            event = _decode(line)
-        except msgspec.DecodeError:
-            continue
-        if isinstance(event, MessageAdded) and not event.child:
-            messages.append(Message(event.role, event.content))  # type: ignore[arg-type]
+        return [*messages, Message("user", list(results))]
     return messages

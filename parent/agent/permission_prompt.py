@@ -38,6 +38,7 @@ CLAUDE_NAMES = {
     "todo_write": "TodoWrite",
     "web_fetch": "WebFetch",
     "web_search": "WebSearch",
+    "send_message": "SendMessage",
 }
 _EDITS = frozenset({"write_file", "edit_file"})
 DENIED = "Permission to use "  # how a refused call's result begins

@@ -59,6 +59,7 @@ from isoagent.protocol import (
     Identity,
     McpCall,
     McpReply,
+    Message,
     ModelCall,
     ModelError,
     ModelReply,
@@ -81,6 +82,7 @@ class ChildRequest:
     prompt: str
     agent: AgentSpec
     depth: int = 1  # 1: the parent's child; 2: a child's (--max-depth 2), ...
+    history: tuple[Message, ...] = ()  # an earlier child's conversation it goes on with
 
 
 # children that children may start in one run, in all (--max-depth 2 or more)
@@ -119,7 +121,8 @@ def report(finished: ChildFinished) -> str:
     result = finished.result
     facts = (
         f"{result.turns} turns, {result.tool_calls} tool calls, "
-        f"{result.usage.total} tokens, {result.duration:.1f} s; transcript {finished.transcript}"
+        f"{result.usage.total} tokens, {result.duration:.1f} s; transcript {finished.transcript}; "
+        f"agentId {finished.child}"
     )
     if result.status == "ok":
         return f"{result.summary or '(no summary)'}\n\n[subagent {finished.agent} done: {facts}]"
@@ -445,6 +448,7 @@ class _ChildRun:
             mcp_servers=settings.mcp_servers.for_agent(self.agent),
             subagents=self._subagents(),
             trace=self.span is not None,
+            history=list(self.request.history),
         )
 
     def _identity(self, tag: str, run_id: str) -> Identity:

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL
+from isoagent.child.agent.builtin_agents import BASE_TOOLS, SEND_MESSAGE, TASK_TOOL
 from isoagent.child.agent.tools.bash import REFUSED
 from isoagent.parent.agent.permission_prompt import CLAUDE_NAMES, DENIED
 from isoagent.parent.agent.task_tool import TASK_STATUS
@@ -70,6 +70,8 @@ class ClaudeFormat:
         self.permission_mode = permission_mode
         self.main_child = main_child
         self.tools = [*BASE_TOOLS, TASK_TOOL] if tools is None else list(tools)
+        if TASK_TOOL in self.tools and not main_child:  # the parent continues a child with it
+            self.tools.insert(self.tools.index(TASK_TOOL) + 1, SEND_MESSAGE)
         self.session_id = ""
         self.model = ""
         self.stop_reason: str | None = None  # of the parent's last answer, for the result
