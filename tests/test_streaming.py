@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from isoagent.protocol import Message, ModelCall, ModelReply, TextBlock, ToolUse
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.test_print_mode import needs_claude, run_both
 
 CALL = ModelCall(0, "m", 100, "sys", [Message("user", [TextBlock("hi")])])
 ANSWER = "The whole answer, long enough to come in many events. " * 4
@@ -272,3 +274,25 @@ def test_the_sdk_with_include_partial_messages_yields_stream_events(
     assert _text(events) == ANSWER
     assert all(e.parent_tool_use_id is None for e in events)
     assert isinstance(messages[-1], ResultMessage) and messages[-1].result == ANSWER.strip()
+
+
+@needs_claude
+def test_ids_stop_reason_and_session_id_are_as_claude_codes(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """Both CLIs on the same server: each assistant message carries its stream's
+    message_start id, the result says end_turn, the session id is a UUID."""
+    api_server.handler = lambda req: text_reply(ANSWER)
+    args = ["-p", "go", "--output-format", "stream-json", "--verbose"]
+    for stdout in run_both([*args, "--include-partial-messages"], api_server, tmp_path):
+        messages = _messages(stdout)
+        started = [
+            m.event["message"]["id"]
+            for m in messages
+            if isinstance(m, StreamEvent) and m.event["type"] == "message_start"
+        ]
+        answered = {m.message_id for m in messages if isinstance(m, AssistantMessage)}
+        assert answered == set(started) and len(started) == 1
+        result = messages[-1]
+        assert isinstance(result, ResultMessage) and result.stop_reason == "end_turn"
+        assert uuid.UUID(result.session_id)
