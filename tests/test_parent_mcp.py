@@ -277,3 +277,26 @@ def test_a_server_toggled_off_is_no_longer_offered_to_the_main_agent(
         [n for n in r.tool_names if n.startswith("mcp__")] for r in api_server.requests
     )
     assert (first, second) == (["mcp__calc__add", "mcp__calc__secret"], [])
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_server_whose_command_fails_is_failed_in_mcp_status_and_one_that_starts_connected(
+    cli: Path, api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """As Claude Code shows them once the session has started its servers (the parent's
+    turn starts them in isoagent); the run goes on."""
+    api_server.handler = lambda req: text_reply("fine")
+    (tmp_path / "outside").mkdir()
+    servers = {"ctx": lookup_server(tmp_path / "outside"), "broken": {"command": "/no/such"}}
+    settings = sdk_options(cli, api_server, tmp_path, mcp_servers=servers)
+
+    async def talk() -> tuple[dict[str, str], Any]:
+        async with claude_agent_sdk.ClaudeSDKClient(settings) as client:
+            await client.query("go")
+            messages = [m async for m in client.receive_response()]
+            status = await client.get_mcp_status()
+        return {s["name"]: s["status"] for s in status["mcpServers"]}, messages[-1]
+
+    status, result = asyncio.run(asyncio.wait_for(talk(), 120))
+    assert status == {"ctx": "connected", "broken": "failed"}
+    assert isinstance(result, claude_agent_sdk.ResultMessage) and result.result == "fine"

@@ -200,7 +200,10 @@ def parent_mcp_tools(
             every = [MCP_PREFIX + server.name]
             tools += mcp_tools([server], every, ctx, call_sdk_tool, sessions)
         except McpUnavailable as exc:
+            settings.mcp_servers.started[server.name] = str(exc)
             warn(f"warning: {exc}; the parent agent goes on without it")
+        else:
+            settings.mcp_servers.started[server.name] = ""
     for name, why in unusable.items():
         warn(f"warning: MCP server {name!r} failed: {why}")
     kept = [

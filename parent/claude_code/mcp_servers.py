@@ -50,8 +50,12 @@ class McpServers:
         given: Sequence[str] = (),
         relay: SdkRelay | None = None,
         disabled: frozenset[str] = frozenset(),
+        started: dict[str, str] | None = None,
     ) -> None:
         self.servers = dict(servers or {})
+        # the servers the parent agent started, by name: "" if it could, else why not (the
+        # session's one record, shared by these servers' every later form)
+        self.started: dict[str, str] = {} if started is None else started
         self.disabled = disabled  # turned off by the SDK's toggle_mcp_server: no child gets it
         self.unusable = dict(unusable or {})
         self.given = tuple(given)  # the names a --mcp-config gave
@@ -73,6 +77,7 @@ class McpServers:
             self.given,
             self.relay,
             self.disabled,
+            self.started,
         )
 
     def toggled(self, name: str, enabled: bool) -> McpServers:
@@ -80,7 +85,9 @@ class McpServers:
         if name not in self.servers and name not in self.unusable:
             raise ValueError(f"no MCP server {name!r}")
         disabled = self.disabled - {name} if enabled else self.disabled | {name}
-        return McpServers(self.servers, self.unusable, self.given, self.relay, disabled)
+        return McpServers(
+            self.servers, self.unusable, self.given, self.relay, disabled, self.started
+        )
 
     def with_sdk(self, listed: Mapping[str, McpServer | str], relay: SdkRelay) -> McpServers:
         """With the SDK's servers listed (a server, or why it could not be listed), their
@@ -89,17 +96,19 @@ class McpServers:
         failed = {k: v for k, v in listed.items() if isinstance(v, str)}
         unusable = {k: v for k, v in self.unusable.items() if k not in listed}
         return McpServers(
-            {**self.servers, **servers}, {**unusable, **failed}, self.given, relay, self.disabled
-        )
+            {**self.servers, **servers}, {**unusable, **failed}, self.given, relay,
+            self.disabled, self.started,
+        )  # fmt: skip
 
     def status(self, *, sdk: bool = False) -> list[dict[str, str]]:
         """Each server as Claude Code's ``init`` and ``get_mcp_status`` list it. A stdio or
-        http server is ``pending``: the parent starts its stdio ones with its turn, after
-        ``init``, and a child those its agent uses; an SDK server whose tools were listed
-        is ``connected`` (one not listed yet is ``pending`` while the ``sdk`` is there to
-        list it); one no child can use is ``failed``, with the reason."""
+        http server is ``pending`` until the parent has started it with its turn (after
+        ``init``), then ``connected``, or ``failed`` with why (a child starts those its
+        agent uses on its own); an SDK server whose tools were listed is ``connected`` (one
+        not listed yet is ``pending`` while the ``sdk`` is there to list it); one no child
+        can use is ``failed``, with the reason."""
         listed = [
-            {"name": name, "status": "connected" if server.type == "sdk" else "pending"}
+            self._started(name) if server.type != "sdk" else {"name": name, "status": "connected"}
             for name, server in self.servers.items()
         ] + [
             {"name": name, "status": "pending"} if sdk and why == SDK_ONLY
@@ -112,6 +121,14 @@ class McpServers:
                 entry["status"] = "disabled"
                 entry.pop("error", None)
         return listed
+
+    def _started(self, name: str) -> dict[str, str]:
+        why = self.started.get(name)
+        if why is None:
+            return {"name": name, "status": "pending"}
+        return {"name": name, "status": "failed", "error": why} if why else {
+            "name": name, "status": "connected",
+        }  # fmt: skip
 
     def for_parent(self) -> tuple[list[McpServer], dict[str, str]]:
         """The servers (on) whose tools the parent agent gets, and those (name -> why) it
