@@ -467,7 +467,7 @@ class Session:
         task_tool = None
         if TASK_TOOL in spec.tools:
             task_tool = TaskTool(ctx, self.supervisor, loop, settings.agents)
-            tools += [task_tool, SendMessageTool(ctx, self.supervisor, loop, settings.agents)]
+            tools += [task_tool, SendMessageTool(ctx, task_tool)]
         if settings.json_schema is not None:
             self.structured = StructuredOutputTool(ctx, settings.json_schema)
             tools.append(self.structured)

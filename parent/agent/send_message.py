@@ -5,7 +5,6 @@ agent type, whose prompt is the message; only its summary comes back, as from ``
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Annotated
 
@@ -14,8 +13,9 @@ import msgspec
 from isoagent.child.agent.builtin_agents import SEND_MESSAGE
 from isoagent.child.agent.tools.base import Tool, ToolContext, ToolError, input_schema
 from isoagent.parent.agent.parent_agent import conversation_in, go_on_from
-from isoagent.parent.children.supervisor import ChildRequest, Supervisor, ended_well, report
-from isoagent.protocol import AgentSpec, ToolSpec
+from isoagent.parent.agent.task_tool import TaskTool
+from isoagent.parent.children.supervisor import ChildRequest
+from isoagent.protocol import ToolSpec
 
 
 class SendMessageInput(msgspec.Struct, forbid_unknown_fields=True):
@@ -33,34 +33,28 @@ class SendMessageTool(Tool[SendMessageInput]):
         "agentId its task result (or notification) gave. A new task call starts fresh instead."
     )
 
-    def __init__(
-        self,
-        ctx: ToolContext,
-        supervisor: Supervisor,
-        loop: asyncio.AbstractEventLoop,
-        agents: dict[str, AgentSpec],
-    ) -> None:
+    def __init__(self, ctx: ToolContext, task: TaskTool) -> None:
+        """``task``: the session's task tool, whose children this one continues."""
         super().__init__(ctx)
-        self.supervisor = supervisor
-        self.loop = loop
-        self.agents = agents
+        self.task = task
 
     @property
     def spec(self) -> ToolSpec:
         return ToolSpec(self.name, self.description, input_schema(SendMessageInput))
 
     def execute(self, inp: SendMessageInput) -> str:
-        finished = next((f for f in self.supervisor.finished if f.child == inp.to), None)
+        supervisor = self.task.supervisor
+        finished = next((f for f in supervisor.finished if f.child == inp.to), None)
         if finished is None:
-            running = inp.to in self.supervisor.live
+            running = inp.to in supervisor.live
             why = "is still running: its notification says when it ends" if running else (
                 "is no subagent of this run that has ended"
             )  # fmt: skip
             raise ToolError(f"agentId {inp.to!r} {why}")
-        agent = self.agents.get(finished.agent)
+        agent = self.task.agents.get(finished.agent)
         if agent is None:
             raise ToolError(f"agentId {inp.to!r} was a {finished.agent}, no agent type now")
-        transcript = self.supervisor.run_folder.path / Path(finished.transcript).name
+        transcript = supervisor.run_folder.path / Path(finished.transcript).name
         history = conversation_in(transcript, finished.child)
         if not history:
             raise ToolError(f"agentId {inp.to!r} left no conversation to go on with")
@@ -68,8 +62,4 @@ class SendMessageTool(Tool[SendMessageInput]):
             f"{finished.description} (continued)", inp.message, agent,
             history=tuple(go_on_from(history)),
         )  # fmt: skip
-        ended = asyncio.run_coroutine_threadsafe(self.supervisor.run(request), self.loop).result()
-        text = report(ended)
-        if not ended_well(ended):
-            raise ToolError(text)
-        return text
+        return self.task.wait_for(request)

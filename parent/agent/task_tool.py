@@ -74,6 +74,11 @@ class TaskTool(Tool[TaskInput]):
         request = ChildRequest(inp.description, inp.prompt, agent)
         if inp.run_in_background or agent.background:
             return self._in_background(request)
+        return self.wait_for(request)
+
+    def wait_for(self, request: ChildRequest) -> str:
+        """Run ``request``'s child to its end: its report (a ``ToolError`` if it did not end
+        well). Any thread but the loop's."""
         finished = asyncio.run_coroutine_threadsafe(
             self.supervisor.run(request), self.loop
         ).result()
