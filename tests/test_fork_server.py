@@ -73,12 +73,10 @@ async def run_bash(process: ChildProcess, command: str, workdir: Path) -> str:
         frame = await asyncio.wait_for(process.frames.next(), 30)
         if isinstance(frame, ModelCall) and frame.turn == 0:
             use = ToolUseBlock("toolu_1", "bash", {"command": command})
-            await write_frame(process.stdin, ModelReply(0, [use]))
-            process.frames.answered()  # as the supervisor does: the child may call again
+            await process.answer(ModelReply(0, [use]))
         elif isinstance(frame, ModelCall):
             output = str(frame.messages[-1].content[0].content)  # type: ignore[union-attr]
-            await write_frame(process.stdin, ModelReply(frame.turn, [TextBlock("done")]))
-            process.frames.answered()
+            await process.answer(ModelReply(frame.turn, [TextBlock("done")]))
         elif isinstance(frame, Result):
             assert frame.status == "ok", frame.error
             return output

@@ -14,7 +14,8 @@ import os
 from collections.abc import Sequence
 from io import FileIO
 
-from isoagent.parent.children.connection import FrameInbox
+from isoagent.parent.children.connection import FrameInbox, write_frame
+from isoagent.protocol import ParentFrame
 
 STDOUT_PIPE_SIZE = 1 << 20  # a larger pipe measurably raises frame throughput
 
@@ -100,6 +101,12 @@ class ChildProcess:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._exit), seconds)
         return self._exit.done()
+
+    async def answer(self, frame: ParentFrame) -> bool:
+        """Answer the call the child is making (or Cancel it): it may make the next one
+        (``FrameInbox`` takes one at a time). False when the child has closed its end."""
+        self.frames.answered()
+        return await write_frame(self.stdin, frame)
 
     def close_pipes(self) -> None:
         """Close the parent's ends now, not at exit when the loop is gone (a traceback)."""

@@ -489,8 +489,7 @@ class _ChildRun:
         """Ask the child to stop (Cancel) and take the Result it sends within a moment."""
         failure = self._failure("timeout", why)
         self.cancelled = True
-        process.frames.answered()  # a Cancel answers the call it was making, if any
-        if not await write_frame(process.stdin, Cancel(why)):
+        if not await process.answer(Cancel(why)):  # and the call it was making, if any
             return failure
         with contextlib.suppress(TimeoutError, FrameError, ChildFailed):
             async with asyncio.timeout(CANCEL_GRACE):
@@ -567,8 +566,7 @@ class _ChildRun:
                 assert self.limits is not None
                 if refused := self.limits.refusal(frame):  # a child is untrusted
                     error = ModelError("bad_request", f"refused by the parent: {refused}")
-                    process.frames.answered()
-                    await write_frame(process.stdin, ModelReply(frame.turn, error=error))
+                    await process.answer(ModelReply(frame.turn, error=error))
                     raise ChildFailed(
                         f"sent a model call its Task does not allow: {refused}", "error"
                     )
@@ -585,20 +583,17 @@ class _ChildRun:
                 self.last_text = text_of(reply.content) or self.last_text
                 if self.ledger is not None:
                     self.ledger.answered(reply)
-                process.frames.answered()
-                await write_frame(process.stdin, reply)
+                await process.answer(reply)
             case McpCall():
                 answer = await self._call_sdk_tool(frame)
-                process.frames.answered()
-                await write_frame(process.stdin, answer)
+                await process.answer(answer)
             case TaskCall():  # its frames are read on while its child runs
                 delegation = asyncio.ensure_future(self._delegate(process, frame))
                 self._delegations.add(delegation)
                 delegation.add_done_callback(self._delegations.discard)
             case HookCall():
                 decided = await self._ask_hooks(frame)
-                process.frames.answered()
-                await write_frame(process.stdin, decided)
+                await process.answer(decided)
             case Progress():
                 self.last_progress = frame
                 event = ChildProgress(self.id, self.agent.name, self.request.description, frame)
@@ -612,8 +607,7 @@ class _ChildRun:
 
     async def _delegate(self, process: ChildProcess, call: TaskCall) -> None:
         reply = await self.sup.delegate(self, call)
-        process.frames.answered()
-        await write_frame(process.stdin, reply)
+        await process.answer(reply)
 
     async def _call_sdk_tool(self, call: McpCall) -> McpReply:
         """A tool of an SDK's in-process server, for a child whose Task gives it (a child
