@@ -26,13 +26,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from isoagent.child.agent.process_tree import QUIET_THREADS
 from isoagent.child.agent.tools.base import ToolContext
-from isoagent.child.agent.tools.task import TaskInput
 from isoagent.protocol import (
     Cancel,
     ChildFrame,
@@ -50,6 +49,9 @@ from isoagent.protocol import (
     TaskCall,
     TaskReply,
 )
+
+if TYPE_CHECKING:  # a child imports the task tool only when it has one
+    from isoagent.child.agent.tools.task import TaskInput
 
 EXIT_PARENT_GONE = 3
 
