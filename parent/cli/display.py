@@ -18,6 +18,13 @@ from typing import TYPE_CHECKING, TextIO
 import msgspec
 
 from isoagent.parent.cli.errors import stderr_lost
+from isoagent.parent.model.stream import (
+    ContentBlockDelta,
+    InputJsonDelta,
+    TextDelta,
+    ThinkingDelta,
+    decode,
+)
 from isoagent.parent.records.costs import Costs
 from isoagent.parent.records.events import (
     ChildFinished,
@@ -60,22 +67,6 @@ class _Thinking:
         return f"  parent: thinking {seconds(time.monotonic() - self.started)}{tokens}"
 
 
-class _Delta(msgspec.Struct):
-    """What a streamed event's delta holds, of those that carry words."""
-
-    text: str = ""
-    thinking: str = ""
-    partial_json: str = ""
-
-
-class _Event(msgspec.Struct):
-    type: str
-    delta: _Delta | None = None
-
-
-_event = msgspec.json.Decoder(_Event)
-
-
 class ProgressDisplay:
     """A sink of session events; if the stream goes away (a closed pipe) it stops writing."""
 
@@ -104,11 +95,16 @@ class ProgressDisplay:
         if child or self.thinking is None:
             return
         try:
-            delta = _event.decode(data).delta
+            event = decode(data)
         except msgspec.DecodeError:
             return
-        if delta is not None:
-            self.thinking.characters += len(delta.text or delta.thinking or delta.partial_json)
+        match event:
+            case ContentBlockDelta(
+                delta=TextDelta(text=words)
+                | ThinkingDelta(thinking=words)
+                | InputJsonDelta(partial_json=words)
+            ):
+                self.thinking.characters += len(words)
 
     def __call__(self, event: Event) -> None:
         self.costs(event)
