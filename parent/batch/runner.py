@@ -184,7 +184,7 @@ class BatchRun:
         except OSError as exc:
             where = f"nor to stdout ({exc.strerror})"
         why = results.error.strerror if results.error else "?"
-        count = f"{len(lines)} result {'line' if len(lines) == 1 else 'lines'}"
+        count = plural(len(lines), "result line")
         self.say(
             f"error: cannot write {count} to {results.path} ({why}): {where}; "
             "their tasks run again when the batch is resumed"

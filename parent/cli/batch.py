@@ -19,6 +19,7 @@ from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import pick_agent, settings_options
 from isoagent.parent.cli.output import JsonLines, end_when_reader_goes
 from isoagent.parent.records.events import TaskRecord
+from isoagent.parent.records.terminal_text import plural
 from isoagent.parent.settings import Settings
 
 EPILOG = f"""\b
@@ -129,8 +130,8 @@ def batch(
     invalid = [r for r in items if isinstance(r, TaskRecord)]
     skipped = sum(isinstance(t, BatchTask) and t.id in done for t in items)
     if skipped:
-        tasks = "task" if skipped == 1 else "tasks"
-        click.echo(f"isoagent: skipping {skipped} {tasks} already done in {output_path}", err=True)
+        tasks = plural(skipped, "task")
+        click.echo(f"isoagent: skipping {tasks} already done in {output_path}", err=True)
     stdout = JsonLines()
     live = sys.stderr.isatty()
     runner = BatchRun(pending, invalid, previous.reported, results, stdout, live=live)
@@ -167,7 +168,7 @@ def open_output(settings: Settings, path: Path) -> tuple[ResultFile, Previous]:
         fail(str(exc), ExitCode.USAGE if exc.usage else ExitCode.ERROR)
     if forged := previous.forged:
         click.echo(
-            f"isoagent: warning: {forged} ok {'line' if forged == 1 else 'lines'} in {path} "
+            f"isoagent: warning: {plural(forged, 'ok line')} in {path} "
             "not written by isoagent batch (changed, added by another process, or older): "
             "their tasks run again",
             err=True,
