@@ -32,7 +32,7 @@ from isoagent.parent.claude_code.agent_files import (
 )
 from isoagent.parent.claude_code.mcp_servers import PREFIX as MCP_PREFIX
 from isoagent.parent.claude_code.mcp_servers import whole_server
-from isoagent.parent.records.events import AnyEvent, MessageAdded, RunStarted
+from isoagent.parent.records.events import MessageAdded, RunStarted, decode_event
 from isoagent.parent.records.past_run import read_events
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
@@ -40,7 +40,6 @@ from isoagent.protocol import AgentSpec, McpReply, Message, ToolResultBlock, Too
 
 _TASK_NAMES = frozenset({"Task", "Agent", TASK_TOOL})
 _NEVER_ASKS = ("read_file", "glob", "grep")  # Claude Code runs reads without permission
-_decode = msgspec.json.Decoder(AnyEvent).decode
 
 
 class ResumeError(Exception):
@@ -130,7 +129,7 @@ def run_session(runs_dir: Path, run_id: str) -> str:
     """The session run ``run_id`` belongs to: its start record's, else its own id."""
     try:
         with (runs_dir / run_id / "run.jsonl").open("rb") as log:
-            event = _decode(log.readline())
+            event = decode_event(log.readline())
     except (OSError, msgspec.DecodeError):
         return run_id
     return (isinstance(event, RunStarted) and event.session_id) or run_id

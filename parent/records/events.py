@@ -110,6 +110,8 @@ class TaskRecord(msgspec.Struct):
 
 
 AnyEvent = RunStarted | ChildStarted | MessageAdded | ChildProgress | ChildFinished | RunFinished
+# one line of a transcript, as the parent wrote it
+decode_event = msgspec.json.Decoder(AnyEvent).decode
 
 Sink = Callable[[Event], None]
 

@@ -23,10 +23,9 @@ from isoagent.parent.records.events import (
     MessageAdded,
     RunFinished,
     RunStarted,
+    decode_event,
 )
 from isoagent.protocol import Result, TextBlock, ToolUseBlock, Usage
-
-_decode = msgspec.json.Decoder(AnyEvent).decode
 
 
 def read_events(path: Path) -> list[AnyEvent]:
@@ -38,7 +37,7 @@ def read_events(path: Path) -> list[AnyEvent]:
     events = []
     for line in lines:
         try:
-            events.append(_decode(line))
+            events.append(decode_event(line))
         except msgspec.DecodeError:
             continue
     return events
