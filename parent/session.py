@@ -174,11 +174,12 @@ class Session:
         log = self.run.path / "run.jsonl"
         self.log = TranscriptWriter(log, self.run.opener(log))
         self.events.sinks.append(self._log_run_event)
+        # of the price, what its model calls cost: half in Message Batches (not replayed)
+        self.price_rate = BATCH_PRICE if settings.api_batches and settings.replay is None else 1.0
         self.cost_budget: CostBudget | None = None
         if settings.max_budget_usd:
-            rate = BATCH_PRICE if settings.api_batches and settings.replay is None else 1.0
             self.cost_budget = CostBudget(
-                source, settings.max_budget_usd, settings.budget_spent, rate
+                source, settings.max_budget_usd, settings.budget_spent, self.price_rate
             )
             source = self.cost_budget
         self.gateway = Gateway(

@@ -19,7 +19,6 @@ import msgspec
 from isoagent.parent.batch.display import BatchDisplay
 from isoagent.parent.batch.input import BatchTask, TaskId, label
 from isoagent.parent.batch.result_file import BatchRefused, ResultFile
-from isoagent.parent.model.prices import BATCH_PRICE
 from isoagent.parent.records.costs import Costs
 from isoagent.parent.records.events import ChildFinished, TaskRecord
 from isoagent.parent.records.terminal_text import plural
@@ -92,7 +91,7 @@ class BatchRun:
                 self.kept.close()
 
     async def _run(self, session: Session) -> Outcome:
-        self.costs.rate = BATCH_PRICE if session.settings.api_batches else 1.0
+        self.costs.rate = session.price_rate
         session.events.sinks.append(self.costs)
         self.display.start(session.waits, session.run.display(session.run.path))
         for record in self.invalid:  # each bad line once in the output, on stderr every time
