@@ -107,28 +107,20 @@ class McpServers:
         agent uses on its own); an SDK server whose tools were listed is ``connected`` (one
         not listed yet is ``pending`` while the ``sdk`` is there to list it); one no child
         can use is ``failed``, with the reason."""
-        listed = [
-            self._started(name) if server.type != "sdk" else {"name": name, "status": "connected"}
+        # by name: None while pending, "" once up (connected), else why it failed
+        reasons = {
+            name: "" if server.type == "sdk" else self.started.get(name)
             for name, server in self.servers.items()
-        ] + [
-            {"name": name, "status": "pending"} if sdk and why == SDK_ONLY
-            else {"name": name, "status": "failed", "error": why}
-            for name, why in self.unusable.items()
-        ]  # fmt: skip
-        for entry in listed:  # where Claude Code says a server came from
-            entry["source"] = "dynamic" if entry["name"] in self.given else "project"
-            if entry["name"] in self.disabled:
-                entry["status"] = "disabled"
-                entry.pop("error", None)
+        }
+        reasons |= {n: None if sdk and why == SDK_ONLY else why for n, why in self.unusable.items()}
+        listed = []
+        for name, why in reasons.items():
+            status = "pending" if why is None else "failed" if why else "connected"
+            status = "disabled" if name in self.disabled else status
+            source = "dynamic" if name in self.given else "project"  # as Claude Code says
+            entry = {"name": name, "status": status, "source": source}
+            listed.append(entry | {"error": why} if status == "failed" and why else entry)
         return listed
-
-    def _started(self, name: str) -> dict[str, str]:
-        why = self.started.get(name)
-        if why is None:
-            return {"name": name, "status": "pending"}
-        return {"name": name, "status": "failed", "error": why} if why else {
-            "name": name, "status": "connected",
-        }  # fmt: skip
 
     def for_parent(self) -> tuple[list[McpServer], dict[str, str]]:
         """The servers (on) whose tools the parent agent gets, and those (name -> why) it
