@@ -69,7 +69,11 @@ class AgentLog:
 
     @functools.cached_property
     def cost(self) -> float:
-        return sum(cost_usd(m.model or self.model, m.usage) for m in self.answers if m.usage)
+        return sum(self.price(m) for m in self.answers if m.usage)
+
+    def price(self, answer: MessageAdded) -> float:
+        """What the call that gave ``answer`` cost, priced by the model that gave it."""
+        return cost_usd(answer.model or self.model, answer.usage or Usage())
 
     @property
     def result(self) -> Result | None:

@@ -17,7 +17,6 @@ from datetime import datetime
 from html import escape
 from typing import Literal
 
-from isoagent.parent.model.prices import cost_usd
 from isoagent.parent.records.past_run import AgentLog, PastRun
 from isoagent.parent.records.terminal_text import plural
 from isoagent.protocol import ToolUseBlock, Usage
@@ -107,7 +106,7 @@ def _lane(agent: AgentLog, origin: datetime, start: float, end: float) -> Lane:
             asked = at
             continue
         usage = message.usage or Usage()
-        cost = cost_usd(message.model or agent.model, usage)
+        cost = agent.price(message)
         said = f"turn {message.turn + 1}: model call, {usage.total:,} tokens, ${cost:.4f}"
         lane.pieces.append(Piece(asked if asked is not None else at, at, "model", said))
         asked = None
