@@ -121,15 +121,14 @@ class Session:
         session = self._session
         result = await session.run_parent(_prompt(prompt))
         final = session.finish(result)
-        costs = self._costs.usd
         return self._result(
             result,
             transcript=session.run.path / "run.jsonl",
             agent="",
             children=list(final.children),
             structured_output=final.structured_output,
-            cost_usd=sum(costs.values()),
-            children_cost_usd={child: usd for child, usd in costs.items() if child},
+            cost_usd=self._costs.total,
+            children_cost_usd={child: usd for child, usd in self._costs.usd.items() if child},
         )
 
     @property
