@@ -135,10 +135,15 @@ def _own_settings(environ: os._Environ[str] | dict[str, str]) -> dict[str, str]:
     return {k: environ[k] for k in (IDLE_VARIABLE, "PYTHONPATH", "HOME") if k in environ}
 
 
-def _same_user(sock: socket.socket) -> bool:
+def _peer(sock: socket.socket) -> tuple[int, int]:
+    """The pid and uid of the process at the other end of ``sock`` (``SO_PEERCRED``)."""
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid == os.getuid()
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return pid, uid
+
+
+def _same_user(sock: socket.socket) -> bool:
+    return _peer(sock)[1] == os.getuid()
 
 
 async def _read_frame(reader: asyncio.StreamReader, decoder: msgspec.msgpack.Decoder) -> object:
@@ -317,9 +322,7 @@ def listener_pid(where: str) -> int:
             probe.connect(where)
         except OSError:
             return 0
-        creds = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, _uid, _gid = struct.unpack("3i", creds)
-    return int(pid)
+        return _peer(probe)[0]
 
 
 def ask(where: str, request: StatusAsked | StopAsked, seconds: float = 5.0) -> GatewayStatus:
