@@ -24,7 +24,7 @@ from isoagent.parent.cli.options import run_dir_option, workdir_option
 from isoagent.parent.records.events import AnyEvent, ChildFinished, ChildStarted, MessageAdded
 from isoagent.parent.records.past_run import AgentLog, PastRun
 from isoagent.parent.records.run_folder import runs_dir_for
-from isoagent.parent.records.terminal_text import for_stdout, plural
+from isoagent.parent.records.terminal_text import for_stdout, plural, shorten
 from isoagent.protocol import TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
 SHORT = 90  # characters of a text, a tool's input or output shown without --full
@@ -220,7 +220,7 @@ def run_line(run: PastRun) -> str:
     children = plural(len(run.children), "child", "children")
     if run.failed:
         children += f" ({_failures(run.failed)})"
-    return f"{run.run_id}  {_totals(run)}, {children}  {_short(run.label, 60)}"
+    return f"{run.run_id}  {_totals(run)}, {children}  {shorten(run.label, 60)}"
 
 
 def _failures(failed: list[AgentLog]) -> str:
@@ -301,14 +301,9 @@ def _text_lines(head: str, text: str, indent: str, full: bool) -> Iterator[str]:
     """``head`` and ``text`` on one line cut to ``SHORT`` characters; ``full``: every line
     of it, the later ones indented under the first."""
     if not full:
-        yield f"{indent}{head}{_short(text, SHORT)}"
+        yield f"{indent}{head}{shorten(text, SHORT)}"
         return
     first, *rest = text.rstrip("\n").split("\n")
     yield f"{indent}{head}{first}"
     for line in rest:
         yield f"{indent}{' ' * len(head)}{line}".rstrip()
-
-
-def _short(text: str, width: int) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 3] + "..."

@@ -18,7 +18,7 @@ from html import escape
 from typing import Literal
 
 from isoagent.parent.records.past_run import AgentLog, PastRun
-from isoagent.parent.records.terminal_text import plural
+from isoagent.parent.records.terminal_text import plural, shorten
 from isoagent.protocol import ToolUseBlock, Usage
 
 Kind = Literal["starting", "model", "tools", "children"]
@@ -158,7 +158,7 @@ def timeline_page(run: PastRun) -> str:
     return _PAGE.format(
         title=escape(f"isoagent run {run.run_id}"),
         run_id=escape(run.run_id),
-        label=escape(_short(run.label, 160)),
+        label=escape(shorten(run.label, 160, "…")),
         heading=heading,
         legend=legend,
         svg="\n".join(svg),
@@ -178,7 +178,7 @@ def _lane_svg(lane: Lane, top: int, scale: float) -> list[str]:
     name = f"{lane.name}: {lane.description}" if lane.description else lane.name
     parts = [
         f'<g class="bar" data-agent="{escape(lane.name)}">',
-        f'<text x="8" y="{y + 11}" class="name">{escape(_short(name, 36))}</text>',
+        f'<text x="8" y="{y + 11}" class="name">{escape(shorten(name, 36, "…"))}</text>',
         f'<text x="8" y="{y + 25}" class="facts">{agent.usage.total:,} tokens · '
         f"${agent.cost:.4f} · {plural(len(agent.answers), 'turn')}</text>",
         f'<rect x="{x:.1f}" y="{y}" width="{width:.1f}" height="{BAR}" fill="{TRACK}">'
@@ -204,7 +204,7 @@ def _row(lane: Lane, run_status: str) -> str:
     result = agent.result
     cells = [
         lane.name,
-        _short(lane.description, 60),
+        shorten(lane.description, 60, "…"),
         agent.status if agent.child else run_status,
         str(len(agent.answers)),
         str(agent.tool_calls),
@@ -212,7 +212,7 @@ def _row(lane: Lane, run_status: str) -> str:
         f"${agent.cost:.4f}",
         f"{lane.end - lane.start:.2f}",
         str(agent.finished.retries if agent.finished else ""),
-        _short(result.error, 120) if result else "",
+        shorten(result.error, 120, "…") if result else "",
     ]
     return "<tr>" + "".join(f"<td>{escape(cell)}</td>" for cell in cells) + "</tr>"
 
@@ -225,11 +225,6 @@ def _tick_step(span: float) -> float:
 
 def _tick_label(value: float) -> str:
     return f"{value:g} s"
-
-
-def _short(text: str, width: int) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 _PAGE = """<!doctype html>
