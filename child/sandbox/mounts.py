@@ -23,7 +23,7 @@ _MS_PRIVATE = 1 << 18
 _MS_RELATIME = 1 << 21
 # flags of the mount a bind inherits, which a remount must repeat (in a user namespace,
 # dropping one is refused): statvfs's ST_* bit -> MS_* bit
-_KEPT_FLAGS = {8: 8, 1024: 1024, 2048: 2048, 4096: _MS_RELATIME}  # noexec, noatime, ...
+_KEPT_FLAGS = {1: 1, 8: 8, 1024: 1024, 2048: 2048, 4096: _MS_RELATIME}  # ro, noexec, noatime...
 SHM = "/dev/shm"
 SHM_SIZE = "64m"
 # the device nodes a child opens; as root it could otherwise read every disk (root:disk
@@ -31,7 +31,6 @@ SHM_SIZE = "64m"
 # /dev/tty (a child has no controlling terminal) nor /dev/ptmx (with /dev/pts hidden, it
 # opens no terminal): each bind is 10-20 us of a child's CPU
 USUAL_DEVICES = ("null", "zero", "full", "random", "urandom")
-_ST_RDONLY = 1
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str = "") -> None:
@@ -82,10 +81,7 @@ def usual_devices_only() -> None:
         path = f"/dev/{name}"
         if os.path.exists(path) and not os.path.islink(path):
             _mount(path, path, None, _MS_BIND)
-    kept = os.statvfs("/dev").f_flag
-    flags = _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV
-    flags |= sum(ms for st, ms in _KEPT_FLAGS.items() if kept & st)
-    _mount(None, "/dev", None, flags | (_MS_RDONLY if kept & _ST_RDONLY else 0))
+    _remount("/dev", _MS_NOSUID | _MS_NODEV)
 
 
 def hide(path: str) -> None:
@@ -102,7 +98,11 @@ def hide(path: str) -> None:
 def read_only(path: str) -> None:
     """Bind ``path`` onto itself, read-only (an existing folder or file)."""
     _mount(path, path, None, _MS_BIND | _MS_REC)
-    flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+    _remount(path, _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+
+
+def _remount(path: str, flags: int) -> None:
+    """Remount the bind mount at ``path`` with ``flags``, and those of ``_KEPT_FLAGS`` it has."""
     kept = os.statvfs(path).f_flag
     flags |= sum(ms for st, ms in _KEPT_FLAGS.items() if kept & st)
-    _mount(None, path, None, flags)
+    _mount(None, path, None, _MS_REMOUNT | _MS_BIND | flags)
