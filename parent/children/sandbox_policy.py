@@ -129,11 +129,12 @@ def _hidden_candidates(
     paths = [Path(home, name) for home in homes for name in DENY_READ]
     paths += [*runs, *deny_read, TERMINALS]
     work = (workdir, *add_dirs)
-    return tuple(
-        dict.fromkeys(
-            str(path) for path in paths if not any(place.is_relative_to(path) for place in work)
-        )
-    )
+    return tuple(dict.fromkeys(str(path) for path in paths if not _holds_any(path, work)))
+
+
+def _holds_any(path: str | Path, work: tuple[Path, ...]) -> bool:
+    """Whether ``path`` is or holds a folder of ``work``: hiding it would hide the work."""
+    return any(place.is_relative_to(path) for place in work)
 
 
 @functools.lru_cache(maxsize=8)
@@ -145,7 +146,7 @@ def _system_secrets(workdir: Path, add_dirs: tuple[Path, ...]) -> tuple[str, ...
     uid, groups = os.getuid(), {os.getgid(), *os.getgroups()}
     readable = []
     for path in (*SYSTEM_SECRETS, *sorted(glob.glob(SSH_HOST_KEYS))):
-        if any(place.is_relative_to(path) for place in (workdir, *add_dirs)):
+        if _holds_any(path, (workdir, *add_dirs)):
             continue
         try:
             st = os.stat(path)
