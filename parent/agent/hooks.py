@@ -28,8 +28,7 @@ from typing import Any
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.loop import Hooks as LoopHooks
-from isoagent.child.agent.loop import valid_utf8
-from isoagent.child.agent.truncate import truncate
+from isoagent.child.agent.loop import as_read
 from isoagent.parent.agent.permission_prompt import CLAUDE_NAMES
 from isoagent.parent.model.sdk import KEY_VARIABLES
 from isoagent.parent.records.terminal_text import warn
@@ -444,7 +443,7 @@ class HookLedger:
         results = {b.tool_use_id: b for b in last if isinstance(b, ToolResultBlock)}
         for use_id, denial in self._denied.items() if messages else ():
             result = results.get(use_id)
-            read = truncate(valid_utf8(denial), self.output_cap)
+            read = as_read(denial, self.output_cap)
             if result is None or not result.is_error or result.content != read:
                 return f"told its model something else than a PreToolUse hook's denial of {use_id}"
         return ""
