@@ -297,7 +297,7 @@ class Agent:
             if output.is_error:  # what it said may hold what telemetry should not carry
                 span.error = "the tool answered with an error"
         self._progress("tool_end", use.name, "error" if output.is_error else "")
-        text = truncate(valid_utf8(output.text), self.output_cap)
+        text = as_read(output.text, self.output_cap)
         return ToolResultBlock(use.id, text or "(no output)", output.is_error)
 
     def _run_tool(self, tool: Tool, use: ToolUseBlock) -> ToolOutput:
@@ -314,7 +314,7 @@ class Agent:
             notes.append(before.context)
         output = tool.run(args)
         if hooks.plan.asks("PostToolUse", use.name):  # the output as the model would read it
-            seen = truncate(valid_utf8(output.text), self.output_cap)
+            seen = as_read(output.text, self.output_cap)
             after = hooks.check(
                 HookCall(0, "PostToolUse", use.name, use.id, args, seen, output.is_error)
             )
@@ -346,6 +346,11 @@ def agent_options(agent: AgentSpec) -> CallOptions | None:
 def text_of(content: Iterable[Block]) -> str:
     """The text blocks of a message, joined: what a person would call its words."""
     return "\n".join(b.text for b in content if isinstance(b, TextBlock)).strip()
+
+
+def as_read(output: str, cap: int) -> str:
+    """A tool's output as its model reads it: valid UTF-8, cut to ``cap``."""
+    return truncate(valid_utf8(output), cap)
 
 
 def valid_utf8(text: str) -> str:

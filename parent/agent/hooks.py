@@ -22,14 +22,13 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.loop import Hooks as LoopHooks
-from isoagent.child.agent.loop import valid_utf8
-from isoagent.child.agent.truncate import truncate
+from isoagent.child.agent.loop import as_read
 from isoagent.parent.agent.permission_prompt import CLAUDE_NAMES
 from isoagent.parent.model.sdk import KEY_VARIABLES
 from isoagent.parent.records.terminal_text import warn
@@ -150,41 +149,31 @@ class Hooks:
     def from_settings(cls, raw: object) -> Hooks:
         """A settings file's ``hooks`` (Claude Code's format); ``ValueError``: its shape is
         wrong, ``UnsupportedHook``: isoagent cannot run one of them."""
-        events: dict[str, tuple[Matcher, ...]] = {}
-        for event, groups in _events(raw, "hooks").items():
-            matchers: list[Matcher] = []
-            for group in _list(groups, f"hooks.{event}"):
-                where = f"hooks.{event}[{len(matchers)}]"
-                if not isinstance(group, dict):
-                    raise ValueError(f"{where} must be an object")
-                hooks = []
-                for hook in _list(group.get("hooks"), f"{where}.hooks"):
-                    if not isinstance(hook, dict) or not isinstance(hook.get("command", ""), str):
-                        raise ValueError(f"{where}.hooks must hold objects with a command")
-                    if hook.get("type") != "command":
-                        raise UnsupportedHook(
-                            f"'{where}': a {hook.get('type')!r} hook: isoagent runs command hooks"
-                        )
-                    hooks.append(Hook(command=hook["command"], timeout=_timeout(hook, where)))
-                matchers.append(Matcher(_pattern(group, where), tuple(hooks)))
-            events[event] = tuple(matchers)
-        return cls(events)
+        events: dict[str, list[Matcher]] = {}
+        for event, where, group in _groups(raw):
+            hooks = []
+            for hook in _list(group.get("hooks"), f"{where}.hooks"):
+                if not isinstance(hook, dict) or not isinstance(hook.get("command", ""), str):
+                    raise ValueError(f"{where}.hooks must hold objects with a command")
+                if hook.get("type") != "command":
+                    raise UnsupportedHook(
+                        f"'{where}': a {hook.get('type')!r} hook: isoagent runs command hooks"
+                    )
+                hooks.append(Hook(command=hook["command"], timeout=_timeout(hook, where)))
+            events.setdefault(event, []).append(Matcher(_pattern(group, where), tuple(hooks)))
+        return cls({event: tuple(matchers) for event, matchers in events.items()})
 
     def with_sdk(self, registered: object, sdk: AskSdk) -> Hooks:
         """These hooks and the SDK's callbacks of an ``initialize`` request."""
         events = {event: list(matchers) for event, matchers in self.events.items()}
-        for event, groups in _events(registered, "hooks").items():
-            for i, group in enumerate(_list(groups, f"hooks.{event}")):
-                where = f"hooks.{event}[{i}]"
-                if not isinstance(group, dict):
-                    raise ValueError(f"{where} must be an object")
-                ids = _list(group.get("hookCallbackIds"), f"{where}.hookCallbackIds")
-                blocks = group.get("onFailure") not in (None, "continue")
-                timeout = _timeout(group, where)
-                hooks = tuple(
-                    Hook(callback=str(c), timeout=timeout, blocks_on_failure=blocks) for c in ids
-                )
-                events.setdefault(event, []).append(Matcher(_pattern(group, where), hooks))
+        for event, where, group in _groups(registered):
+            ids = _list(group.get("hookCallbackIds"), f"{where}.hookCallbackIds")
+            blocks = group.get("onFailure") not in (None, "continue")
+            timeout = _timeout(group, where)
+            hooks = tuple(
+                Hook(callback=str(c), timeout=timeout, blocks_on_failure=blocks) for c in ids
+            )
+            events.setdefault(event, []).append(Matcher(_pattern(group, where), hooks))
         return Hooks({event: tuple(matchers) for event, matchers in events.items()}, sdk)
 
     def matching(self, event: str, name: str = "") -> list[Hook]:
@@ -264,15 +253,22 @@ def _failed(hook: Hook, event: str, why: str) -> dict[str, Any]:
     return {"decision": "block", "reason": f"{event} hook {hook.name} failed: {why}"}
 
 
-def _events(raw: object, where: str) -> dict[str, Any]:
+def _groups(raw: object) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """The matcher groups of a ``hooks`` object (a settings file's, an ``initialize``
+    request's), each with its event and where it is, for what is wrong with it."""
     if not isinstance(raw, dict):
-        raise ValueError(f"{where} must be an object")
+        raise ValueError("hooks must be an object")
     for event in raw:
         if event not in EVENTS:
             raise UnsupportedHook(
-                f"'{where}.{event}': isoagent runs hooks for {', '.join(sorted(EVENTS))}"
+                f"'hooks.{event}': isoagent runs hooks for {', '.join(sorted(EVENTS))}"
             )
-    return raw
+    for event, groups in raw.items():
+        for i, group in enumerate(_list(groups, f"hooks.{event}")):
+            where = f"hooks.{event}[{i}]"
+            if not isinstance(group, dict):
+                raise ValueError(f"{where} must be an object")
+            yield event, where, group
 
 
 def _list(value: object, where: str) -> list[Any]:
@@ -447,7 +443,7 @@ class HookLedger:
         results = {b.tool_use_id: b for b in last if isinstance(b, ToolResultBlock)}
         for use_id, denial in self._denied.items() if messages else ():
             result = results.get(use_id)
-            read = truncate(valid_utf8(denial), self.output_cap)
+            read = as_read(denial, self.output_cap)
             if result is None or not result.is_error or result.content != read:
                 return f"told its model something else than a PreToolUse hook's denial of {use_id}"
         return ""
