@@ -24,8 +24,13 @@ class CostBudget:
         self.spent = spent
         self.rate = rate
 
+    @property
+    def exhausted(self) -> bool:
+        """Whether the calls have cost the budget: the next one is refused."""
+        return self.spent >= self.max_usd
+
     async def complete(self, call: ModelCall) -> ModelReply:
-        if self.spent >= self.max_usd:
+        if self.exhausted:
             message = f"Reached maximum budget (${self.max_usd:g})"
             return ModelReply(turn=call.turn, error=ModelError("budget", message))
         reply = await self.source.complete(call)

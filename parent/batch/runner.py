@@ -250,7 +250,7 @@ _record_decoder = msgspec.json.Decoder(TaskRecord)
 def _spent(session: Session) -> bool:
     """Whether the batch's --max-budget-usd is spent."""
     budget = session.cost_budget
-    return budget is not None and budget.spent >= budget.max_usd
+    return budget is not None and budget.exhausted
 
 
 def task_record(task: BatchTask, finished: ChildFinished, cost: float = 0.0) -> TaskRecord:
