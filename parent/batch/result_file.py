@@ -118,7 +118,7 @@ class ResultFile:
 
     def _take(self, previous: Previous, line: bytes, number: int) -> None:
         try:
-            record = _record_decoder.decode(line)
+            record = record_decoder.decode(line)
         except msgspec.DecodeError:
             self._refuse(number, "is not a result line")
         if not self.trusts(line):
@@ -241,7 +241,7 @@ def _digest(line: bytes) -> bytes:
     return hashlib.sha256(line).hexdigest().encode()
 
 
-_record_decoder = msgspec.json.Decoder(TaskRecord)
+record_decoder = msgspec.json.Decoder(TaskRecord)  # a line of -o, read back
 
 
 def _is_json(data: bytes) -> bool:

@@ -14,11 +14,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from isoagent.parent.batch.display import BatchDisplay
 from isoagent.parent.batch.input import BatchTask, TaskId, label
-from isoagent.parent.batch.result_file import BatchRefused, ResultFile
+from isoagent.parent.batch.result_file import BatchRefused, ResultFile, record_decoder
 from isoagent.parent.records.costs import Costs
 from isoagent.parent.records.events import ChildFinished, TaskRecord
 from isoagent.parent.records.terminal_text import plural
@@ -179,7 +177,7 @@ class BatchRun:
             if self.stdout_error is not None:
                 raise self.stdout_error
             for line in lines:
-                self.stdout(_record_decoder.decode(line))
+                self.stdout(record_decoder.decode(line))
         except OSError as exc:
             where = f"nor to stdout ({exc.strerror})"
         why = results.error.strerror if results.error else "?"
@@ -242,9 +240,6 @@ class BatchRun:
         )
         session.finish(result)
         return Outcome(total, failed)
-
-
-_record_decoder = msgspec.json.Decoder(TaskRecord)
 
 
 def _spent(session: Session) -> bool:
