@@ -247,7 +247,7 @@ class BatchSource:
             named[custom_id] = queued
             requests.append({"custom_id": custom_id, "params": queued.params})
         digests = {custom_id: queued.digest for custom_id, queued in named.items()}
-        self._journal("sending", digests)
+        self._journal(lambda journal: journal.sending(digests))
         try:
             batch = await self.batches.create(requests=requests)  # type: ignore[arg-type]
         except self._api_error as exc:
@@ -257,7 +257,7 @@ class BatchSource:
                 return error
             self._fail(calls, error)
             return None
-        self._journal("sent", batch.id, digests)
+        self._journal(lambda journal: journal.sent(batch.id, digests))
         self.stats.batches += 1
         self.stats.requests += len(calls)
         for queued in calls:
@@ -267,12 +267,12 @@ class BatchSource:
         poller.add_done_callback(lambda _: self._pollers.pop(batch.id, None))
         return None
 
-    def _journal(self, what: str, *args: Any) -> None:
+    def _journal(self, write: Callable[[BatchJournal], None]) -> None:
         """Write to the journal; one that cannot be written is said once and given up."""
         if self.journal is None:
             return
         try:
-            getattr(self.journal, what)(*args)
+            write(self.journal)
         except OSError as exc:
             path, self.journal = self.journal.path, None
             self._say(
