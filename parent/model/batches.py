@@ -164,8 +164,9 @@ class BatchSource:
         try:
             return await queued.answer
         finally:  # its child stopped waiting (a timeout): it leaves the queue, if still there
-            with contextlib.suppress(ValueError):
-                self._queue.remove(queued)
+            if not queued.answer.done():  # an answered call has left it (taken, then sent)
+                with contextlib.suppress(ValueError):
+                    self._queue.remove(queued)
 
     async def aclose(self) -> None:
         """Stop sending and polling. Without a journal, cancel the batches still in flight
