@@ -283,8 +283,13 @@ def flood(task: Task, writer: FrameWriter, reader: FrameReader, folder: Path) ->
     """``FLOOD_CALLS`` model calls at once, a line per reply, and an ok Result once each
     call was answered."""
     message = [Message("user", [TextBlock("flood")])]
-    for turn in range(FLOOD_CALLS):
-        writer.write(ModelCall(turn, task.model, task.limits.max_tokens, "", message))
+    calls = (
+        ModelCall(turn, task.model, task.limits.max_tokens, "", message)
+        for turn in range(FLOOD_CALLS)
+    )
+    # one write: the parent reads them together, never the first alone and answered before the
+    # second arrives (then the second is a lawful call, and two reach the API)
+    os.write(writer.fd, b"".join(map(encode_frame, calls)))
     with (folder / "replies").open("a") as replies:
         for _ in range(FLOOD_CALLS):
             if not isinstance(reply := reader.read(), ModelReply):
