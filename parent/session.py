@@ -72,6 +72,7 @@ from isoagent.parent.records.events import (
     Sink,
 )
 from isoagent.parent.records.run_folder import RunFolder, TranscriptWriter
+from isoagent.parent.records.run_seal import seal_for
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 from isoagent.parent.telemetry.config import TelemetryUnavailable
@@ -172,7 +173,7 @@ class Session:
         self.session_id = settings.session_id or str(uuid.uuid4())
         self.events = Broadcast()
         log = self.run.path / "run.jsonl"
-        self.log = TranscriptWriter(log, self.run.opener(log))
+        self.log = TranscriptWriter(log, self.run.opener(log), seal_for(self.run))
         self.events.sinks.append(self._log_run_event)
         # of the price, what its model calls cost: half in Message Batches (not replayed)
         self.price_rate = BATCH_PRICE if settings.api_batches and settings.replay is None else 1.0

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from isoagent.child.agent.builtin_agents import writes
-from isoagent.parent.records.run_folder import RUNS, state_runs
+from isoagent.parent.records.run_folder import RUNS, state_dir
 from isoagent.parent.settings import ChildNetwork, SandboxChoice, Settings
 from isoagent.protocol import AgentSpec, SandboxPolicy
 from isoagent.protocol.frames import SandboxMode
@@ -92,12 +92,13 @@ TERMINALS = Path("/dev/pts")
 def hidden_paths(mode: SandboxMode, settings: Settings) -> tuple[str, ...]:
     """What a sandboxed child may not read: ``DENY_READ`` in the home (``$HOME``'s and the
     user's entry's in the password database), ``SYSTEM_SECRETS`` it could read, the run
-    folders (other runs' transcripts: the run's, the workspace's, the state folder's),
+    folders (other runs' transcripts: the run's, the workspace's) and the user's state folder
+    (its runs, the key that seals them, the workspace trust record),
     ``--deny-read``, the terminals; those that exist, less any that holds the workspace or
     an added folder (hiding it would hide the work)."""
     if mode == "off" or not mount_namespaces_available():
         return ()
-    runs = (settings.runs_dir, settings.workdir / RUNS, state_runs())
+    runs = (settings.runs_dir, settings.workdir / RUNS, state_dir())
     candidates = _hidden_candidates(
         homes(), runs, settings.deny_read, settings.workdir, settings.add_dirs
     )

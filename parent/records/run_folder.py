@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from io import FileIO
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 
@@ -46,17 +47,31 @@ def runs_dir_for(workdir: Path, chosen: str | Path | None = None) -> tuple[Path,
 
 
 def state_runs() -> Path:
-    """Runs in the user's state folder: ``$XDG_STATE_HOME/isoagent/runs``, by default
-    ``~/.local/state/isoagent/runs`` (a relative ``XDG_STATE_HOME`` is ignored, as the XDG
-    specification says). The home's path is made real, as the workspace's is, so that
-    ``open_base`` sees a workspace that holds the state folder; nothing below is resolved."""
-    return _state_runs(os.environ.get("XDG_STATE_HOME", ""), str(Path.home()))
+    """Runs in the user's state folder: ``state_dir() / "runs"``."""
+    return state_dir() / "runs"
+
+
+def state_dir() -> Path:
+    """What isoagent keeps for this user, out of every workspace (earlier runs of read-only
+    workspaces, the key that seals runs, the workspace trust record):
+    ``$XDG_STATE_HOME/isoagent``, by default ``~/.local/state/isoagent`` (a relative
+    ``XDG_STATE_HOME`` is ignored, as the XDG specification says). The home's path is made
+    real, as the workspace's is, so that ``open_base`` sees a workspace that holds the state
+    folder; nothing below it is resolved. No sandboxed child reads it
+    (``sandbox_policy.hidden_paths``)."""
+    return _state_dir(os.environ.get("XDG_STATE_HOME", ""), str(Path.home()))
 
 
 @functools.lru_cache(maxsize=4)  # asked for each child (sandbox_policy): a realpath is 25 us
-def _state_runs(state: str, home: str) -> Path:
+def _state_dir(state: str, home: str) -> Path:
     base = Path(state) if os.path.isabs(state) else Path(os.path.realpath(home), ".local", "state")
-    return base / "isoagent" / "runs"
+    return base / "isoagent"
+
+
+def open_state_dir() -> int:
+    """The state folder as a directory fd, as ``open_base`` opens a run folder's base: no
+    link below the home (or ``$XDG_STATE_HOME``'s parent) followed."""
+    return open_base(state_dir(), (Path(os.path.realpath(Path.home())),))
 
 
 def _can_make(folder: Path) -> bool:
@@ -179,6 +194,13 @@ def write_all(file: FileIO, data: bytes | memoryview) -> None:
         view = view[file.write(view) :]
 
 
+class LineSeal(Protocol):
+    """What marks each line written as this user's isoagent's (``run_seal.Seal``)."""
+
+    def add(self, line: bytes) -> None: ...
+    def close(self) -> None: ...
+
+
 class TranscriptWriter:
     """Appends events as JSONL lines, flushed one by one so a crash loses nothing written;
     each event gets the time it was written, unless it has one.
@@ -187,9 +209,13 @@ class TranscriptWriter:
     the run goes on.
     """
 
-    def __init__(self, path: Path, create: Callable[[], FileIO] | None = None) -> None:
-        """``create``: makes the file (``RunFolder.opener``); default: append to ``path``."""
+    def __init__(
+        self, path: Path, create: Callable[[], FileIO] | None = None, seal: LineSeal | None = None
+    ) -> None:
+        """``create``: makes the file (``RunFolder.opener``); default: append to ``path``;
+        ``seal``: told each line once it is written whole."""
         self.path = path
+        self.seal = seal
         self._file: FileIO | None = None
         self._end = 0  # end of the last complete line
         try:
@@ -207,6 +233,8 @@ class TranscriptWriter:
             line = _encoder.encode(event) + b"\n"  # text that is not UTF-8 cannot be encoded
             write_all(self._file, line)
             self._end += len(line)
+            if self.seal is not None:
+                self.seal.add(line)
         except (OSError, UnicodeEncodeError) as exc:
             with contextlib.suppress(OSError):  # keep valid JSONL: drop the partial line
                 self._file.truncate(self._end)
@@ -222,3 +250,6 @@ class TranscriptWriter:
             with contextlib.suppress(OSError):
                 self._file.close()
             self._file = None
+        if self.seal is not None:
+            self.seal.close()
+            self.seal = None
