@@ -34,6 +34,8 @@ from isoagent.parent.settings import (
     SandboxChoice,
     Settings,
 )
+from isoagent.parent.trust import claude_record
+from isoagent.parent.trust import workspace as workspace_trust
 from isoagent.parent.typed_values import conforms, describe, literals
 from isoagent.protocol import CallOptions, Limits
 
@@ -150,6 +152,9 @@ class Options:
     # workspace's .mcp.json unless strict (see mcp_servers)
     mcp_config: Sequence[str] = ()
     strict_mcp_config: bool = False
+    # use the workspace's .mcp.json, settings files and agent files' servers for this run,
+    # trusted or not (``isoagent trust`` records a workspace; see parent/trust/)
+    trust: bool = False
     # a batch's model calls as Message Batches, at half price (``isoagent.batch``, ``batch``)
     api_batches: bool = False
     batch_window: float = _BATCH_WINDOW  # seconds a call waits for others to join its batch
@@ -241,11 +246,19 @@ _AT_LEAST = {
 }  # fmt: skip
 
 
-def settings_for(options: Options, on_warning: Any = None) -> Settings:
-    """The ``Settings`` of a run with ``options``: agent files read, models resolved, paths
-    checked. A ``ValueError`` says in one line what cannot be used. ``on_warning`` is told
-    each problem with an agent file (they are never fatal), and (default: on stderr) that
-    the run folders go to the state folder."""
+def settings_for(
+    options: Options,
+    on_warning: Any = None,
+    ask_trust: workspace_trust.Ask | None = None,
+    settings_files: bool = False,
+) -> Settings:
+    """The ``Settings`` of a run with ``options``: agent files read, the workspace's files
+    used as far as it is trusted, models resolved, paths checked. A ``ValueError`` says in
+    one line what cannot be used. ``on_warning`` is told each problem with an agent file
+    (they are never fatal), and (default: on stderr) that the run folders go to the state
+    folder and what the workspace's trust leaves out. ``ask_trust``: who is asked whether
+    the workspace is trusted (None: nobody); ``settings_files``: the run applies the
+    workspace's ``.claude/settings*.json`` (``isoagent -p``), so their trust is decided."""
     from isoagent.parent.agent.parent_agent import claude_settings
     from isoagent.parent.agent.structured_output import check_schema
 
@@ -262,6 +275,19 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
             f"cannot create run folders in {workdir / RUNS}: they go to {run_base} "
             "(--run-dir chooses where)"
         )
+    say = on_warning or warn
+    catalog = load_catalog(workdir, options.agents_dirs, on_warning, options.setting_sources)
+    project = options.setting_sources is None or "project" in options.setting_sources
+    files = workspace_trust.workspace_files(
+        workdir, catalog.agents, settings=settings_files and project
+    )
+    if options.strict_mcp_config:
+        files.pop(workspace_trust.MCP_FILE, None)
+    trust = workspace_trust.decide(workdir, files, given=options.trust, ask=ask_trust, on_line=say)
+    for line in trust.lines():
+        say(line)
+    left_out = {str(workdir / f.name) for f in trust.skipped()}
+    agents = mcp_servers.without_own_servers(catalog.agents, lambda a: a.source in left_out)
     model = options.model or default_model()
     fallback = resolve_model(options.fallback_model) if options.fallback_model else ""
     if fallback == resolve_model(model):
@@ -296,9 +322,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         local_fetch_hosts=tuple(options.local_fetch_hosts),
         allow_unsandboxed=options.allow_unsandboxed,
         writable_git=options.writable_git,
-        agents=load_catalog(
-            workdir, options.agents_dirs, on_warning, options.setting_sources
-        ).agents,
+        agents=agents,
         child_command=shlex.split(os.environ.get("ISOAGENT_CHILD_COMMAND", "")) or None,
         verbose=options.verbose,
         record=None if options.record is None else Path(options.record),
@@ -311,19 +335,26 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         api_batches=options.api_batches,
         batch_window=options.batch_window,
     )
-    agents = options.agents
+    inline = options.agents
     settings = claude_settings(
         settings,
         system_prompt=options.system_prompt,
         append_system_prompt=options.append_system_prompt,
         allowed_tools=_words(options.allowed_tools),
         disallowed_tools=_words(options.disallowed_tools),
-        agents=None if agents is None else {name: _agent_json(d) for name, d in agents.items()},
+        agents=None if inline is None else {name: _agent_json(d) for name, d in inline.items()},
         permission_mode=options.permission_mode,
         continue_=options.continue_conversation,
         resume=options.resume,
     )
-    servers = mcp_servers.load(workdir, options.mcp_config, strict=options.strict_mcp_config)
+    mcp_file = files.get(workspace_trust.MCP_FILE)
+    ours = None
+    if mcp_file is not None and trust.trusted(mcp_file.name):
+        ours = (str(workdir / mcp_file.name), mcp_file.data.decode("utf-8", "replace"))
+    refused = claude_record.mcp_approvals(
+        workdir, workspace_trust.settings_objects(workdir), trusted=False
+    ).disabled
+    servers = mcp_servers.load(options.mcp_config, ours, refused)
     if settings.child_network == "off":
         servers = servers.offline()
     problems: list[str] = []
@@ -333,7 +364,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
     if on_warning is not None:
         for problem in [*problems, *servers.problems(settings.agents.values())]:
             on_warning(f"warning: {problem}")
-    return dataclasses.replace(settings, mcp_servers=servers)
+    return dataclasses.replace(settings, mcp_servers=servers, workspace_trust=trust)
 
 
 def child_network(
