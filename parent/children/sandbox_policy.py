@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from isoagent.child.agent.builtin_agents import writes
+from isoagent.child.identity import allowed_environment
 from isoagent.parent.records.run_folder import RUNS, state_dir
 from isoagent.parent.settings import ChildNetwork, SandboxChoice, Settings
 from isoagent.protocol import AgentSpec, SandboxPolicy
@@ -224,7 +225,9 @@ def mount_namespaces_available() -> bool:
     except (OSError, ValueError):
         return False
     try:
-        probe = subprocess.run([sys.executable, "-I", "-c", _PROBE], timeout=10, check=False)
+        probe = subprocess.run(
+            [sys.executable, "-I", "-c", _PROBE], env=allowed_environment(), timeout=10, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return probe.returncode == 0
