@@ -25,7 +25,7 @@ from isoagent.errors import OptionError
 from isoagent.parent.children.hosts import HostSpecError, RemoteSettings, parse_hosts
 from isoagent.parent.claude_code import mcp_servers
 from isoagent.parent.model.aliases import resolve_model
-from isoagent.parent.records.run_folder import RUNS, runs_dir_for
+from isoagent.parent.records.run_folder import RUNS, project_root, runs_dir_for
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import (
     DEFAULT_MODEL,
@@ -102,8 +102,9 @@ class Options:
     child_network: ChildNetwork = "off"
     allowed_domains: str | Sequence[str] = ()  # "example.com", "*.example.com"; implies "on"
     deny_read: Sequence[str | Path] = ()  # more paths children may not read (~/.ssh, ...: always)
-    # where run folders go; None: $ISOAGENT_RUN_DIR, else <workdir>/.isoagent/runs, else
-    # (a read-only workspace) $XDG_STATE_HOME/isoagent/runs
+    # where run folders go; None: $ISOAGENT_RUN_DIR, else the project's .isoagent/runs (the
+    # nearest folder up from workdir with .isoagent or .git), else (a read-only workspace)
+    # $XDG_STATE_HOME/isoagent/runs
     run_dir: str | Path | None = None
     local_fetch_hosts: Sequence[str] = ()  # web_fetch may reach these on private addresses
     max_tokens_total: int = 0  # the run's token budget
@@ -272,8 +273,8 @@ def settings_for(
     run_base, moved = runs_dir_for(workdir, options.run_dir)
     if moved:
         (on_warning or warn)(
-            f"cannot create run folders in {workdir / RUNS}: they go to {run_base} "
-            "(--run-dir chooses where)"
+            f"cannot create run folders in {project_root(workdir) / RUNS}: they go to "
+            f"{run_base} (--run-dir chooses where)"
         )
     say = on_warning or warn
     catalog = load_catalog(workdir, options.agents_dirs, on_warning, options.setting_sources)

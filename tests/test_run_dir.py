@@ -14,7 +14,7 @@ import pytest
 from isoagent.parent.records.run_folder import runs_dir_for
 from tests.conftest import cli_env
 from tests.support.cli import in_private_mounts, run_cli
-from tests.support.messages_server import MessagesServer
+from tests.support.messages_server import MessagesServer, text_reply
 from tests.support.scripts import child_runs
 
 
@@ -122,3 +122,40 @@ def test_a_workspace_another_user_cannot_write_sends_that_users_runs_to_its_stat
         )
     finally:
         shutil.rmtree(shared)
+
+
+def test_a_run_from_a_sub_folder_keeps_its_runs_with_the_projects(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """As git finds its repository: the nearest folder up with .git (or an .isoagent); its
+    runs are found from any sub-folder (``--continue``, ``logs``); ``--run-dir`` overrides."""
+    project = tmp_path / "project"
+    src = project / "src" / "deep"
+    src.mkdir(parents=True)
+    (project / ".git").mkdir()
+    api_server.handler = lambda req: text_reply(f"seen {len(req.messages)} messages")
+    env = cli_env(api_server, HOME=str(tmp_path))
+    assert run_cli(["-p", "one"], env, cwd=project, input="").returncode == 0
+    continued = run_cli(["-p", "two", "--continue"], env, cwd=src, input="")
+    assert continued.stdout == "seen 3 messages\n", continued.stderr
+    assert not (project / "src" / ".isoagent").exists() and not (src / ".isoagent").exists()
+    assert len(list((project / ".isoagent" / "runs").iterdir())) == 2
+    listed = run_cli(["logs"], env, cwd=src)
+    assert len(listed.stdout.splitlines()) == 2, listed.stderr
+
+    chosen = tmp_path / "chosen"
+    assert run_cli(["-p", "x", "--run-dir", str(chosen)], env, cwd=src, input="").returncode == 0
+    assert len(list(chosen.iterdir())) == 1
+
+
+def test_another_users_git_above_the_workspace_is_passed_over(tmp_path: Path) -> None:
+    """A ``/tmp/.git`` someone else made must not draw this user's runs into their folder."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a folder to another user")
+    shared, ws = tmp_path / "shared", tmp_path / "shared" / "ws"
+    ws.mkdir(parents=True)
+    (shared / ".git").mkdir()
+    os.chown(shared / ".git", 65534, 65534)
+    assert runs_dir_for(ws) == (ws / ".isoagent" / "runs", False)
+    os.chown(shared / ".git", 0, 0)
+    assert runs_dir_for(ws) == (shared / ".isoagent" / "runs", False)

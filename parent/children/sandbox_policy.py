@@ -260,8 +260,9 @@ def _protected_candidates(
     paths = [root / name for root in roots for name in names]
     if any(INTERPRETER.is_relative_to(root) for root in roots):
         paths.append(INTERPRETER)
-    records = runs_dir.parent
-    if records.is_relative_to(workdir) and records != workdir and records not in paths:
+    records = runs_dir.parent  # in the workspace, or the project's above it in an added folder
+    writable = any(records.is_relative_to(root) for root in roots)
+    if writable and records not in roots and records not in paths:
         paths.append(records)
     return tuple(str(path) for path in paths)
 

@@ -43,8 +43,9 @@ def run_dir_option() -> Callable[..., Any]:
     return click.option(
         "--run-dir", metavar="DIR",
         help="Folder of the run folders (transcripts, logs) [env ISOAGENT_RUN_DIR]; default: "
-        "the workspace's .isoagent/runs, or $XDG_STATE_HOME/isoagent/runs (~/.local/state/"
-        "isoagent/runs) when that cannot be made (a read-only workspace).",
+        "the project's .isoagent/runs (the nearest folder up from the workspace with "
+        ".isoagent or .git), or $XDG_STATE_HOME/isoagent/runs (~/.local/state/isoagent/runs) "
+        "when that cannot be made (a read-only workspace).",
     )  # fmt: skip
 
 

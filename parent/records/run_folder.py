@@ -8,6 +8,7 @@ import errno
 import functools
 import os
 import secrets
+import stat
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -34,16 +35,45 @@ RUN_DIR_VARIABLE = "ISOAGENT_RUN_DIR"
 
 def runs_dir_for(workdir: Path, chosen: str | Path | None = None) -> tuple[Path, bool]:
     """Where the runs of ``workdir`` go, and whether that is the fallback: ``chosen``
-    (``--run-dir``), else ``$ISOAGENT_RUN_DIR``, else the workspace's ``.isoagent/runs``,
-    else, when that cannot be made there (a read-only workspace), ``state_runs()``.
-    No link on the way is resolved: a child may have planted it (``open_base``)."""
+    (``--run-dir``), else ``$ISOAGENT_RUN_DIR``, else the project's ``.isoagent/runs``
+    (``project_root``: from a sub-folder, the project's runs), else, when that cannot be
+    made there (a read-only workspace), ``state_runs()``. No link on the way is resolved:
+    a child may have planted it (``open_base``)."""
     chosen = chosen or os.environ.get(RUN_DIR_VARIABLE)
     if chosen:
         return Path(os.path.abspath(os.path.expanduser(chosen))), False
-    default = workdir / RUNS
+    default = project_root(workdir) / RUNS
     if _can_make(default):
         return default, False
     return state_runs(), True
+
+
+def project_root(workdir: Path) -> Path:
+    """The folder whose ``.isoagent`` keeps ``workdir``'s runs, as git finds a repository:
+    the nearest of ``workdir`` and the folders above it that holds an ``.isoagent`` folder
+    or a ``.git`` (a folder, or a worktree's file) of this user's, not looking above the
+    home when ``workdir`` is in it, nor at ``/``; ``workdir`` itself when none does. A
+    marker of another user's (``/tmp/.git``) is passed over, as git's safe.directory
+    refuses it."""
+    home = Path(os.path.realpath(Path.home()))
+    above = workdir.parents if workdir != home else ()
+    for folder in (workdir, *above):
+        if folder == folder.parent or (workdir.is_relative_to(home) and folder == home.parent):
+            break
+        if any(_own_marker(folder / name) for name in (".isoagent", ".git")):
+            return folder
+    return workdir
+
+
+def _own_marker(path: Path) -> bool:
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return False
+    kind = stat.S_IFMT(found.st_mode)
+    return found.st_uid == os.geteuid() and (
+        kind == stat.S_IFDIR or (kind == stat.S_IFREG and path.name == ".git")
+    )
 
 
 def state_runs() -> Path:
