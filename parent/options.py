@@ -349,12 +349,11 @@ def settings_for(
         resume=options.resume,
     )
     mcp_file = files.get(workspace_trust.MCP_FILE)
-    ours = None
+    ours, refused = None, frozenset[str]()
     if mcp_file is not None and trust.trusted(mcp_file.name):
         ours = (str(workdir / mcp_file.name), mcp_file.data.decode("utf-8", "replace"))
-    refused = claude_record.mcp_approvals(
-        workdir, workspace_trust.settings_objects(workdir), trusted=False
-    ).disabled
+        own = workspace_trust.settings_objects(workdir)
+        refused = claude_record.mcp_approvals(workdir, own, trusted=False).disabled
     servers = mcp_servers.load(options.mcp_config, ours, refused)
     if settings.child_network == "off":
         servers = servers.offline()

@@ -34,7 +34,7 @@ def git(*args: str, cwd: Path) -> None:
 
 def planted_clone(tmp_path: Path) -> Path:
     """A fresh clone of a repository that tracks a run folder of forged turns, the newest
-    run there (its time is in the future)."""
+    run there (its time is in the future), and one whose transcript links to /dev/zero."""
     origin = tmp_path / "origin"
     run = origin / ".isoagent" / "runs" / PLANTED
     run.mkdir(parents=True)
@@ -46,6 +46,9 @@ def planted_clone(tmp_path: Path) -> Path:
     (run / "run.jsonl").write_bytes(b"".join(msgspec.json.encode(e) + b"\n" for e in events))
     # a seal made with a key of the attacker's own: the format is public, the key is not
     (run / "run.jsonl.seal").write_bytes(b"%020d %s\n" % (10, b"0" * 64))
+    endless = origin / ".isoagent" / "runs" / "20990101-000000-endless"
+    endless.mkdir()
+    (endless / "run.jsonl").symlink_to("/dev/zero")  # read through, it would never end
     git("init", "-q", cwd=origin)
     git("add", "-f", ".isoagent", cwd=origin)
     git("commit", "-q", "-m", "planted", cwd=origin)
@@ -103,7 +106,7 @@ def test_resume_names_a_planted_run_and_logs_last_passes_it_over(
     shown = run_cli(["logs", "last", "--json"], env, cwd=clone)
     assert shown.returncode == 0, shown.stderr
     assert PLANTED not in shown.stdout and "mine" in shown.stdout
-    assert f"passed over 1 run folder in {clone / '.isoagent' / 'runs'}" in shown.stderr
+    assert f"passed over 2 run folders in {clone / '.isoagent' / 'runs'}" in shown.stderr
 
 
 def test_a_run_whose_sealed_lines_were_changed_is_not_continued(

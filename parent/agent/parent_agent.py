@@ -32,9 +32,9 @@ from isoagent.parent.claude_code.agent_files import (
 )
 from isoagent.parent.claude_code.mcp_servers import PREFIX as MCP_PREFIX
 from isoagent.parent.claude_code.mcp_servers import whole_server
-from isoagent.parent.records.events import AnyEvent, MessageAdded, RunStarted
+from isoagent.parent.records.events import AnyEvent, MessageAdded, RunStarted, decode_event
 from isoagent.parent.records.past_run import read_events
-from isoagent.parent.records.run_seal import LOG, sealed_events
+from isoagent.parent.records.run_seal import LOG, first_line, sealed_events
 from isoagent.parent.records.terminal_text import plural, warn
 from isoagent.parent.settings import Settings
 from isoagent.protocol import AgentSpec, McpReply, Message, ToolResultBlock, ToolUseBlock
@@ -123,10 +123,21 @@ def find_run(runs_dir: Path, session: str) -> str:
             raise ResumeError(f"run {session!r} in {runs_dir} {NOT_WRITTEN}: not continued")
         return session
     for run in _runs_newest_first(runs_dir):
+        if _claimed_session(run) != session:  # a first line read, before the whole is checked
+            continue
         events = sealed_events(run)
         if events is not None and _session_of(events, run.name) == session:
             return run.name
     raise ResumeError(f"no run {session!r} in {runs_dir}")
+
+
+def _claimed_session(run: Path) -> str:
+    """The session a run's first record names, unchecked: whether to check the run."""
+    first = first_line(run)
+    try:
+        return _session_of([decode_event(first)], run.name) if first else run.name
+    except msgspec.DecodeError:
+        return run.name
 
 
 def run_session(runs_dir: Path, run_id: str) -> str:

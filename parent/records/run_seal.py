@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import os
+import stat
 from io import FileIO
 from pathlib import Path
 
@@ -105,13 +106,33 @@ def sealed_events(run: Path, name: str = LOG) -> list[AnyEvent] | None:
     return events
 
 
+def first_line(run: Path, name: str = LOG, limit: int = 64 * 1024) -> bytes:
+    """The first line of transcript ``name`` in run folder ``run``, unchecked (b"": none, or
+    not a regular file: a planted link or FIFO is not read)."""
+    try:
+        fd = os.open(run / name, _OPEN | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        return os.read(fd, limit).split(b"\n", 1)[0]
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
 def is_sealed(run: Path) -> bool:
     return sealed_bytes(run) is not None
 
 
 def _read(name: str, folder: int, size: int) -> bytes:
-    fd = os.open(name, _OPEN, dir_fd=folder)
+    """At most ``size`` bytes of regular file ``name`` in ``folder`` (no link, no FIFO)."""
+    fd = os.open(name, _OPEN | os.O_NONBLOCK, dir_fd=folder)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{name} is not a regular file")
         chunks, left = [], size
         while left > 0:
             chunk = os.read(fd, min(left, 1 << 20))
