@@ -31,9 +31,11 @@ from isoagent.parent.trust.workspace import WorkspaceFile, workspace_files
 @click.option("--list", "listing", is_flag=True, help="List the trusted workspaces and files.")
 @click.option("--revoke", is_flag=True, help="Forget FOLDER (default: this one).")
 def trust(folder: Path | None, listing: bool, revoke: bool) -> None:
-    """Trust FOLDER (default: the current one) as it is now: its .mcp.json servers, its
-    .claude/settings*.json hooks and permissions, its agent files' MCP servers. A change to
-    any of them asks again; --trust trusts for one run."""
+    """Trust a workspace's .mcp.json, settings and agent files' servers as they are now.
+
+    FOLDER (default: the current one): its .mcp.json servers, its .claude/settings*.json
+    hooks and permissions, its agent files' MCP servers. A change to any of them asks again;
+    --trust trusts for one run."""
     if listing:
         if folder is not None or revoke:
             fail("--list takes no FOLDER and no --revoke")
