@@ -82,7 +82,7 @@ def child_requests(server: MessagesServer) -> list[Request]:
     return [r for r in server.requests if r.tool_names and _is_child(r)]
 
 
-def _claude_env(server: MessagesServer, home: Path) -> dict[str, str]:
+def claude_env(server: MessagesServer, home: Path) -> dict[str, str]:
     return {
         "PATH": os.environ["PATH"],
         "HOME": str(home),
@@ -120,7 +120,7 @@ def test_a_pre_tool_use_hook_that_denies_a_childs_bash_stops_it(
 
     hooks = {"PreToolUse": [HookMatcher(matcher="Bash", hooks=[no_bash])]}
     if cli == "claude":
-        env, path = _claude_env(api_server, tmp_path / "home"), CLAUDE
+        env, path = claude_env(api_server, tmp_path / "home"), CLAUDE
         messages = talk("go", workspace, env, path, hooks=hooks, allowed_tools=["Bash", "Agent"])
     else:
         messages = talk("go", workspace, _env(api_server, tmp_path), hooks=hooks)
@@ -276,7 +276,7 @@ def test_a_settings_command_hook_blocks_a_childs_bash_with_exit_2(
     hook = {"matcher": "Bash|Write", "hooks": [{"type": "command", "command": command}]}
     args = ["-p", "go", "--settings", json.dumps({"hooks": {"PreToolUse": [hook]}})]
     if cli == "claude":
-        env = _claude_env(api_server, tmp_path / "home")
+        env = claude_env(api_server, tmp_path / "home")
         args += ["--allowedTools", "Bash,Agent"]
         done = subprocess.run(
             [str(CLAUDE), *args], env=env, cwd=workspace, capture_output=True, text=True,
