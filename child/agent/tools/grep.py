@@ -138,39 +138,57 @@ class Grep(Tool[GrepInput]):
         files = [target] if single else _files(target, inp.glob, FILE_TYPES.get(inp.type, ()))
         page = _Page(inp.offset, inp.head_limit or UNLIMITED_ENTRIES)
         if inp.output_mode == "files_with_matches":
-            found = []
-            for path in files:
-                text = _text(path)
-                if text is not None and _has_match(text, regex, inp.multiline):
-                    try:
-                        found.append((-path.stat().st_mtime, relative(root, path)))
-                    except OSError:  # removed while we searched
-                        continue
-            if not found:
-                return NO_FILES
-            page.extend(name for _, name in sorted(found))
-            return f"Found {len(found)} file{'s' * (len(found) != 1)}\n" + page.text()
+            return _files_with_matches(files, regex, inp.multiline, root, page)
+        searched = _searched(files, regex, inp.multiline)
         if inp.output_mode == "count":
-            occurrences = 0
-            for path, lines in _searched(files, regex, inp.multiline):
-                occurrences += len(lines.matched)
-                page.add(f"{relative(root, path)}:{len(lines.matched)}")
-            if not page.total:
-                return f"{NO_MATCHES}\n\nFound 0 total occurrences across 0 files."
-            return page.text() + (
-                f"\n\nFound {occurrences} total occurrences across {page.total} files."
-            )
-        around = inp.around or inp.context
-        before, after = inp.before or around, inp.after or around
-        for path, lines in _searched(files, regex, inp.multiline):
-            name = "" if single else relative(root, path)
-            for group in _groups(lines, before, after):
-                if (before or after) and page.total:
-                    page.add("--")
-                page.extend(_printed(lines, group, name, inp), stop=True)
-                if page.full:
-                    return page.text()
-        return page.text() if page.total else NO_MATCHES
+            return _counts(searched, root, page)
+        return _content(searched, None if single else root, inp, page)
+
+
+def _files_with_matches(
+    files: Iterable[Path], regex: re.Pattern[str], multiline: bool, root: Path, page: _Page
+) -> str:
+    """The files with a match, newest first, as Claude Code lists them."""
+    found = []
+    for path in files:
+        text = _text(path)
+        if text is not None and _has_match(text, regex, multiline):
+            try:
+                found.append((-path.stat().st_mtime, relative(root, path)))
+            except OSError:  # removed while we searched
+                continue
+    if not found:
+        return NO_FILES
+    page.extend(name for _, name in sorted(found))
+    return f"Found {len(found)} file{'s' * (len(found) != 1)}\n" + page.text()
+
+
+def _counts(searched: Iterator[tuple[Path, _Lines]], root: Path, page: _Page) -> str:
+    """``path:N``, the matching lines of each file, and the total."""
+    occurrences = 0
+    for path, lines in searched:
+        occurrences += len(lines.matched)
+        page.add(f"{relative(root, path)}:{len(lines.matched)}")
+    if not page.total:
+        return f"{NO_MATCHES}\n\nFound 0 total occurrences across 0 files."
+    return page.text() + f"\n\nFound {occurrences} total occurrences across {page.total} files."
+
+
+def _content(
+    searched: Iterator[tuple[Path, _Lines]], root: Path | None, inp: GrepInput, page: _Page
+) -> str:
+    """The matching lines with their context (``root`` None: one file, named nowhere)."""
+    around = inp.around or inp.context
+    before, after = inp.before or around, inp.after or around
+    for path, lines in searched:
+        name = "" if root is None else relative(root, path)
+        for group in _groups(lines, before, after):
+            if (before or after) and page.total:
+                page.add("--")
+            page.extend(_printed(lines, group, name, inp), stop=True)
+            if page.full:
+                return page.text()
+    return page.text() if page.total else NO_MATCHES
 
 
 @dataclass
