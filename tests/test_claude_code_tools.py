@@ -243,4 +243,3 @@ def test_a_flag_naming_a_tool_by_isoagents_old_name_is_one_line_with_the_name_to
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(
         f"isoagent: {flag} names {old!r}: did you mean {new}? (tools go by Claude Code's names)"
     )
-
