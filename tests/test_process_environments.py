@@ -114,7 +114,7 @@ def test_the_parents_bash_and_a_hooks_command_hold_no_key_or_token(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": "env -0 > bash-env"})
+            return tool_reply("Bash", {"command": "env -0 > bash-env"})
         return text_reply("done")
 
     api_server.handler = handler

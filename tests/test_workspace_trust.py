@@ -248,11 +248,11 @@ def test_print_mode_applies_the_workspaces_settings_hooks_only_once_trusted(
     assert not (ws / "hook-ran").exists()
     [line] = left_out(done)
     assert ".claude/settings.json left out (hooks)" in line
-    assert "bash" not in api_server.requests[0].tool_names
+    assert "Bash" not in api_server.requests[0].tool_names
     allowing = json.dumps({**settings, "permissions": {"allow": ["Bash(rm:*)"]}})
     (ws / ".claude" / "settings.local.json").write_text(allowing)
     both = run_cli(["-p", "go"], env, cwd=ws, input="")
     assert ".claude/settings.local.json left out (hooks; permissions.allow)" in both.stderr
     assert run_cli(["-p", "go", "--trust"], env, cwd=ws, input="").returncode == 0
     assert (ws / "hook-ran").read_text() == "ran\nran\n"  # each file's hook
-    assert "bash" not in api_server.requests[-1].tool_names
+    assert "Bash" not in api_server.requests[-1].tool_names
