@@ -129,3 +129,40 @@ def test_the_parents_bash_and_a_hooks_command_hold_no_key_or_token(
         no_secret_in(environment)
         assert not {"LD_AUDIT", "BASH_ENV"} & set(environment)
         assert environment["HOME"] == str(home) and "PATH" in environment
+
+
+@needs_landlock
+def test_a_server_gets_a_variable_of_the_users_only_as_its_entry_names_it(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """As Claude Code expands ``.mcp.json``: ``${VAR}``, ``${VAR:-default}``; an entry that
+    names a variable that is not set, with no default, is refused, as Claude Code refuses it."""
+    home, ws = tmp_path / "home", tmp_path / "ws"
+    home.mkdir()
+    ws.mkdir()
+    named = {
+        "command": sys.executable,
+        "args": ["-m", "tests.support.mcp_lookup_server", str(tmp_path)],
+        "env": {
+            "PYTHONPATH": str(REPO),
+            "SERVER_TOKEN": "${GITHUB_TOKEN}",
+            "REGION": "${NOT_SET_ANYWHERE:-eu-west-1}",
+        },
+    }
+    env = parent_env(api_server, home)
+    unset = {"command": "sh", "env": {"X": "${NOT_SET_ANYWHERE}"}}
+    refused = json.dumps({"mcpServers": {"unset": unset}})
+    wrong = run_cli(["run", "go", "--mcp-config", refused], env, cwd=ws)
+    assert wrong.returncode == 2 and api_server.requests == []
+    assert wrong.stderr.startswith(
+        "isoagent: --mcp-config: MCP server 'unset': ${NOT_SET_ANYWHERE} is not set and has no "
+        "default"
+    )
+    done = run_cli(["run", "go", "--mcp-config", json.dumps({"mcpServers": {"ctx": named}})],
+                   env, cwd=ws)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    [note] = ws.glob("started-*")
+    environment = json.loads(note.read_text())
+    assert environment["SERVER_TOKEN"] == SECRETS["GITHUB_TOKEN"]  # named: passed, as itself
+    assert environment["REGION"] == "eu-west-1"
+    assert "GITHUB_TOKEN" not in environment and "AWS_SECRET_ACCESS_KEY" not in environment

@@ -248,10 +248,7 @@ def load(
                     "stdio, http and sse servers"
                 )
                 continue
-            try:
-                servers[name] = _server(where, name, entry)
-            except MissingVariable as exc:
-                unusable[name] = str(exc)
+            servers[name] = _server(where, name, entry)
     return McpServers(servers, unusable, given)
 
 
@@ -295,14 +292,11 @@ def _entries(where: str, text: str) -> dict[str, dict[str, Any]]:
     return entries
 
 
-class MissingVariable(ValueError):
-    """A server's entry names a variable the environment does not have (and no default)."""
-
-
 def expand(value: Any, environ: Mapping[str, str] = os.environ) -> Any:
     """``value`` (a string, or strings in a list or an object) with each ``${VAR}`` and
-    ``${VAR:-default}`` replaced from ``environ``, as Claude Code expands ``.mcp.json``;
-    ``MissingVariable`` names one that is not set and has no default."""
+    ``${VAR:-default}`` replaced from ``environ``, as Claude Code expands ``.mcp.json``; a
+    ``ValueError`` names one that is not set and has no default (Claude Code refuses such a
+    config too)."""
     if isinstance(value, list):
         return [expand(item, environ) for item in value]
     if isinstance(value, dict):
@@ -315,7 +309,7 @@ def expand(value: Any, environ: Mapping[str, str] = os.environ) -> Any:
         if name in environ:
             return environ[name]
         if default is None:
-            raise MissingVariable(f"its entry names ${{{name}}}, which is not set")
+            raise ValueError(f"${{{name}}} is not set and has no default")
         return default
 
     return _VARIABLE.sub(one, value)
@@ -323,8 +317,11 @@ def expand(value: Any, environ: Mapping[str, str] = os.environ) -> Any:
 
 def _server(where: str, name: str, entry: Mapping[str, Any]) -> McpServer:
     """One server's entry, of a type in ``KINDS``, its variables expanded; a ``ValueError``
-    says what is wrong (``MissingVariable``: a variable it names is not set)."""
-    entry = {key: expand(entry[key]) if key in _EXPANDED else entry[key] for key in entry}
+    says what is wrong."""
+    try:
+        entry = {key: expand(entry[key]) if key in _EXPANDED else entry[key] for key in entry}
+    except ValueError as exc:
+        raise ValueError(f"{where}: MCP server {name!r}: {exc}") from None
     kind = entry.get("type", "stdio")
     if kind == "stdio":
         return _stdio(where, name, entry)
