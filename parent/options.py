@@ -278,13 +278,18 @@ def settings_for(
         )
     say = on_warning or warn
     catalog = load_catalog(workdir, options.agents_dirs, on_warning, options.setting_sources)
-    project = options.setting_sources is None or "project" in options.setting_sources
-    files = workspace_trust.workspace_files(
-        workdir, catalog.agents, settings=settings_files and project
-    )
+    sources = options.setting_sources
+    applied = [
+        name
+        for name, source in workspace_trust.SETTING_SOURCES.items()
+        if settings_files and (sources is None or source in sources)
+    ]
+    files = workspace_trust.workspace_files(workdir, catalog.agents, settings=applied)
     if options.strict_mcp_config:
         files.pop(workspace_trust.MCP_FILE, None)
-    trust = workspace_trust.decide(workdir, files, given=options.trust, ask=ask_trust, on_line=say)
+    trust = workspace_trust.decide(
+        workdir, files, given=options.trust, ask=ask_trust, on_line=say, settings=applied
+    )
     for line in trust.lines():
         say(line)
     left_out = {str(workdir / f.name) for f in trust.skipped()}

@@ -27,7 +27,7 @@ from typing import Any
 
 from isoagent.parent.agent.hooks import Hooks, UnsupportedHook
 from isoagent.parent.trust.claude_record import MCP_APPROVALS
-from isoagent.parent.trust.workspace import SETTINGS_FILES, Trust, read_file
+from isoagent.parent.trust.workspace import Trust, read_file
 
 # keys about Claude Code's own screen and housekeeping: nothing to do in a -p run
 _IGNORED = frozenset(
@@ -131,7 +131,7 @@ def workspace_settings(
     if trust is None:
         return flag, []
     merged, lines = ClaudeSettings(), []
-    for name in SETTINGS_FILES:
+    for name in trust.settings:
         data = read_file(trust.workdir / name)
         if data is None:
             continue

@@ -37,6 +37,8 @@ from isoagent.protocol import AgentSpec
 
 MCP_FILE = ".mcp.json"
 SETTINGS_FILES = (".claude/settings.json", ".claude/settings.local.json")
+# Claude Code's setting source of each (``--setting-sources``)
+SETTING_SOURCES = {".claude/settings.json": "project", ".claude/settings.local.json": "local"}
 AGENTS_DIR = Path(".claude") / "agents"
 MAX_FILE = 4 * 1024 * 1024  # bytes read of one file: a config is a few KiB
 # what of a settings file grants (the rest only takes away, or isoagent does not apply it)
@@ -69,6 +71,7 @@ class Trust:
     workdir: Path
     files: dict[str, WorkspaceFile] = field(default_factory=dict)  # used, bringing something
     how: dict[str, str] = field(default_factory=dict)  # trusted ones: how they came to be
+    settings: tuple[str, ...] = ()  # the settings files the run applies (isoagent -p)
 
     def trusted(self, name: str) -> bool:
         """Whether file ``name`` may be used (one that brings nothing always may)."""
@@ -87,16 +90,16 @@ class Trust:
 
 
 def workspace_files(
-    workdir: Path, agents: Mapping[str, AgentSpec], *, settings: bool = True
+    workdir: Path, agents: Mapping[str, AgentSpec], *, settings: Sequence[str] = SETTINGS_FILES
 ) -> dict[str, WorkspaceFile]:
     """The files of ``workdir`` that would run or grant something, by name: ``.mcp.json``,
-    (with ``settings``) the settings files, and the agent files among ``agents`` that bring
-    MCP servers of their own."""
+    the ``settings`` files, and the agent files among ``agents`` that bring MCP servers of
+    their own."""
     found: dict[str, WorkspaceFile] = {}
     data = read_file(workdir / MCP_FILE)
     if data is not None:
         found[MCP_FILE] = WorkspaceFile(MCP_FILE, data, _mcp_brings(data))
-    for name in SETTINGS_FILES if settings else ():
+    for name in settings:
         data = read_file(workdir / name)
         if data is not None:
             found[name] = WorkspaceFile(name, data, _settings_brings(data))
@@ -122,12 +125,13 @@ def decide(
     given: bool = False,
     ask: Ask | None = None,
     on_line: Callable[[str], None] = lambda line: None,
+    settings: Sequence[str] = (),
 ) -> Trust:
     """Which of ``files`` (``workspace_files``') a run uses, as the module says: ``given``
     (``--trust``), the record, Claude Code's trust, then ``ask`` (None: nobody to ask).
     What is recorded, or cannot be, is told to ``on_line``; the lines of what is left out
-    are ``Trust.lines``'s to say."""
-    trust = Trust(workdir, dict(files))
+    are ``Trust.lines``'s to say. ``settings``: the settings files the run applies."""
+    trust = Trust(workdir, dict(files), settings=tuple(settings))
     recorded = {} if given else record.trusted_digests(workdir)
     for name, file in files.items():
         if given or recorded.get(name) == file.digest:
