@@ -19,7 +19,7 @@ from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import pick_agent, settings_options
 from isoagent.parent.cli.output import JsonLines, end_when_reader_goes
 from isoagent.parent.records.events import TaskRecord
-from isoagent.parent.records.terminal_text import plural
+from isoagent.parent.records.figures import plural
 from isoagent.parent.settings import Settings
 
 EPILOG = f"""\b

@@ -23,7 +23,7 @@ import click
 from isoagent.parent.cli.errors import fail, run_session_body
 from isoagent.parent.cli.exit_codes import exit_code_for
 from isoagent.parent.records.events import MessageAdded
-from isoagent.parent.records.terminal_text import plural
+from isoagent.parent.records.figures import plural
 from isoagent.protocol import Limits, Result, ToolResultBlock, ToolUseBlock
 
 if TYPE_CHECKING:

@@ -22,9 +22,10 @@ from isoagent.parent.cli.errors import fail
 from isoagent.parent.cli.exit_codes import ExitCode
 from isoagent.parent.cli.options import run_dir_option, workdir_option
 from isoagent.parent.records.events import AnyEvent, ChildFinished, ChildStarted, MessageAdded
+from isoagent.parent.records.figures import plural
 from isoagent.parent.records.past_run import AgentLog, PastRun
 from isoagent.parent.records.run_folder import runs_dir_for
-from isoagent.parent.records.terminal_text import for_stdout, plural, shorten
+from isoagent.parent.records.terminal_text import for_stdout, shorten
 from isoagent.protocol import TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
 SHORT = 90  # characters of a text, a tool's input or output shown without --full

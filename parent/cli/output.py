@@ -27,6 +27,7 @@ from isoagent.parent.cli.claude_format import ClaudeFormat
 from isoagent.parent.cli.errors import silence
 from isoagent.parent.cli.exit_codes import ExitCode, exit_code_for
 from isoagent.parent.records.events import RunFinished
+from isoagent.parent.records.live_region import paused
 from isoagent.parent.records.terminal_text import for_stdout, terminal_line
 
 if TYPE_CHECKING:
@@ -53,8 +54,9 @@ class JsonLines:
         if self.gone:
             return
         try:
-            self.stream.write(self._encoder.encode(item) + b"\n")
-            self.stream.flush()
+            with paused(self.stream):  # a live block on the same terminal is taken away
+                self.stream.write(self._encoder.encode(item) + b"\n")
+                self.stream.flush()
         except BrokenPipeError:
             self.reader_gone()
         except OSError:

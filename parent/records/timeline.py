@@ -17,8 +17,9 @@ from datetime import datetime
 from html import escape
 from typing import Literal
 
+from isoagent.parent.records.figures import plural
 from isoagent.parent.records.past_run import AgentLog, PastRun
-from isoagent.parent.records.terminal_text import plural, shorten
+from isoagent.parent.records.terminal_text import shorten
 from isoagent.protocol import ToolUseBlock, Usage
 
 Kind = Literal["starting", "model", "tools", "children"]
