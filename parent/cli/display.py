@@ -80,9 +80,9 @@ class ProgressDisplay:
         live: bool | None = None,
         verbose: bool = False,
     ) -> None:
-        stream = stream if stream is not None else sys.stderr
-        self.stream: TextIO | None = stream  # None once nobody reads it
-        self.live = stream.isatty() if live is None else live
+        self._stream = stream  # None: sys.stderr when written to (above a batch's bar, rich's)
+        self.lost = False  # nobody reads it any more
+        self.live = (stream or sys.stderr).isatty() if live is None else live
         self.verbose = verbose
         self.active: dict[str, _Running] = {}  # child id -> its live line
         self.thinking: _Thinking | None = None  # the parent's call in flight, on a terminal
@@ -219,17 +219,18 @@ class ProgressDisplay:
 
     def _write(self, line: str | None, *, last: bool = False) -> None:
         """``line`` above the live block (None: only a redraw of the block)."""
-        if self.stream is None:
+        if self.lost:
             return
+        stream = self._stream or sys.stderr
         try:
             if self.live and self.region is None and not last:
                 from isoagent.parent.records.live_region import LiveRegion
 
-                self.region = LiveRegion(self.stream, self._lines)
+                self.region = LiveRegion(stream, self._lines)
             if self.region is None:
                 if line is not None:
-                    self.stream.write(line + "\n")
-                    self.stream.flush()
+                    stream.write(line + "\n")
+                    stream.flush()
             elif last:
                 self.region.close(line or "")
             elif line is not None:
@@ -237,6 +238,6 @@ class ProgressDisplay:
             else:
                 self.region.refresh()
         except OSError as exc:  # nobody reads stderr any more: the run goes on without progress
-            if self.stream is sys.stderr:  # nor do later messages fail; it ends non-zero
+            if self._stream is None:  # nor do later messages fail; it ends non-zero
                 stderr_lost(exc)
-            self.stream = None
+            self.lost = True

@@ -94,7 +94,7 @@ class RunRecord(msgspec.Struct, omit_defaults=True):
 )
 @click.option("--html", is_flag=True, help="Write RUN's timeline as one self-contained HTML page.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Where --html writes (default: stdout).")  # fmt: skip
+              help="Where --html writes its page (default: stdout); only with --html.")  # fmt: skip
 def logs(
     run_id: str | None,
     workdir: Path,
@@ -109,6 +109,8 @@ def logs(
     tree of its agents, their turns and tool calls. Tokens and cost include every child."""
     if html and (run_id is None or as_json):
         fail("--html draws one RUN, as a page: give RUN, without --json", ExitCode.USAGE)
+    if output is not None and not html:
+        fail("-o is where --html writes its page: add --html (or redirect stdout)", ExitCode.USAGE)
     runs_dir, _ = runs_dir_for(workdir, run_dir)
     runs = sorted(_runs(runs_dir), key=_started)
     if run_id is None:
