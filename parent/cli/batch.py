@@ -137,6 +137,11 @@ def batch(
     if skipped:
         tasks = plural(skipped, "task")
         click.echo(f"isoagent: skipping {tasks} already done in {output_path}", err=True)
+    if not pending and not invalid:  # nothing to run: no session, so no run for logs
+        if results is not None:
+            results.close()
+        click.echo("isoagent: batch: nothing left to run", err=True)
+        return
     stdout = JsonLines()
     live = sys.stderr.isatty()
     runner = BatchRun(pending, invalid, previous.reported, results, stdout, live=live)

@@ -42,6 +42,6 @@ def run(
             end_when_reader_goes(session, output.lines)
             output.hear(session.gateway)
             result = await session.run_parent(prompt)
-            return output.finish(session.finish(result))
+            return output.finish(session.finish(result), session)
 
     run_command(main)

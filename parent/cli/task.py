@@ -68,6 +68,6 @@ def task(
             end_when_reader_goes(session, output.lines)
             output.hear(session.gateway)
             finished = await session.supervisor.run(request)
-            return output.finish(session.finish(finished.result))
+            return output.finish(session.finish(finished.result), session)
 
     run_command(main)

@@ -257,8 +257,8 @@ def main() -> int:
     try:
         copy_sample_project(root)
         source = RecordingSource(ScriptedModel(), CASSETTE)
-        display = ProgressDisplay(verbose=True)
         outcomes: list[Outcome] = []
+        display = lambda: ProgressDisplay(verbose=True)  # noqa: E731
         asyncio.run(run_examples(root, source, display, print, outcomes))
     finally:
         shutil.rmtree(root)
