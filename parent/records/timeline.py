@@ -182,7 +182,7 @@ def timeline_page(run: PastRun) -> str:
         heading=heading,
         legend=legend,
         svg="\n".join(svg),
-        rows="\n".join(_row(lane, run.status) for lane in drawn),
+        rows="\n".join(_row(lane, run) for lane in drawn),
         bars=len(drawn),
     )
 
@@ -221,18 +221,18 @@ def _lane_svg(lane: Lane, top: int, label_width: int, scale: float) -> list[str]
     return parts
 
 
-def _row(lane: Lane, run_status: str) -> str:
+def _row(lane: Lane, run: PastRun) -> str:
     agent = lane.agent
-    result = agent.result
+    result = agent.result if agent.child else (run.final.result if run.final else None)
     cells = [
         "↳ " * max(lane.depth - 1, 0) + lane.name,
         shorten(lane.description, 60, "…"),
-        agent.status if agent.child else run_status,
+        agent.status if agent.child else run.status,
         str(agent.turns),
         str(agent.tool_calls),
         f"{agent.usage.total:,}",
         usd(agent.cost),
-        duration(lane.end - lane.start),
+        duration(result.duration if result else lane.end - lane.start),  # as logs says it
         str(agent.finished.retries if agent.finished else ""),
         shorten(result.error, 120, "…") if result else "",
     ]
