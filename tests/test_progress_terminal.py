@@ -90,6 +90,34 @@ def test_a_task_whose_line_is_wider_than_the_terminal_leaves_no_row_behind(
     assert CLOSING.fullmatch(closing) and answer == "found it", lines
 
 
+def test_a_terminal_made_narrower_during_a_task_gets_rows_cut_to_its_new_width(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    terminal = Terminal(120, 30)
+
+    def handler(req: Request) -> Reply:
+        assert terminal.wait_for("[general-purpose]", times=2)
+        seen = len(terminal.text)
+        terminal.resize(40, 15)  # the next redraws measure it again
+        assert terminal.changed.acquire()
+        try:
+            redrawn = terminal.changed.wait_for(
+                lambda: terminal.text.count("[general-purpose]", seen) >= 2, 60
+            )
+        finally:
+            terminal.changed.release()
+        assert redrawn
+        return text_reply("found it")
+
+    api_server.handler = handler
+    terminal.run(["task", LONG], cli_env(api_server), tmp_path)
+    lines = terminal.lines()
+    assert len(lines) == 3, lines
+    head = re.escape(f"  [general-purpose] {LONG[:47]}...")
+    assert re.fullmatch(rf"{head} - done \(0 tools, [\d.]+s\)", lines[0]), lines
+    assert CLOSING.fullmatch(lines[1]) and lines[2] == "found it", lines
+
+
 def _tasks(tmp_path: Path, count: int) -> Path:
     path = tmp_path / "tasks.jsonl"
     lines = [json.dumps({"id": f"t{n:02d}", "prompt": f"{LONG} {n}"}) for n in range(count)]

@@ -45,6 +45,14 @@ class Terminal:
                 self.text += chunk.decode(errors="replace")
                 self.changed.notify_all()
 
+    def resize(self, columns: int, rows: int) -> None:
+        """The terminal made ``columns`` x ``rows`` (as a window is), its rows cut, not
+        reflowed (as xterm does)."""
+        with self.changed:
+            fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+            self.screen.resize(rows, columns)
+            self.columns, self.rows = columns, rows
+
     def wait_for(self, words: str, seconds: float = 60, *, times: int = 1) -> bool:
         """Whether ``words`` were written (``times`` times) within ``seconds``."""
         with self.changed:
