@@ -20,6 +20,7 @@ from tests.support.messages_server import (
     Reply,
     Request,
     text_reply,
+    tool_reply,
     tools_reply,
 )
 from tests.support.terminal import Terminal
@@ -181,3 +182,24 @@ def test_a_batch_of_message_batches_draws_nothing_after_its_closing_line(
     ], lines
     assert not any(line.startswith("batch: [") for line in lines), lines
     assert all(line.startswith("isoagent: round ") for line in lines[:closing]), lines
+
+
+def test_a_verbose_batch_on_a_terminal_writes_each_tool_call_above_the_bar(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    terminal = Terminal(80, 24)
+    _tasks(tmp_path, 3)
+
+    def handler(req: Request) -> Reply:
+        if req.turn == 0:
+            return tool_reply("bash", {"command": f"echo {req.first_user_text[-1]}"})
+        return held_until(terminal, "batch: [", text_reply("did it"))
+
+    api_server.handler = handler
+    args = ["batch", "tasks.jsonl", "-j", "1", "-o", "out.jsonl", "-v"]
+    terminal.run(args, cli_env(api_server), tmp_path)
+    lines = terminal.lines()
+    calls = [line for line in lines if ": bash echo " in line]
+    assert len(calls) == 3 and all(line.startswith("  [general-purpose] task t0") for line in calls)
+    assert BATCH_CLOSING.fullmatch(lines[-1]), lines
+    assert not any("batch: [" in line for line in lines), lines

@@ -147,7 +147,8 @@ def batch(
     runner = BatchRun(pending, invalid, previous.reported, results, stdout, live=live)
     # on a terminal the bar replaces the per-child lines; -v's tool calls are written above it
     verbose = live and settings.verbose
-    sinks = [ProgressDisplay(verbose=settings.verbose, live=False)] if not live or verbose else []
+    progress = ProgressDisplay(verbose=settings.verbose, live=False, closing=False)
+    sinks = [progress] if not live or verbose else []
 
     async def main() -> int:
         from isoagent.parent.session import Session

@@ -79,11 +79,14 @@ class ProgressDisplay:
         *,
         live: bool | None = None,
         verbose: bool = False,
+        closing: bool = True,
     ) -> None:
+        """``closing``: a closing line at the end (a batch has its own)."""
         self._stream = stream  # None: sys.stderr when written to (above a batch's bar, rich's)
         self.lost = False  # nobody reads it any more
         self.live = (stream or sys.stderr).isatty() if live is None else live
         self.verbose = verbose
+        self.closing = closing
         self.active: dict[str, _Running] = {}  # child id -> its live line
         self.thinking: _Thinking | None = None  # the parent's call in flight, on a terminal
         self.costs = Costs()  # every agent's tokens and cost, for the closing line
@@ -141,7 +144,7 @@ class ProgressDisplay:
                 line = f"{head} - {r.status} ({facts}): {r.error}"
             self.active.pop(event.child, None)
             self._print(line)
-        elif isinstance(event, RunFinished) and (self.live or self.verbose):
+        elif isinstance(event, RunFinished) and (self.live or self.verbose) and self.closing:
             self.thinking = None
             self.active.clear()
             self._close(self._closing(event))
