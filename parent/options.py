@@ -112,7 +112,7 @@ class Options:
         run_dir: Where run folders go; None: ``$ISOAGENT_RUN_DIR``, else
             ``<workdir>/.isoagent/runs``, else (a read-only workspace)
             ``$XDG_STATE_HOME/isoagent/runs``.
-        local_fetch_hosts: Hosts ``web_fetch`` may reach although their address is private.
+        local_fetch_hosts: Hosts ``WebFetch`` may reach although their address is private.
         max_tokens_total: The run's token budget; 0: none.
         api_retry_deadline: Seconds a refused (429), overloaded (529) or failed model call is
             retried for.

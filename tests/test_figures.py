@@ -50,8 +50,8 @@ def test_after_ctrl_c_the_closing_line_counts_the_turns_taken_as_logs_does(
     def handler(req: Request) -> Reply:
         if req.is_parent:
             call = {"description": "work", "prompt": "work", "subagent_type": "general-purpose"}
-            return tool_reply("task", call, usage=(100, 20))
-        return tool_reply("bash", {"command": f"touch {marker}; sleep 300"}, usage=(40, 8))
+            return tool_reply("Agent", call, usage=(100, 20))
+        return tool_reply("Bash", {"command": f"touch {marker}; sleep 300"}, usage=(40, 8))
 
     api_server.handler = handler
     env = cli_env(api_server)

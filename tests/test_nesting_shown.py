@@ -19,21 +19,21 @@ def nesting(req: Request) -> Reply:
     (Explore), which runs one command."""
     if req.first_user_text == LEVEL_2:
         if req.turn == 0:
-            return tool_reply("bash", {"command": "echo deep"})
+            return tool_reply("Bash", {"command": "echo deep"})
         return text_reply("level 2 done")
     if req.first_user_text == LEVEL_1:
         if req.turn == 0:
             call = {"description": "d2", "prompt": LEVEL_2, "subagent_type": "Explore"}
-            return tool_reply("task", call)
+            return tool_reply("Agent", call)
         return text_reply("level 1 done")
     if req.first_user_text == SIBLING:
         return text_reply("sibling done")
     if req.turn == 0:
         call = {"description": "d1", "prompt": LEVEL_1, "subagent_type": "general-purpose"}
-        return tool_reply("task", call)
+        return tool_reply("Agent", call)
     if req.turn == 1:
         call = {"description": "d3", "prompt": SIBLING, "subagent_type": "Explore"}
-        return tool_reply("task", call)
+        return tool_reply("Agent", call)
     return text_reply("all done")
 
 
@@ -51,7 +51,7 @@ def test_verbose_lines_indent_a_childs_child_under_it(
 ) -> None:
     stderr, _ = _nested_run(api_server, tmp_path)
     lines = stderr.splitlines()
-    assert "    [Explore] d2: bash echo deep" in lines
+    assert "    [Explore] d2: Bash echo deep" in lines
     assert re.search(r"^    \[Explore\] d2 - done \(1 tool, ", stderr, re.M)
     assert re.search(r"^  \[general-purpose\] d1 - done \(1 tool, ", stderr, re.M)
     assert re.search(r"^  \[Explore\] d3 - done \(0 tools, ", stderr, re.M)  # a sibling of d1
@@ -68,7 +68,7 @@ def test_logs_shows_a_childs_child_under_it(api_server: MessagesServer, tmp_path
         ("    ", "003", "'d3':"),
     ], tree
     under_d1 = tree[children[0][1] : children[2][1]]
-    assert any("bash" in line and line.startswith("          ") for line in under_d1)
+    assert any("Bash" in line and line.startswith("          ") for line in under_d1)
 
 
 def test_the_timeline_draws_a_childs_child_under_it_and_every_tool_call(

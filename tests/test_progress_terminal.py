@@ -56,7 +56,7 @@ def test_a_run_with_more_children_than_rows_leaves_its_closing_line_and_answer_a
     def handler(req: Request) -> Reply:
         if req.is_parent and req.turn == 0:
             task = {"prompt": "look", "subagent_type": "Explore"}
-            calls = [("task", {**task, "description": f"{n:02d} {LONG}"}) for n in range(children)]
+            calls = [("Agent", {**task, "description": f"{n:02d} {LONG}"}) for n in range(children)]
             return held_until(terminal, "parent: thinking", tools_reply(calls))
         if not req.is_parent:
             return held_until(terminal, seen, text_reply("looked"))
@@ -192,14 +192,14 @@ def test_a_verbose_batch_on_a_terminal_writes_each_tool_call_above_the_bar(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": f"echo {req.first_user_text[-1]}"})
+            return tool_reply("Bash", {"command": f"echo {req.first_user_text[-1]}"})
         return held_until(terminal, "batch: [", text_reply("did it"))
 
     api_server.handler = handler
     args = ["batch", "tasks.jsonl", "-j", "1", "-o", "out.jsonl", "-v"]
     terminal.run(args, cli_env(api_server), tmp_path)
     lines = terminal.lines()
-    calls = [line for line in lines if ": bash echo " in line]
+    calls = [line for line in lines if ": Bash echo " in line]
     assert len(calls) == 3 and all(line.startswith("  [general-purpose] task t0") for line in calls)
     assert BATCH_CLOSING.fullmatch(lines[-1]), lines
     assert not any("batch: [" in line for line in lines), lines

@@ -246,7 +246,7 @@ def totals(run: PastRun) -> str:
 
 def run_tree(run: PastRun, *, full: bool = False) -> Iterator[str]:
     """One run as indented lines: the run, the parent's turns, each child under the
-    ``task`` call that started it, with its own turns, and its own children under it;
+    ``Agent`` call that started it, with its own turns, and its own children under it;
     ``full``: nothing cut short."""
     yield f"run {run.run_id}: {run.status}, {totals(run)}"
     if (final := run.final) is not None and final.result.error:

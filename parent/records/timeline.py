@@ -4,7 +4,7 @@ The parent and each child are bars on one time axis, from the times their transc
 written (``Event.timestamp``, one clock: the parent's). A bar's pieces follow its
 conversation: a model call runs from the message that asked (the prompt, or the tools'
 results) to the answer, so it includes any wait for a slot or the rate limit; the tools run
-from the answer to the next results message, and a parent's ``task`` calls are its waits for
+from the answer to the next results message, and a parent's ``Agent`` calls are its waits for
 children. A child started by a child (``--max-depth 2``) is drawn under it, its name
 indented; a batch has no parent agent, so no lane for one. The drawing scales to the page's
 width; agents' names get the column they need; a tool call too short to see is drawn
@@ -20,6 +20,7 @@ from datetime import datetime
 from html import escape
 from typing import Literal
 
+from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.parent.records.figures import duration, plural, tokens, usd
 from isoagent.parent.records.past_run import AgentLog, PastRun
 from isoagent.parent.records.terminal_text import shorten
@@ -130,7 +131,7 @@ def _lane(agent: AgentLog, origin: datetime, start: float, end: float) -> Lane:
         asked = None
         names = [b.name for b in message.content if isinstance(b, ToolUseBlock)]
         if names:
-            kind: Kind = "children" if "task" in names else "tools"
+            kind: Kind = "children" if TASK_TOOL in names else "tools"
             tools = Piece(at, end, kind, f"turn {message.turn + 1}: " + ", ".join(names))
             lane.pieces.append(tools)
     for piece in lane.pieces:
