@@ -34,9 +34,10 @@ from isoagent.parent.claude_code.agent_files import (
 from isoagent.parent.claude_code.mcp_servers import PREFIX as MCP_PREFIX
 from isoagent.parent.claude_code.mcp_servers import whole_server
 from isoagent.parent.records.events import AnyEvent, MessageAdded, RunStarted, decode_event
+from isoagent.parent.records.figures import plural
 from isoagent.parent.records.past_run import read_events
 from isoagent.parent.records.run_seal import LOG, first_line, sealed_events
-from isoagent.parent.records.terminal_text import plural, warn
+from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 from isoagent.protocol import AgentSpec, McpReply, Message, ToolResultBlock, ToolUseBlock
 
