@@ -148,12 +148,28 @@ def test_a_run_from_a_sub_folder_keeps_its_runs_with_the_projects(
     assert len(list(chosen.iterdir())) == 1
 
 
-def test_another_users_git_above_the_workspace_is_passed_over(tmp_path: Path) -> None:
-    """A ``/tmp/.git`` someone else made must not draw this user's runs into their folder."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to give a folder to another user")
+def test_no_project_spans_the_home_a_shared_folder_or_another_users_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dotfiles ``~/.git``, an ``.isoagent`` a run once left in ``/tmp`` (a folder anyone may
+    write), a ``.git`` another user made above the workspace: none gathers its runs."""
+    home, scratch = tmp_path / "home", tmp_path / "home" / "scratch"
+    scratch.mkdir(parents=True)
+    (home / ".git").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    assert runs_dir_for(scratch) == (scratch / ".isoagent" / "runs", False)
+
     shared, ws = tmp_path / "shared", tmp_path / "shared" / "ws"
     ws.mkdir(parents=True)
+    (shared / ".isoagent").mkdir()
+    os.chmod(shared, 0o1777)
+    assert runs_dir_for(ws) == (ws / ".isoagent" / "runs", False)
+    os.chmod(shared, 0o755)
+    assert runs_dir_for(ws) == (shared / ".isoagent" / "runs", False)  # a project's, now
+
+    if os.geteuid() != 0:
+        return  # giving a folder to another user needs root
+    (shared / ".isoagent").rmdir()
     (shared / ".git").mkdir()
     os.chown(shared / ".git", 65534, 65534)
     assert runs_dir_for(ws) == (ws / ".isoagent" / "runs", False)

@@ -51,18 +51,27 @@ def runs_dir_for(workdir: Path, chosen: str | Path | None = None) -> tuple[Path,
 def project_root(workdir: Path) -> Path:
     """The folder whose ``.isoagent`` keeps ``workdir``'s runs, as git finds a repository:
     the nearest of ``workdir`` and the folders above it that holds an ``.isoagent`` folder
-    or a ``.git`` (a folder, or a worktree's file) of this user's, not looking above the
-    home when ``workdir`` is in it, nor at ``/``; ``workdir`` itself when none does. A
-    marker of another user's (``/tmp/.git``) is passed over, as git's safe.directory
-    refuses it."""
+    or a ``.git`` (a folder, or a worktree's file) of this user's; ``workdir`` itself when
+    none does. No project spans the home, a folder anyone may write (``/tmp``) or ``/``:
+    the walk stops below them (a dotfiles ``~/.git``, or an ``.isoagent`` a run once left in
+    ``/tmp``, must not gather every scratch folder's runs), and a marker of another user's
+    is passed over, as git's safe.directory refuses it."""
     home = Path(os.path.realpath(Path.home()))
-    above = workdir.parents if workdir != home else ()
-    for folder in (workdir, *above):
-        if folder == folder.parent or (workdir.is_relative_to(home) and folder == home.parent):
+    for folder in (workdir, *workdir.parents):
+        if folder != workdir and (folder == home or _shared(folder)):
+            break
+        if folder == folder.parent:
             break
         if any(_own_marker(folder / name) for name in (".isoagent", ".git")):
             return folder
     return workdir
+
+
+def _shared(folder: Path) -> bool:
+    try:
+        return bool(os.stat(folder).st_mode & stat.S_IWOTH)
+    except OSError:
+        return True
 
 
 def _own_marker(path: Path) -> bool:
