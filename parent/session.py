@@ -522,6 +522,8 @@ class Session:
                 if result.status == "ok" and self.structured.value is None:  # once more
                     result = await run_in_thread(agent.run, ENFORCE_STRUCTURED, agent.messages)
                 result = self.structured.result(result)
+            if self._ending is not None:  # an interrupt's: the children's ends come first
+                await self._ending
             return result
         except asyncio.CancelledError:
             ctx.cancelled.set()
