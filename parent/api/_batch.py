@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from isoagent._calls import options_with
-from isoagent._session import Session, _settings
+from isoagent._session import NoticeStream, Session, _settings, notice
 from isoagent.errors import IsoagentError, OptionError
 from isoagent.parent.batch.input import BatchTask, parse_tasks, unknown_agent
 from isoagent.parent.batch.result_file import (
@@ -32,8 +32,14 @@ Task = str | Mapping[str, str]  # a prompt, or {"prompt": ..., "id": ..., "agent
 class _HandedResultFile(ResultFile):
     """``output``, each line written there also handed to the caller."""
 
-    def __init__(self, runs_dir: Path, output: Path, hand: Callable[[TaskRecord], None]) -> None:
-        super().__init__(runs_dir, output)
+    def __init__(
+        self,
+        runs_dir: Path,
+        output: Path,
+        reach: Sequence[Path],
+        hand: Callable[[TaskRecord], None],
+    ) -> None:
+        super().__init__(runs_dir, output, reach)
         self.hand = hand
 
     def __call__(self, record: object) -> None:
@@ -71,7 +77,8 @@ async def abatch(
     if output is not None:
         path = Path(output)
         try:
-            results = _HandedResultFile(settings.runs_dir, path, finished.put_nowait)
+            reach = (settings.workdir, *settings.add_dirs)
+            results = _HandedResultFile(settings.runs_dir, path, reach, finished.put_nowait)
             previous = results.previous()
         except (OSError, BatchRefused) as exc:
             if results is not None:
@@ -83,9 +90,17 @@ async def abatch(
         if settings.api_batches:  # a rerun answers the turns already sent from their batches
             journal = batches_journal(settings.runs_dir, path)
             settings = dataclasses.replace(settings, batch_journal=journal)
-    pending = [t for t in items if isinstance(t, BatchTask) and t.id not in previous.done]
+        settings = dataclasses.replace(settings, budget_spent=previous.spent)
+    tasks_to_do = [t for t in items if isinstance(t, BatchTask)]
+    pending, done = previous.sort(tasks_to_do)
+    changed = previous.changed(tasks_to_do, Path(output)) if output is not None else []
     invalid = [r for r in items if isinstance(r, TaskRecord)]
-    runner = BatchRun(pending, invalid, previous.reported, results, finished.put_nowait)
+    for record in [*done, *changed]:  # a resumed batch's finished tasks, from the file
+        finished.put_nowait(record)
+    runner = BatchRun(
+        pending, invalid, previous.reported, results, finished.put_nowait, say=notice,
+        changed=changed, stream=NoticeStream(),
+    )  # fmt: skip
     session = Session(options)
     session._settings = settings
     try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import logging
 import time
 from contextvars import ContextVar
 from pathlib import Path
@@ -17,6 +19,7 @@ from isoagent.parent import session as core
 from isoagent.parent.options import Options, settings_for
 from isoagent.parent.records.costs import Costs
 from isoagent.parent.records.events import ChildFinished, Event, Sink
+from isoagent.parent.records.terminal_text import notices
 from isoagent.parent.settings import Settings
 from isoagent.protocol import Result as AgentResult
 
@@ -42,13 +45,16 @@ class Session:
 
     async def __aenter__(self) -> Session:
         settings = self._settings or _settings(self.options)
-        self._costs = Costs(settings.model)
+        self._costs = Costs(settings.model)  # priced at the run's rate (its RunStarted)
         sinks: list[Sink] = [self._costs, _record_finished]
+        self._notices = notices.set(notice)  # a library writes nothing to stderr
         self._opened = core.Session.open(settings, sinks=sinks, signals=False)
         try:
             self._core = await self._opened.__aenter__()
         except core.SessionError as exc:
+            notices.reset(self._notices)
             raise IsoagentError(str(exc)) from None
+        self._core.waits.say = notice
         self._started = time.monotonic()
         return self
 
@@ -62,6 +68,9 @@ class Session:
             return bool(await self._opened.__aexit__(kind, exc, tb))
         except core.Interrupted as interrupted:
             raise RunInterruptedError(str(interrupted)) from None
+        finally:
+            with contextlib.suppress(ValueError):  # left in another context than entered
+                notices.reset(self._notices)
 
     @property
     def run_dir(self) -> Path:
@@ -168,6 +177,25 @@ class Session:
             duration=round(time.monotonic() - self._started, 3),
             error=f"{failed} of {total} tasks not ok" if failed else "",
         )
+
+
+logger = logging.getLogger("isoagent")
+
+
+def notice(line: str) -> None:
+    """What the CLI says on stderr, from the Python API: to the ``isoagent`` logger (shown
+    once the caller asks, ``logging.basicConfig(level=logging.INFO)``)."""
+    logger.info("%s", line.removeprefix("isoagent: "))
+
+
+class NoticeStream(io.StringIO):
+    """A stream whose lines are ``notice``s (a batch's progress lines, from the API)."""
+
+    def write(self, text: str) -> int:
+        for line in text.replace("\r", "\n").splitlines():
+            if line := line.replace("\x1b[K", "").strip():
+                notice(line)
+        return len(text)
 
 
 # the ``ChildFinished`` of the child a ``task_result`` call started: the child's run is a

@@ -39,6 +39,7 @@ class BatchTask:
     line: int
     prompt: str
     agent: AgentSpec
+    digest: str = ""  # of what defines it (``task_hash``): its line's, to resume by
 
 
 class _IdOnly(msgspec.Struct):
@@ -107,7 +108,7 @@ def parse_tasks(
                 error=f"line {number}: {exc}",
             )
             continue
-        yield BatchTask(task_id, number, prompt, agent)
+        yield BatchTask(task_id, number, prompt, agent, task_hash(agent_name, prompt))
 
 
 def task_hash(agent: str, prompt: str) -> str:
