@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import os
 import resource
 import shutil
@@ -104,6 +105,33 @@ class Interrupted(Exception):
         super().__init__(f"interrupted; transcripts so far are in {run_dir}")
         self.exit_code = 128 + signum
         self.quiet = signum == signal.SIGPIPE
+
+
+def leave_the_terminal() -> None:
+    """SIGHUP: the terminal is gone (or going). What was written to it now goes nowhere, so
+    that the run's ending (its children ended, its records, exit 129) is not cut short by
+    the first line it would have said there (EIO: it exited 1, its run unfinished)."""
+    try:
+        nowhere = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for fd in (1, 2):
+            with contextlib.suppress(OSError):
+                if os.isatty(fd) or _gone(fd):
+                    os.dup2(nowhere, fd)
+    finally:
+        os.close(nowhere)
+
+
+def _gone(fd: int) -> bool:
+    """Whether ``fd`` was a terminal that hung up (it answers EIO)."""
+    try:
+        os.fstat(fd)
+        os.write(fd, b"")
+    except OSError as exc:
+        return exc.errno == errno.EIO
+    return False
 
 
 def raise_open_files_limit() -> None:
@@ -333,6 +361,8 @@ class Session:
         if self._task is None or self.signal:
             return
         self.signal = signum
+        if signum == signal.SIGHUP:
+            leave_the_terminal()
         # at the task's next wait, also when called from the task itself (a sink whose
         # reader went away): then the session may be ending already, and must not be cut
         asyncio.get_running_loop().call_soon(self._cancel)

@@ -101,7 +101,7 @@ def test_bad_lines_get_an_error_line_each_and_do_not_stop_the_others(
         8: (7, "invalid"),
         9: (records[9]["id"], "ok"),
     }
-    assert records[2]["error"].startswith("line 2: invalid JSON")
+    assert records[2]["error"].startswith("invalid JSON")
     assert "missing required field `prompt`" in records[3]["error"]
     assert "unknown agent 'NoSuchAgent'" in records[6]["error"]
     assert "duplicate id 'a' (first on line 1)" in records[7]["error"]
@@ -109,8 +109,34 @@ def test_bad_lines_get_an_error_line_each_and_do_not_stop_the_others(
     assert records[5]["summary"] == "did: plain text prompt"
     assert records[9]["agent"] == "Explore"
     assert len({records[line]["id"] for line in (2, 5, 9)}) == 3  # a hash of each line
-    assert "task c invalid: line 6: unknown agent" in done.stderr
+    assert "task c invalid: unknown agent" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_misspelt_key_or_a_json_line_that_is_no_object_is_refused_said_once(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """{"agnet": "Explore"} ran the writing general-purpose agent without a word; a JSON
+    string or array became its own literal prompt; a bad line's message said "line 2" twice."""
+    api_server.handler = answer()
+    lines = [
+        {"prompt": "look", "agnet": "Explore"},
+        '"just a string"',
+        '["list"]',
+        "{oops",
+    ]
+    tasks_file(tmp_path / "tasks.jsonl", lines)
+    args = ["batch", "tasks.jsonl", "-o", "out.jsonl", "-C", str(workspace)]
+    done = run_cli(args, env_for(api_server, tmp_path), cwd=tmp_path)
+    assert done.returncode == 6, done.stderr
+    assert api_server.requests == []
+    records = {r["line"]: r for r in read_jsonl(tmp_path / "out.jsonl")}
+    assert [records[n]["status"] for n in (1, 2, 3, 4)] == ["invalid"] * 4
+    assert "unknown key 'agnet' (did you mean 'agent'?)" in records[1]["error"]
+    assert "a JSON string, not a task" in records[2]["error"]
+    assert "a JSON array, not a task" in records[3]["error"]
+    for number in (1, 2, 3, 4):
+        assert done.stderr.count(f"line {number}") == 1, done.stderr
 
 
 def test_sigint_half_way_then_resume_gives_every_id_exactly_once(
@@ -203,7 +229,7 @@ def test_a_line_that_is_not_utf8_is_one_invalid_line_and_the_others_run(
         3: "invalid",
         4: "ok",
     }
-    assert records[2]["error"] == "line 2: not UTF-8 text (byte 0xe9 at column 4)"
+    assert records[2]["error"] == "not UTF-8 text (byte 0xe9 at column 4)"
     assert records[3]["id"] == "k"  # named by its id where it has one
     assert sorted(r.first_user_text for r in api_server.requests) == ["first", "last"]
     assert "Traceback" not in done.stderr

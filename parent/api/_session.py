@@ -13,7 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from isoagent._calls import Result, options_with
+from isoagent._calls import Result, check_prompt, options_with
 from isoagent.errors import AuthenticationError, IsoagentError, OptionError, RunInterruptedError
 from isoagent.parent import session as core
 from isoagent.parent.options import Options, settings_for
@@ -102,7 +102,7 @@ class Session:
         spec = session.settings.agents.get(agent)
         if spec is None:
             raise OptionError(unknown_agent(agent, session.settings.agents))
-        request = ChildRequest(describe(_prompt(prompt)), prompt, spec)
+        request = ChildRequest(describe(check_prompt(prompt)), prompt, spec)
         mine: list[ChildFinished] = []  # its record, as the child's run emits it
         token = _finished_here.set(mine)
         try:
@@ -128,7 +128,7 @@ class Session:
     async def run_parent(self, prompt: str) -> Result:
         """The parent agent on ``prompt``: the run's one answer (``isoagent.run``)."""
         session = self._session
-        result = await session.run_parent(_prompt(prompt))
+        result = await session.run_parent(check_prompt(prompt))
         final = session.finish(result)
         return self._result(
             result,
@@ -207,12 +207,6 @@ def _record_finished(event: Event) -> None:
     if isinstance(event, ChildFinished):
         with contextlib.suppress(LookupError):
             _finished_here.get().append(event)
-
-
-def _prompt(prompt: str) -> str:
-    if not prompt.strip():
-        raise OptionError("the prompt is empty")
-    return prompt
 
 
 def _settings(options: Options) -> Settings:

@@ -92,7 +92,7 @@ class Previous:
                 task.id,
                 "invalid",
                 task.line,
-                error=f"line {task.line}: id {task.id!r} has a result in {output} for another "
+                error=f"id {task.id!r} has a result in {output} for another "
                 "prompt or agent: not run (give the task a new id, or take its line out of "
                 f"{output} to run it again)",
             )
