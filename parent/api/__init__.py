@@ -15,8 +15,9 @@ delegate with its ``task`` tool. ``atask`` and ``arun`` are the same from asynci
 ``abatch``) is ``isoagent batch``: each task's ``TaskRecord`` as it finishes, resumable from
 its ``output`` file (``read_tasks(path)`` reads a JSONL file of tasks). All work from any
 thread, the sync ones inside a running event loop too (a Jupyter cell: on a worker thread),
-write nothing to stderr (notices go to the ``isoagent`` logger) and install no signal handler: Ctrl-C reaches the caller as ``KeyboardInterrupt``
-(``asyncio.CancelledError`` in a task) once every child is ended.
+write nothing to stderr (notices go to the ``isoagent`` logger) and install no signal
+handler: Ctrl-C reaches the caller as ``KeyboardInterrupt`` (``asyncio.CancelledError`` in a
+task) once every child is ended.
 
 ``Options`` holds every setting, typed, with the CLI's defaults (``isoagent run --help``),
 checked when it is built (``OptionError`` names the field, what it may be, and the nearest
