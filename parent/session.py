@@ -81,6 +81,7 @@ from isoagent.protocol import Result, SandboxPolicy, Usage
 
 # the signals that end a run: each cancels the session's task, which ends every child
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+ANSWERED_GRACE = 5.0  # seconds a child whose last answer is in has to send its Result
 
 PARENT_PROMPT = """\
 You are isoagent, a coding agent working in the directory {workdir}.
@@ -211,6 +212,9 @@ class Session:
         # of the price, what its model calls cost: half in Message Batches (not replayed)
         self.price_rate = price_rate(settings)
         self.parent_running = False  # the parent agent shares the budgets while it runs
+        # a batch's: on a signal, the children whose answer is in may send their Result
+        # before the session ends (their lines are written, their tasks not paid again)
+        self.answers_kept = False
         self.cost_budget: BudgetedSource | None = None
         if settings.max_tokens_total:
             tokens = SharedBudget(settings.max_tokens_total, running=self.sharers)
@@ -363,6 +367,12 @@ class Session:
         self.signal = signum
         if signum == signal.SIGHUP:
             leave_the_terminal()
+        if self.answers_kept and signum != signal.SIGPIPE:
+            why = f"interrupted ({signal.Signals(signum).name})"
+            ending = self.supervisor.let_answered_finish(why, ANSWERED_GRACE)
+            self._ending = asyncio.ensure_future(ending)
+            self._ending.add_done_callback(lambda _: self._cancel())
+            return
         # at the task's next wait, also when called from the task itself (a sink whose
         # reader went away): then the session may be ending already, and must not be cut
         asyncio.get_running_loop().call_soon(self._cancel)

@@ -3,6 +3,7 @@ does, 129 and ``cancelled``, its finished lines kept, and the resume runs only t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import pty
@@ -11,7 +12,13 @@ import subprocess
 import time
 from pathlib import Path
 
-from isoagent.parent.records.events import RunFinished, decode_event
+import pytest
+
+from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
+from isoagent.parent.records.events import RunFinished, TaskRecord, decode_event
+from isoagent.parent.session import Interrupted, Session
+from isoagent.parent.settings import Settings
+from isoagent.protocol import Limits, ModelCall, ModelReply, TextBlock, Usage
 from tests.conftest import cli_env
 from tests.support.cli import ISOAGENT, read_jsonl, run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply
@@ -68,3 +75,52 @@ def test_a_batch_whose_terminal_hangs_up_exits_129_cancelled_and_resumes(
     done = run_cli(args, env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert [r.first_user_text for r in api_server.requests[asked:]] == ["slow"]
+
+
+class _AnswersThenSignals:
+    """A model whose answer to task "answered" is its last (no tool), and which the signal
+    reaches as that answer comes back; task "slow" waits for its answer meanwhile."""
+
+    def __init__(self) -> None:
+        self.session: Session | None = None
+        self.asked: list[str] = []
+
+    async def complete(self, call: ModelCall) -> ModelReply:
+        first = call.messages[0].content[0]
+        prompt = first.text if isinstance(first, TextBlock) else ""
+        self.asked.append(prompt)
+        if prompt == "slow":
+            await asyncio.sleep(60)
+        assert self.session is not None
+        self.session.stop(signal.SIGTERM)  # as the answer is in: paid for
+        return ModelReply(call.turn, [TextBlock("kept")], "end_turn", Usage(10, 5))
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_a_child_whose_answer_is_in_when_the_signal_comes_is_kept_not_paid_again(
+    workspace: Path,
+) -> None:
+    """Its answer paid for, its Result not yet sent: the signal ended it, its line was never
+    written, and the resume paid for the same answer again. It may send its Result (its
+    line is written); the child still waiting for its answer is ended, to run again."""
+    from isoagent.parent.batch.input import BatchTask
+    from isoagent.parent.batch.runner import BatchRun
+
+    settings = Settings(workdir=workspace, model="m", limits=Limits(), agents=dict(BUILTIN_AGENTS))
+    agent = BUILTIN_AGENTS["general-purpose"]
+    tasks = [BatchTask("s", 1, "slow", agent), BatchTask("a", 2, "answered", agent)]
+    written: list[TaskRecord] = []
+    model = _AnswersThenSignals()
+
+    async def run() -> None:
+        async with Session.open(settings, source=model) as session:
+            model.session = session
+            runner = BatchRun(tasks, [], set(), None, written.append, say=lambda line: None)
+            await runner.run(session)
+
+    with pytest.raises(Interrupted):
+        asyncio.run(run())
+    assert [(r.id, r.status, r.summary) for r in written] == [("a", "ok", "kept")]
+    assert sorted(model.asked) == ["answered", "slow"]

@@ -404,7 +404,7 @@ def test_progress_line_on_a_terminal_replaces_the_child_lines(
     assert done.returncode == 6
     assert "\r\x1b[Kbatch: 3/3 done, 1 failed" in text
     assert "batch: [####################] 3/3 done" in text or "batch: [" in text
-    assert "  line 3 invalid: line 3: invalid JSON" in text
+    assert "  line 3 invalid: invalid JSON" in text
     assert "[general-purpose]" not in text
 
 

@@ -90,7 +90,7 @@ def parse_tasks(
             text = _text(raw).strip()
             if not text:
                 continue
-            if text.startswith(("[", '"')) and _is_json(text):
+            if text.startswith(("[", '"')) and is_json(text):
                 kind = "array" if text.startswith("[") else "string"
                 raise _Invalid(
                     f'a JSON {kind}, not a task: write {{"prompt": ...}}, or the prompt as '
@@ -187,7 +187,7 @@ def _unknown_key(text: str) -> str:
     return ""
 
 
-def _is_json(text: str) -> bool:
+def is_json(text: str | bytes) -> bool:
     try:
         msgspec.json.decode(text)
     except msgspec.DecodeError:

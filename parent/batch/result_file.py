@@ -41,7 +41,7 @@ from typing import NoReturn
 
 import msgspec
 
-from isoagent.parent.batch.input import BatchTask, TaskId
+from isoagent.parent.batch.input import BatchTask, TaskId, is_json
 from isoagent.parent.batch.signature import LineSigner
 from isoagent.parent.records.events import TaskRecord
 from isoagent.parent.records.run_folder import open_base
@@ -154,7 +154,7 @@ class ResultFile:
                             self._take(previous, line[:-1], number)
                     elif len(line) > MAX_LINE_BYTES:
                         self._refuse(number, f"is longer than {MAX_LINE_BYTES >> 20} MiB")
-                    elif _is_json(line):
+                    elif is_json(line):
                         self._take(previous, line, number)
                         os.write(self.fd, b"\n")
                     elif line.startswith(CUT_LINE_START):
@@ -346,11 +346,3 @@ def _append_whole(fd: int, data: bytes) -> None:
 
 
 record_decoder = msgspec.json.Decoder(TaskRecord)  # a line of -o, read back
-
-
-def _is_json(data: bytes) -> bool:
-    try:
-        msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        return False
-    return True

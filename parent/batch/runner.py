@@ -102,6 +102,7 @@ class BatchRun:
                 self.kept.close()
 
     async def _run(self, session: Session) -> Outcome:
+        session.answers_kept = True
         session.events.sinks.append(self.costs)
         self.costs.rate = session.price_rate  # its RunStarted went by before it listened
         self.display.start(session.waits, session.run.display(session.run.path))
@@ -229,7 +230,7 @@ class BatchRun:
     async def _worker(self, session: Session, queue: Iterator[BatchTask]) -> None:
         from isoagent.parent.children.supervisor import ChildRequest, describe
 
-        while not self._stopping() and (task := next(queue, None)) is not None:
+        while not self._stopping(session) and (task := next(queue, None)) is not None:
             if _spent(session):  # the rest wait for a resume: no line, so not done
                 self.over_budget += 1
                 continue
@@ -238,6 +239,9 @@ class BatchRun:
             request = ChildRequest(title, task.prompt, task.agent)
             finished = await session.supervisor.run(request)
             record = task_record(task, finished, self.costs.usd.get(finished.child, 0.0))
+            if record.status == "cancelled" and session.signal:  # it runs again on resume
+                self.display.task_finished(record, counted=False)
+                continue
             if record.status == "budget":  # cut short by the budget: it runs again on resume
                 self.over_budget += 1
                 self.display.task_finished(record, counted=False)
@@ -257,11 +261,13 @@ class BatchRun:
             if (rejected := session.gateway.rejected) is not None:  # so would every task be
                 raise _Stopped(rejected.message)
 
-    def _stopping(self) -> bool:
-        """Whether no task may start: the lines of what ends could not be kept."""
+    def _stopping(self, session: Session) -> bool:
+        """Whether no task may start: a signal ends the batch, or the lines of what ends
+        could not be kept."""
         results = self.results
-        return self.stdout_error is not None or (
-            results is not None and results is not self.kept and bool(results.waiting)
+        return bool(session.signal) or (
+            self.stdout_error is not None
+            or (results is not None and results is not self.kept and bool(results.waiting))
         )
 
     async def _tick(self) -> None:
