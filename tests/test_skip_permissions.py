@@ -23,7 +23,7 @@ def test_skip_permissions_lets_the_parent_act_and_its_bash_stays_confined(
     def handler(req: Request) -> Reply:
         if not req.tool_results:
             command = f"echo made > made.txt; echo escaped > {outside}"
-            return tool_reply("bash", {"command": command})
+            return tool_reply("Bash", {"command": command})
         return text_reply("done")
 
     api_server.handler = handler

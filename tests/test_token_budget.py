@@ -44,11 +44,11 @@ def _looping(metered: Metered, honest_waits_for: threading.Event | None = None):
     def handler(request: Request) -> Reply:
         usage = metered.usage(request)
         if request.first_user_text.startswith("loop"):
-            return tool_reply("bash", {"command": "echo again"}, usage=usage)
+            return tool_reply("Bash", {"command": "echo again"}, usage=usage)
         if not request.tool_results:
             if honest_waits_for is not None:  # while the looping sibling spends
                 honest_waits_for.wait(10)
-            return tool_reply("bash", {"command": "echo first"}, usage=usage)
+            return tool_reply("Bash", {"command": "echo first"}, usage=usage)
         return text_reply("honest answer", usage=usage)
 
     return handler
