@@ -9,7 +9,9 @@ folder (``git add -f .isoagent/runs/<id>/run.jsonl``) with any turns it likes, b
 seal that verifies: the key never leaves the user's state folder, which no child can read.
 Every line is covered, so a run the user committed cannot be altered either; lines past the
 seal (a crash between the two writes) are not part of the run. A run that verifies is one
-this user's isoagent wrote, wherever it is now (a moved project keeps its runs).
+this user's isoagent wrote, wherever it is now (a moved project keeps its runs). The key
+also signs ``batch -o`` lines (``batch/signature.py``), over other input: a seal's always
+begins with its context, ``isoagent transcript seal``, a line with ``{``.
 """
 
 from __future__ import annotations
