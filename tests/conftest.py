@@ -21,6 +21,7 @@ def base_env(**extra: str) -> dict[str, str]:
     """os.environ minus ANTHROPIC_*/ISOAGENT_*, with the warm gateway off, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ISOAGENT_"))}
     env["ISOAGENT_WARM_GATEWAY"] = "0"
+    env["ISOAGENT_WARM_DAEMONS"] = "64"  # the tests' own daemons stop none of the others'
     env.update(extra)
     return env
 

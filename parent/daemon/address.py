@@ -103,8 +103,16 @@ def digest(environ: os._Environ[str] | dict[str, str]) -> str:
     return _sha256("\0".join(parts).encode("utf-8", "surrogateescape"))[:DIGEST_HEX]
 
 
+_known: dict[tuple[tuple[str, str], ...], str] = {}  # by configuration: this process's
+
+
 def daemon_address(environ: os._Environ[str] | dict[str, str] = os.environ) -> str:
-    return f"\0{PREFIX}{os.geteuid()}-{digest(environ)}"
+    """The address, computed once per configuration in a process (the code it imported and
+    its context do not change under it); a daemon's sessions inherit the daemon's."""
+    config = tuple(sorted(configuration(environ).items()))
+    if config not in _known:
+        _known[config] = f"\0{PREFIX}{os.geteuid()}-{digest(environ)}"
+    return _known[config]
 
 
 def gateway_address(daemon: str) -> str:

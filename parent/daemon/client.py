@@ -8,9 +8,10 @@ forwards the signals it gets (Ctrl-C, SIGTERM, SIGHUP, the window's size, Ctrl-Z
 through a pidfd of that process, and exits with its exit status.
 
 No daemon listening: one is started (``python -m isoagent.parent.daemon``, detached) and
-waited for. It cannot be started or used (``ISOAGENT_WARM_GATEWAY=0``, an address held by
-another user, a daemon that refuses): ``run`` returns None and the command runs in this
-process, as it did before the daemon (said in one line, unless turned off).
+waited for. Turned off (``ISOAGENT_DAEMON=0``; ``ISOAGENT_WARM_GATEWAY=0`` turns off the
+gateway too), or the daemon cannot be started or used (an address held by another user, a
+daemon that refuses): ``run`` returns None and the command runs in this process, as it did
+before the daemon (said in one line, unless turned off).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import time
 from isoagent.parent.daemon import address, wire
 
 VARIABLE = "ISOAGENT_WARM_GATEWAY"  # 0: no daemon, no gateway: every invocation on its own
+DAEMON_VARIABLE = "ISOAGENT_DAEMON"  # 0: commands run in their own process (the gateway warm)
 IDLE_VARIABLE = "ISOAGENT_WARM_GATEWAY_IDLE"  # seconds; tests make it short
+MOST_VARIABLE = "ISOAGENT_WARM_DAEMONS"  # how many of this user's may live at once
 DEPTH_VARIABLE = "ISOAGENT_DEPTH"  # set in every child: no session starts there
 START_SECONDS = 30.0  # how long a starting daemon may take to import and listen
 THIN_COMMANDS = ("task", "run", "batch")
@@ -53,7 +56,11 @@ def thin(argv: list[str]) -> bool:
 def run(argv: list[str]) -> int | None:
     """``isoagent ARGV`` run by the warm daemon: its exit status; None: run it here."""
     environ = os.environ
-    if not thin(argv) or environ.get(VARIABLE, "1") == "0" or environ.get(DEPTH_VARIABLE):
+    if (
+        not thin(argv)
+        or "0" in (environ.get(VARIABLE, "1"), environ.get(DAEMON_VARIABLE, "1"))
+        or environ.get(DEPTH_VARIABLE)
+    ):
         return None
     try:
         where = address.daemon_address(environ)
@@ -107,7 +114,9 @@ def start(where: str, environ: os._Environ[str] | dict[str, str]) -> int:
     """Start the daemon for ``where``, detached (a session of its own, no descriptor of
     ours), with only the variables its address is made of and its own settings; its pid.
     The daemon exits at once if the address it finds for itself is not ``where``."""
-    own = {k: environ[k] for k in (IDLE_VARIABLE, "PYTHONPATH", "HOME") if k in environ}
+    own = {
+        k: environ[k] for k in (IDLE_VARIABLE, MOST_VARIABLE, "PYTHONPATH", "HOME") if k in environ
+    }
     argv = [sys.executable, "-P", "-m", "isoagent.parent.daemon", where[1:]]
     null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
     return os.posix_spawn(

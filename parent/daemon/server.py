@@ -34,9 +34,10 @@ import sys
 import time
 
 from isoagent.parent.daemon import address, session, wire
+from isoagent.parent.daemon.client import IDLE_VARIABLE, MOST_VARIABLE
 
 IDLE_SECONDS = 300.0
-MAX_LIVE = 8  # this user's daemons at once: starting one more stops the longest idle
+MAX_LIVE = 8  # this user's daemons at once (ISOAGENT_WARM_DAEMONS): one more stops the longest idle
 PEEK_SECONDS = 2.0  # how long a peer may take to say what it wants
 # what a session imports: loaded once here, shared by every session's process
 PRELOAD = (
@@ -65,14 +66,18 @@ class Daemon:
         self.stopping = False
         self.stop_asked = False  # SIGTERM: stop at the next turn of the loop
 
-    def bind(self) -> bool:
-        """Both addresses, or neither: False when another daemon holds them."""
+    def bind(self) -> int | None:
+        """Both addresses: None once bound; else the exit status, 0 when another daemon
+        holds them (it serves), 4 when another process holds the gateway's."""
         try:
             self.listener.bind(self.where)
+        except OSError:
+            return 0
+        try:
             self.gateway_listener.bind(address.gateway_address(self.where))
         except OSError:
-            return False
-        return True
+            return 4
+        return None
 
     def start(self) -> None:
         """Load, start the gateway and the fork server, and listen."""
@@ -80,6 +85,7 @@ class Daemon:
 
         for module in PRELOAD:
             importlib.import_module(module)
+        _fill_caches()
         read, self.gateway_control = os.pipe()
         self.gateway_listener.listen(64)  # calls wait in its backlog while the gateway starts
         self.gateway = os.fork()
@@ -282,6 +288,19 @@ class Daemon:
             self.stop()
 
 
+def _fill_caches() -> None:
+    """Compute once, here, what every session would compute alike on its first use: the
+    tools' input schemas, the options' resolved types."""
+    from isoagent.child.agent.tools import TOOL_CLASSES
+    from isoagent.child.agent.tools.base import input_schema
+    from isoagent.parent import options
+
+    for tool in TOOL_CLASSES.values():
+        input_schema(tool.Input)
+    for kind in (options.Options, options.AgentDefinition):
+        options._field_types(kind)
+
+
 def _wake_on_child_exit() -> int:
     read, write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(write)
@@ -298,11 +317,11 @@ def main() -> None:
     if len(sys.argv) > 1 and "\0" + sys.argv[1] != where:
         sys.exit(3)  # the code changed since the client looked, or exec changed the context
     make_undumpable()  # it holds the key: its environ and memory, not for children
-    idle = float(os.environ.get("ISOAGENT_WARM_GATEWAY_IDLE") or IDLE_SECONDS)
+    idle = float(os.environ.get(IDLE_VARIABLE) or IDLE_SECONDS)
     daemon = Daemon(where, idle)
-    if not daemon.bind():
-        return  # another invocation's daemon won the address: that one serves
-    make_room(where, MAX_LIVE)
+    if (refused := daemon.bind()) is not None:
+        sys.exit(refused)
+    make_room(where, int(os.environ.get(MOST_VARIABLE) or MAX_LIVE))
     daemon.start()
     signal.signal(signal.SIGTERM, lambda *_: setattr(daemon, "stop_asked", True))
     daemon.serve()

@@ -282,11 +282,11 @@ def exchange(sock: socket.socket, request: StatusAsked | StopAsked) -> GatewaySt
         header = stream.read(HEADER.size)
         if len(header) < HEADER.size:
             raise OSError("it did not answer (another version of isoagent?)")
-        body = stream.read(check_length(header))
-    try:
-        return _status.decode(body)
-    except msgspec.DecodeError as exc:
-        raise OSError(f"its answer did not decode: {exc}") from None
+        try:
+            body = stream.read(check_length(header))
+            return _status.decode(body)
+        except (FrameError, msgspec.DecodeError) as exc:  # a refusal, another version
+            raise OSError(f"its answer is not a status: {exc}") from None
 
 
 def read_request(sock: socket.socket) -> StatusAsked | StopAsked | WarmCall:
@@ -295,11 +295,10 @@ def read_request(sock: socket.socket) -> StatusAsked | StopAsked | WarmCall:
         header = stream.read(HEADER.size)
         if len(header) < HEADER.size:
             raise OSError("no request")
-        body = stream.read(check_length(header))
-    try:
-        return _requests.decode(body)  # type: ignore[no-any-return]
-    except msgspec.DecodeError as exc:
-        raise OSError(f"undecodable request: {exc}") from None
+        try:
+            return _requests.decode(stream.read(check_length(header)))  # type: ignore[no-any-return]
+        except (FrameError, msgspec.DecodeError) as exc:
+            raise OSError(f"undecodable request: {exc}") from None
 
 
 # --- the gateway process ---------------------------------------------------------------

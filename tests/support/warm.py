@@ -68,6 +68,20 @@ class WarmGateways:
             end(where)
 
 
+def listener_pid(where: str) -> int:
+    """The pid of the process that listens at abstract socket ``where`` (0: none)."""
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(where)
+        except OSError:
+            return 0
+        credentials = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        return int(struct.unpack("3i", credentials)[0])
+
+
 def end(where: str) -> None:
     """Stop the daemon at ``where`` and wait until it is gone; killed if it lingers."""
     try:
