@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from bench.cli_start import SCRIPT
-from bench.references import PROMPT, claude_cli, one_bash_call, timed
+from bench.references import PROMPT, claude_cli, claude_environment, one_bash_call, timed
 from bench.stats import Line, Stat, reference
 from isoagent.parent.daemon import address
 from tests.conftest import cli_env
@@ -63,13 +63,7 @@ def one_shot(runs: int, skipped: list[str]) -> list[Line]:
             "ISOAGENT_WARM_GATEWAY_IDLE": "600",
         }
         here = {**env, "ISOAGENT_DAEMON": "0"}  # in-process, the gateway warm
-        claude_env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(home),
-            "ANTHROPIC_BASE_URL": server.base_url,
-            "ANTHROPIC_API_KEY": "bench-key",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        }
+        claude_env = claude_environment(server, home)
         task = [*ISOAGENT, "task", PROMPT]
         where = address.daemon_address(env)
         try:

@@ -146,7 +146,7 @@ while len(peers.listening()) < 2 and time.monotonic() < deadline:
     time.sleep(0.05)
 before = json.loads(subprocess.run([*cli, "list", "--json"], capture_output=True).stdout)
 stopped = subprocess.run([*cli, "stop", "--all"], capture_output=True, text=True)
-codes = [g.wait(timeout=30) for g in gateways]
+codes = [g.wait(timeout=120) for g in gateways]  # a gateway may still import the SDK
 after = subprocess.run([*cli, "list"], capture_output=True, text=True)
 print(json.dumps({"before": [g["pid"] for g in before], "pids": [g.pid for g in gateways],
                   "stopped": stopped.stdout, "codes": codes, "after": after.stderr}))

@@ -33,13 +33,18 @@ import struct
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from isoagent.parent.daemon import address, session, wire
 from isoagent.parent.daemon.client import IDLE_VARIABLE, MOST_VARIABLE
 
+if TYPE_CHECKING:
+    from isoagent.parent.model import warm
+
 IDLE_SECONDS = 300.0
 MAX_LIVE = 8  # this user's daemons at once (ISOAGENT_WARM_DAEMONS): one more stops the longest idle
 PEEK_SECONDS = 2.0  # how long a peer may take to say what it wants
+ASK_SECONDS = 0.5  # how long the daemon waits for its gateway's status (none while it loads)
 # what a session imports: loaded once here, shared by every session's process. Not the SDK:
 # sessions make their calls through the gateway, which imports it in its own process; the
 # daemon stays small (30 MB, not 90), and a fork of it costs a third
@@ -64,6 +69,7 @@ class Daemon:
         self.last = time.monotonic()  # when the last session ended
         self.gateway = 0  # its pid
         self.gateway_control = -1  # closed: the gateway takes no more calls
+        self.gateway_ready = False  # it has answered: its SDK is imported, its loop runs
         self.fork_server: subprocess.Popen[bytes] | None = None
         self.fork_server_socket: socket.socket | None = None
         self.stopping = False
@@ -131,7 +137,9 @@ class Daemon:
             theirs.close()
 
     def serve(self) -> None:
-        wake = _wake_on_child_exit()
+        from isoagent.child.forkserver import wake_on_child_exit
+
+        wake = wake_on_child_exit()
         while self.sessions or not self.stopping:
             timeout = None if self.stopping else max(self.idle - self._quiet(), 0.05)
             waits: list[int | socket.socket] = [wake] if self.stopping else [self.listener, wake]
@@ -150,14 +158,22 @@ class Daemon:
         return 0.0 if self.sessions else time.monotonic() - self.last
 
     def _gateway_quiet(self) -> float:
-        """How long the gateway has had no call (0 while it answers one)."""
+        """How long the gateway has had no call (0 while it answers one, or loads)."""
+        gateway = self._gateway_status()
+        if gateway is None:  # still importing the SDK (it answers nothing then), or gone
+            return 0.0 if self.gateway else self.idle
+        return 0.0 if gateway.calls_running else min(gateway.quiet_seconds, self._quiet())
+
+    def _gateway_status(self) -> warm.GatewayStatus | None:
+        """Its gateway's status, asked briefly: this loop serves every invocation."""
         from isoagent.parent.model import warm
 
         try:
-            status = warm.ask(address.gateway_address(self.where), warm.StatusAsked())
+            status = warm.ask(address.gateway_address(self.where), warm.StatusAsked(), ASK_SECONDS)
         except OSError:
-            return self.idle  # gone: nothing keeps the daemon
-        return 0.0 if status.calls_running else min(status.quiet_seconds, self._quiet())
+            return None
+        self.gateway_ready = True
+        return status
 
     def stop(self) -> None:
         """Take no more invocations (a new daemon may take the address); the sessions
@@ -174,20 +190,19 @@ class Daemon:
         if self.fork_server is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.fork_server.wait(5)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.gateway, 0)
+        if self.gateway and not self.gateway_ready and self._gateway_status() is None:
+            # still importing the SDK: it has taken no call yet, and would hold its address
+            # until its import ends (seconds, on a loaded machine)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.gateway, signal.SIGKILL)
+        if self.gateway:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.gateway, 0)
 
     def _reap(self, wake: int) -> None:
-        with contextlib.suppress(BlockingIOError):
-            while os.read(wake, 512):
-                pass
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
+        from isoagent.child.forkserver import reaped
+
+        for pid, code in reaped(wake):  # code: negative when killed by that signal
             if pid == self.gateway or (self.fork_server and pid == self.fork_server.pid):
                 self.stop()  # a daemon without them serves no one well: the next one will
                 if pid == self.gateway:
@@ -197,7 +212,6 @@ class Daemon:
             if client is None:
                 continue
             self.last = time.monotonic()
-            code = os.waitstatus_to_exitcode(status)  # negative: killed by that signal
             kind = wire.KILLED if code < 0 else wire.EXITED
             with contextlib.suppress(OSError):  # its client may have gone
                 client.send(wire.frame(kind, wire.CODE.pack(abs(code))), socket.MSG_DONTWAIT)
@@ -276,16 +290,17 @@ class Daemon:
         return ours
 
     def _answer_status(self, client: socket.socket) -> None:
-        """``isoagent gateway list|stop``: this daemon's status (and its gateway's)."""
+        """``isoagent gateway list|stop``: this daemon's status, with its gateway's calls."""
         from isoagent.parent.model import warm
 
         asked = warm.read_request(client)
-        status = warm.ask(address.gateway_address(self.where), warm.StatusAsked())
-        status.pid = os.getpid()
+        gateway = self._gateway_status()
+        calls = (gateway.calls_served, gateway.calls_running) if gateway else (0, 0)
+        quiet = min(gateway.quiet_seconds if gateway else 0.0, self._quiet())
+        status = warm.status(*calls, quiet)
+        status.idle_seconds = self.idle
         status.sessions_running = len(self.sessions)
         status.sessions_served = self.served
-        status.quiet_seconds = min(status.quiet_seconds, self._quiet())
-        status.idle_seconds = self.idle
         client.sendall(warm.encode_frame(status))
         if isinstance(asked, warm.StopAsked):
             self.stop()
@@ -302,13 +317,6 @@ def _fill_caches() -> None:
         input_schema(tool.Input)
     for kind in (options.Options, options.AgentDefinition):
         options._field_types(kind)
-
-
-def _wake_on_child_exit() -> int:
-    read, write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    signal.set_wakeup_fd(write)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    return read
 
 
 def main() -> None:

@@ -289,6 +289,16 @@ def exchange(sock: socket.socket, request: StatusAsked | StopAsked) -> GatewaySt
             raise OSError(f"its answer is not a status: {exc}") from None
 
 
+def status(served: int, running: int, quiet: float) -> GatewayStatus:
+    """This process's status (a gateway's, or its daemon's), with these calls."""
+    key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN") or ""
+    return GatewayStatus(
+        os.getpid(), os.environ.get("ANTHROPIC_BASE_URL", ""), served, running, 0.0,
+        quiet_seconds=quiet, python=sys.prefix,
+        key=hashlib.sha256(key.encode()).hexdigest()[:8] if key else "",
+    )  # fmt: skip
+
+
 def read_request(sock: socket.socket) -> StatusAsked | StopAsked | WarmCall:
     """One request from ``sock``, whose timeout bounds the wait; OSError if it is none."""
     with sock.makefile("rb") as stream:
@@ -322,7 +332,6 @@ async def serve(listener: socket.socket, control: int) -> None:
     last = time.monotonic()  # when the last call was answered
     stop = asyncio.Event()
     asyncio.get_running_loop().add_reader(control, stop.set)  # EOF: the daemon is gone
-    key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN") or ""
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal calls, served, last
@@ -332,12 +341,7 @@ async def serve(listener: socket.socket, control: int) -> None:
             asked = await asyncio.wait_for(_read_frame(reader, _requests), FRAME_SECONDS)
             if isinstance(asked, StatusAsked | StopAsked):
                 quiet = 0.0 if calls else time.monotonic() - last
-                status = GatewayStatus(
-                    os.getpid(), os.environ.get("ANTHROPIC_BASE_URL", ""), served, calls, 0.0,
-                    quiet_seconds=quiet, python=sys.prefix,
-                    key=hashlib.sha256(key.encode()).hexdigest()[:8] if key else "",
-                )  # fmt: skip
-                writer.write(encode_frame(status))
+                writer.write(encode_frame(status(served, calls, quiet)))
                 await writer.drain()
                 if isinstance(asked, StopAsked):
                     stop.set()
