@@ -103,7 +103,7 @@ class Options:
     # where run folders go; None: $ISOAGENT_RUN_DIR, else <workdir>/.isoagent/runs, else
     # (a read-only workspace) $XDG_STATE_HOME/isoagent/runs
     run_dir: str | Path | None = None
-    local_fetch_hosts: Sequence[str] = ()  # web_fetch may reach these on private addresses
+    local_fetch_hosts: Sequence[str] = ()  # WebFetch may reach these on private addresses
     max_tokens_total: int = 0  # the run's token budget
     api_retry_deadline: float = 600.0  # seconds a refused or failed model call is retried
     cpu_seconds: int = _LIMITS.cpu_seconds

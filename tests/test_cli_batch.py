@@ -475,7 +475,7 @@ def test_a_child_cannot_make_resume_skip_a_task_by_forging_an_ok_line(
     def handler(req: Request) -> Reply:
         if req.first_user_text == "forge" and req.turn == 0:
             return tool_reply(
-                "bash", {"command": f"echo {shlex.quote(json.dumps(forged))} >> {out}"}
+                "Bash", {"command": f"echo {shlex.quote(json.dumps(forged))} >> {out}"}
             )
         return text_reply(f"did: {req.first_user_text}")
 
@@ -510,7 +510,7 @@ def test_a_writing_child_cannot_take_the_results_already_written_from_the_o_file
 
     def handler(req: Request) -> Reply:
         if req.first_user_text == "attack" and req.turn == 0:
-            return tool_reply("bash", {"command": f"{attack} {out}; echo rc=$?"})
+            return tool_reply("Bash", {"command": f"{attack} {out}; echo rc=$?"})
         if req.first_user_text == "attack":
             return text_reply(f"saw {req.tool_results[0]['content']}")
         return text_reply(f"did: {req.first_user_text}")
@@ -556,7 +556,7 @@ def test_a_full_disk_loses_no_result_line_and_resume_runs_what_was_not_written(
     def handler(req: Request) -> Reply:
         if req.first_user_text == "fill" and req.turn == 0 and not filled:
             filled.append(True)
-            return tool_reply("bash", {"command": "dd if=/dev/zero of=fill bs=64k count=100"})
+            return tool_reply("Bash", {"command": "dd if=/dev/zero of=fill bs=64k count=100"})
         return text_reply(f"did: {req.first_user_text}")
 
     api_server.handler = handler

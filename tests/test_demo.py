@@ -139,7 +139,7 @@ def test_demo_reports_each_example_from_its_transcripts(demo: Demo):
         assert example.stats["pids"] == ", ".join(str(e["pid"]) for e in started)
         assert int(example.stats["kids"]) == len(children) == len(started)
         read = sum(len(r["content"].encode()) for child in children for r in tool_results(child))
-        task_ids = {use["id"] for use in tool_uses(parent, "task")}
+        task_ids = {use["id"] for use in tool_uses(parent, "Agent")}
         got = sum(
             len(r["content"].encode()) for r in tool_results(parent) if r["tool_use_id"] in task_ids
         )
@@ -181,8 +181,8 @@ def test_example_3_module_exists_and_parent_verified_it(demo: Demo):
     example = demo.examples[2]
     module = demo.root / "project" / "discounts.py"
     [child] = example.children
-    [write] = tool_uses(child, "write_file")
-    assert write["input"]["path"] == "discounts.py"
+    [write] = tool_uses(child, "Write")
+    assert write["input"]["file_path"] == "discounts.py"
     assert module.read_text() == write["input"]["content"]
     check = subprocess.run(
         [sys.executable, "-c", "import discounts; print(discounts.bulk_discount(20, 1.5))"],
@@ -192,7 +192,8 @@ def test_example_3_module_exists_and_parent_verified_it(demo: Demo):
         timeout=30,
     )
     assert check.stdout == "27.0\n", check.stderr
-    [verify] = tool_uses(example.parent, "bash")
+    [verify] = tool_uses(example.parent, "Bash")
+
     assert "import discounts" in verify["input"]["command"]
     [result] = [r for r in tool_results(example.parent) if r["tool_use_id"] == verify["id"]]
     assert not result.get("is_error")

@@ -78,7 +78,7 @@ def test_progress_shows_while_the_model_answers_and_a_closing_line_at_the_end(
     def handler(req: Request) -> Reply:
         if req.is_parent and req.turn == 0:
             task = {"description": "look", "prompt": "look", "subagent_type": "Explore"}
-            return held_until(screen, seen, tool_reply("task", task))
+            return held_until(screen, seen, tool_reply("Agent", task))
         if not req.is_parent and req.turn == 0 and args[0] == "task":
             return held_until(screen, seen, text_reply("found it"))
         return text_reply("found it")

@@ -54,7 +54,7 @@ def descendants(pid: int) -> list[int]:
 
 def slow_bash(request: Request) -> object:
     if request.turn == 0:
-        return tool_reply("bash", {"command": "sleep 60"})
+        return tool_reply("Bash", {"command": "sleep 60"})
     return text_reply("done")
 
 
@@ -108,7 +108,7 @@ def test_a_killed_daemon_ends_the_invocation_in_one_line_and_the_batch_resumes(
 ) -> None:
     def handler(request: Request) -> object:
         if "slow" in json.dumps(request.body["messages"][0]) and request.turn == 0:
-            return tool_reply("bash", {"command": "sleep 60"})
+            return tool_reply("Bash", {"command": "sleep 60"})
         return text_reply("done")
 
     api_server.handler = handler  # type: ignore[assignment]

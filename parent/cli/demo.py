@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.parent.cli.errors import fail, run_session_body
 from isoagent.parent.cli.exit_codes import exit_code_for
 from isoagent.parent.records.events import MessageAdded
@@ -58,7 +59,7 @@ class Tally:
         if not isinstance(event, MessageAdded):
             return
         for block in event.content:
-            if isinstance(block, ToolUseBlock) and block.name == "task" and not event.child:
+            if isinstance(block, ToolUseBlock) and block.name == TASK_TOOL and not event.child:
                 self._task_ids.add(block.id)
             elif isinstance(block, ToolResultBlock):
                 size = len(block.content.encode())

@@ -245,7 +245,7 @@ def _dollars(cost: float) -> str:
 
 def run_tree(run: PastRun, *, full: bool = False) -> Iterator[str]:
     """One run as indented lines: the run, the parent's turns, each child under the
-    ``task`` call that started it, with its own turns; ``full``: nothing cut short."""
+    ``Agent`` call that started it, with its own turns; ``full``: nothing cut short."""
     yield f"run {run.run_id}: {_totals(run)}"
     if (start := run.start) is not None:
         batch = f", batch {start.batch_input}" if start.batch_input else ""

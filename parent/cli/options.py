@@ -167,7 +167,7 @@ LIMIT_OPTIONS = [
     ),
     click.option(
         "--allow-local-fetch", "local_fetch_hosts", multiple=True, metavar="HOST",
-        help="A host web_fetch may fetch although it is on a private, loopback or link-local "
+        help="A host WebFetch may fetch although it is on a private, loopback or link-local "
         "address (an intranet's docs); repeatable. Others are refused, redirects included.",
     ),
     click.option(

@@ -1,4 +1,4 @@
-"""``isoagent run``: the parent agent, delegating to child processes with ``task``."""
+"""``isoagent run``: the parent agent, delegating to child processes with ``Agent``."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def run(
 
     Text piped to stdin is attached to PROMPT between <stdin> and </stdin> lines.
 
-    The parent can delegate to subagents with its `task` tool; each runs as its own
+    The parent can delegate to subagents with its `Agent` tool; each runs as its own
     process and only its summary comes back. Progress goes to stderr.
     """
     from isoagent.parent.session import Session

@@ -4,7 +4,7 @@ The parent and each child are bars on one time axis, from the times their transc
 written (``Event.timestamp``, one clock: the parent's). A bar's pieces follow its
 conversation: a model call runs from the message that asked (the prompt, or the tools'
 results) to the answer, so it includes any wait for a slot or the rate limit; the tools run
-from the answer to the next results message, and a parent's ``task`` calls are its waits for
+from the answer to the next results message, and a parent's ``Agent`` calls are its waits for
 children. Inline CSS and SVG only: no script, no network; the details of each piece are in
 its tooltip (SVG ``<title>``).
 """
@@ -17,6 +17,7 @@ from datetime import datetime
 from html import escape
 from typing import Literal
 
+from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.parent.records.past_run import AgentLog, PastRun
 from isoagent.parent.records.terminal_text import plural, shorten
 from isoagent.protocol import ToolUseBlock, Usage
@@ -112,7 +113,7 @@ def _lane(agent: AgentLog, origin: datetime, start: float, end: float) -> Lane:
         asked = None
         names = [b.name for b in message.content if isinstance(b, ToolUseBlock)]
         if names:
-            kind: Kind = "children" if "task" in names else "tools"
+            kind: Kind = "children" if TASK_TOOL in names else "tools"
             tools = Piece(at, end, kind, f"turn {message.turn + 1}: " + ", ".join(names))
             lane.pieces.append(tools)
     for piece in lane.pieces:
