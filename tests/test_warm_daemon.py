@@ -200,6 +200,18 @@ SQUAT = (
 )
 
 
+# connects to the address argv[1], sends the invocation argv[2], prints what comes back
+ASK = (
+    "import socket, sys\n"
+    "s = socket.socket(socket.AF_UNIX); s.connect(bytes.fromhex(sys.argv[1]))\n"
+    "try:\n"
+    "    socket.send_fds(s, [bytes.fromhex(sys.argv[2])], [0, 1, 2, 0])\n"
+    "except BrokenPipeError:\n"
+    "    pass  # refused already, before the invocation was sent\n"
+    "print(repr(s.recv(4096)))\n"
+)
+
+
 def test_a_daemon_address_squatted_by_another_user_is_said_and_not_used(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
@@ -255,19 +267,32 @@ def test_another_users_invocation_is_refused_by_this_users_daemon(
     assert done.returncode == 0, done.stderr
     where = address.daemon_address(env)
     invocation = wire.Invocation(["task", "hi"], {}, 0o22, "", ["utf-8:strict"] * 3).encode()
-    ask = (
-        "import socket, sys\n"
-        "s = socket.socket(socket.AF_UNIX); s.connect(bytes.fromhex(sys.argv[1]))\n"
-        "try:\n"
-        "    socket.send_fds(s, [bytes.fromhex(sys.argv[2])], [0, 1, 2, 0])\n"
-        "except BrokenPipeError:\n"
-        "    pass  # refused already, before the invocation was sent\n"
-        "print(repr(s.recv(4096)))\n"
-    )
     try:
-        other = playing(65534, ask, where.encode().hex(), invocation.hex())
+        other = playing(65534, ASK, where.encode().hex(), invocation.hex())
         out, err = other.communicate(timeout=CEILING)
         assert out.strip() == repr(wire.frame(wire.REFUSED, b"another user's process")), err
+    finally:
+        end(where)
+
+
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv (util-linux)")
+def test_a_confined_process_of_this_user_is_refused_by_its_daemon(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """A process that may do less than the daemon (here no_new_privs, as a sandbox sets)
+    would escape its confinement through it: refused, whatever address it names."""
+    env = {**env_for(api_server, tmp_path), "ISOAGENT_WARM_GATEWAY_IDLE": "60"}
+    done = run_cli(["task", "hi"], env, cwd=tmp_path, process=True, input="")
+    assert done.returncode == 0, done.stderr
+    where = address.daemon_address(env)
+    invocation = wire.Invocation(["task", "hi"], {}, 0o22, "", ["utf-8:strict"] * 3).encode()
+    try:
+        confined = subprocess.run(
+            ["setpriv", "--no-new-privs", OTHERS_PYTHON, "-c", ASK, where.encode().hex(),
+             invocation.hex()], capture_output=True, text=True, timeout=CEILING,
+        )  # fmt: skip
+        refused = wire.frame(wire.REFUSED, b"its process context is not the daemon's")
+        assert confined.stdout.strip() == repr(refused), confined.stderr
     finally:
         end(where)
 
