@@ -296,7 +296,9 @@ class Daemon:
         asked = warm.read_request(client)
         gateway = self._gateway_status()
         calls = (gateway.calls_served, gateway.calls_running) if gateway else (0, 0)
-        quiet = min(gateway.quiet_seconds if gateway else 0.0, self._quiet())
+        quiet = self._quiet()  # a gateway that does not answer yet has made no call
+        if gateway is not None:
+            quiet = min(gateway.quiet_seconds, quiet)
         status = warm.status(*calls, quiet)
         status.idle_seconds = self.idle
         status.sessions_running = len(self.sessions)
