@@ -298,9 +298,12 @@ class Session:
                     await session.supervisor.close()
                     session.run.close()  # no file is created in it any more
                     await source.aclose()
-            if session.signal:
-                session._record_interruption()
-                raise Interrupted(session.signal, session.run.display(session.run.path))
+            try:
+                if session.signal:
+                    session._record_interruption()
+                    raise Interrupted(session.signal, session.run.display(session.run.path))
+            finally:
+                session.log.close()
         finally:
             if fork_server is not None:
                 fork_server.close()
@@ -417,8 +420,13 @@ class Session:
             self.trace.finish(result)
         self.final = final
         self.events(final)
-        self.log.close()
         return final
+
+    def failed_after(self, final: RunFinished, error: str) -> None:
+        """The command failed once its run had ended (its answer could not be written): the
+        run's last record says so, as ``logs`` shows it."""
+        result = msgspec.structs.replace(final.result, status="error", error=error)
+        self.log(msgspec.structs.replace(final, result=result, timestamp=None))
 
     def command_environment(self) -> dict[str, str]:
         """The parent's own commands: the user's environment without the API credentials,
@@ -514,6 +522,8 @@ class Session:
                 if result.status == "ok" and self.structured.value is None:  # once more
                     result = await run_in_thread(agent.run, ENFORCE_STRUCTURED, agent.messages)
                 result = self.structured.result(result)
+            if self._ending is not None:  # an interrupt's: the children's ends come first
+                await self._ending
             return result
         except asyncio.CancelledError:
             ctx.cancelled.set()

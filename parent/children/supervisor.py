@@ -83,6 +83,7 @@ class ChildRequest:
     agent: AgentSpec
     depth: int = 1  # 1: the parent's child; 2: a child's (--max-depth 2), ...
     history: tuple[Message, ...] = ()  # an earlier child's conversation it goes on with
+    asked_by: str = ""  # the child whose task call this is ("": the parent's)
 
 
 # children that children may start in one run, in all (--max-depth 2 or more)
@@ -228,7 +229,9 @@ class Supervisor:
             refusal = f"the run's token budget ({total}) is used up"
         else:
             self.nested += 1
-            finished = await self.run(ChildRequest(call.description, call.prompt, agent, depth + 1))
+            request = ChildRequest(call.description, call.prompt, agent, depth + 1)
+            request.asked_by = asking.id
+            finished = await self.run(request)
             return TaskReply(call.id, report(finished), not ended_well(finished))
         return TaskReply(call.id, refusal, is_error=True)
 
@@ -381,6 +384,7 @@ class _ChildRun:
                     pid=process.pid,
                     transcript=self.transcript_label,
                     host=launcher.host_name,
+                    parent=self.request.asked_by,
                 )
             )
             result = await self._outcome(process, task)
