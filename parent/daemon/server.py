@@ -224,11 +224,14 @@ class Daemon:
             return
         try:
             client.settimeout(PEEK_SECONDS)
-            why = self._refusal(client)
-            first = client.recv(len(wire.MAGIC), socket.MSG_PEEK) if not why else b""
+            first = client.recv(len(wire.MAGIC), socket.MSG_PEEK)
+            invocation = first.startswith(wire.MAGIC[:4])
+            # an invocation only from a peer that may do all the daemon does; a status or a
+            # stop from any process of its user (another namespace's `gateway list` too)
+            why = self._refusal(client) if invocation else self._other_user(client)
             if why:
                 client.sendall(wire.frame(wire.REFUSED, why.encode()))
-            elif first.startswith(wire.MAGIC[:4]):
+            elif invocation:
                 self._fork_session(client)
                 return
             else:
@@ -236,6 +239,13 @@ class Daemon:
         except OSError:
             pass
         client.close()
+
+    @staticmethod
+    def _other_user(client: socket.socket) -> str:
+        credentials = client.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        return (
+            "another user's process" if struct.unpack("3i", credentials)[1] != os.geteuid() else ""
+        )
 
     def _refusal(self, client: socket.socket) -> str:
         """Why the peer is not served ("" when it is): another user, or a process that

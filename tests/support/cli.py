@@ -150,7 +150,8 @@ def in_private_mounts(
     body = f'isoagent() {{ {shlex.join(ISOAGENT)} "$@"; }}\n{{ {setup}\n}} || exit 99\n{script}'
     done = subprocess.run(
         ["unshare", "-m", "bash", "-c", body],
-        env=env,
+        # no warm daemon: one started in the namespace would live on in it, out of reach
+        env={**env, "ISOAGENT_WARM_GATEWAY": "0"},
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         capture_output=True,
