@@ -768,7 +768,9 @@ def test_two_batches_on_one_output_run_no_task_twice(
     ids = [f"t{n}" for n in range(4)]
     tasks_file(tmp_path / "tasks.jsonl", [{"id": i, "prompt": i} for i in ids])
     args = ["batch", "tasks.jsonl", "-j", "2", "-o", "out.jsonl", "-C", str(workspace)]
-    env = env_for(api_server, tmp_path)
+    # each batch in its own process, which the refusal names (through the warm daemon it
+    # names the session's process)
+    env = {**env_for(api_server, tmp_path), "ISOAGENT_DAEMON": "0"}
     batches = [start_cli(args, env, cwd=tmp_path) for _ in range(2)]
     ends = [(cli.pid, *cli.communicate(timeout=120), cli.returncode) for cli in batches]
 
