@@ -542,7 +542,8 @@ def in_own_mounts(
     private = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
     return subprocess.run(
         [*private, "sh", "-c", script],
-        env=env_for(server, tmp_path, **env),
+        # no warm daemon: one started in the namespace is keyed by it, out of the suite's end
+        env=env_for(server, tmp_path, ISOAGENT_WARM_GATEWAY="0", **env),
         cwd=tmp_path,
         capture_output=True,
         text=True,
