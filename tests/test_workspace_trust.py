@@ -18,7 +18,7 @@ import pytest
 
 from isoagent.parent.options import Options, settings_for
 from tests.conftest import cli_env
-from tests.support.cli import ISOAGENT, run_cli
+from tests.support.cli import ISOAGENT, run_cli, shell
 from tests.support.messages_server import MessagesServer, Request
 from tests.test_mcp_servers import lookup_server, write_agent
 
@@ -52,6 +52,7 @@ def left_out(done: subprocess.CompletedProcess[str]) -> list[str]:
     return [line for line in done.stderr.splitlines() if "is not trusted" in line]
 
 
+@pytest.mark.usefixtures("both_paths")
 @pytest.mark.parametrize("command", [["run", "go"], ["-p", "go"]], ids=["run", "print"])
 def test_a_repositorys_mcp_json_starts_nothing_before_the_workspace_is_trusted(
     api_server: MessagesServer, tmp_path: Path, command: list[str]
@@ -69,6 +70,7 @@ def test_a_repositorys_mcp_json_starts_nothing_before_the_workspace_is_trusted(
     )
 
 
+@pytest.mark.usefixtures("both_paths")
 def test_isoagent_trust_records_the_files_by_content_and_a_changed_file_asks_again(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
@@ -104,6 +106,7 @@ def test_isoagent_trust_records_the_files_by_content_and_a_changed_file_asks_aga
     assert len(left_out(revoked)) == 1 and len(started(ws)) == 1
 
 
+@pytest.mark.usefixtures("both_paths")
 def test_trust_for_one_run_records_nothing(api_server: MessagesServer, tmp_path: Path) -> None:
     ws = repository(tmp_path)
     env = env_for(api_server, tmp_path)
@@ -150,12 +153,18 @@ def on_terminal(args: list[str], answer: str, env: dict[str, str], cwd: Path) ->
     return shown.decode(errors="replace").replace("\r\n", "\n")
 
 
+# how a process runs its command: handed to the warm daemon (a session process with no
+# controlling terminal, on the client's descriptors), or in its own process
+HOW = {"daemon": {}, "own-process": {"ISOAGENT_DAEMON": "0"}}
+
+
+@pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("answer", ["\n", "y\n"], ids=["default-no", "yes"])
 def test_on_a_terminal_run_asks_and_the_default_is_no(
-    api_server: MessagesServer, tmp_path: Path, answer: str
+    api_server: MessagesServer, tmp_path: Path, answer: str, how: str
 ) -> None:
     ws = repository(tmp_path)
-    env = env_for(api_server, tmp_path)
+    env = env_for(api_server, tmp_path) | HOW[how]
     shown = on_terminal(["run", "go"], answer, env, ws)
     assert f"isoagent: {ws} is not trusted yet; its files would run or grant this:" in shown
     assert "  .mcp.json: MCP servers ctx (" in shown
@@ -168,10 +177,22 @@ def test_on_a_terminal_run_asks_and_the_default_is_no(
         assert started(ws) == [] and f"{ws} is not trusted: .mcp.json left out" in shown
 
 
+@pytest.mark.parametrize("how", HOW)
+def test_with_stdin_closed_nobody_is_asked_and_the_run_goes_on(
+    api_server: MessagesServer, tmp_path: Path, how: str
+) -> None:
+    ws = repository(tmp_path)
+    done = shell("isoagent run go <&-", env_for(api_server, tmp_path) | HOW[how], ws)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and started(ws) == []
+    assert len(left_out(done)) == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+
+
 def claude_json(home: Path, projects: dict[str, dict[str, object]]) -> None:
     (home / ".claude.json").write_text(json.dumps({"projects": projects}))
 
 
+@pytest.mark.usefixtures("both_paths")
 def test_claude_codes_trust_and_approval_answer_for_files_isoagent_has_not_seen(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
@@ -233,6 +254,7 @@ def test_an_agent_files_own_server_is_left_out_of_an_untrusted_workspace(
     assert [s.name for s in trusted.agents["owner"].mcp_servers] == ["own"] and len(said) == 1
 
 
+@pytest.mark.usefixtures("both_paths")
 def test_print_mode_applies_the_workspaces_settings_hooks_only_once_trusted(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:

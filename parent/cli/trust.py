@@ -100,8 +100,8 @@ def _describe(files: Sequence[WorkspaceFile]) -> None:
 
 def ask_on_terminal(workdir: Path, files: Sequence[WorkspaceFile]) -> bool:
     """The question, on a terminal (stdin and stderr both one): y records the files' trust,
-    the default no leaves them out. Off a terminal, no."""
-    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+    the default no leaves them out. Off a terminal (or with stdin closed: None), no."""
+    if sys.stdin is None or not (sys.stdin.isatty() and sys.stderr.isatty()):
         return False
     click.echo(
         f"isoagent: {terminal_line(str(workdir))} is not trusted yet; its files would run or "
