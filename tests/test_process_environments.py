@@ -19,6 +19,9 @@ from tests.support.messages_server import MessagesServer, Reply, Request, text_r
 from tests.test_mcp_servers import REPO
 from tests.test_sandbox import needs_landlock
 
+# in-process and through the warm daemon (a session forked for the invocation)
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 SECRETS = {
     "GITHUB_TOKEN": "ghp-SECRET-TOKEN",
     "AWS_SECRET_ACCESS_KEY": "AWS-SECRET-KEY",
