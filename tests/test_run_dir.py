@@ -124,6 +124,7 @@ def test_a_workspace_another_user_cannot_write_sends_that_users_runs_to_its_stat
         shutil.rmtree(shared)
 
 
+@pytest.mark.usefixtures("both_paths")  # the daemon's session finds it from the client's folder
 def test_a_run_from_a_sub_folder_keeps_its_runs_with_the_projects(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
