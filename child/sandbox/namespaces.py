@@ -1,6 +1,6 @@
 """Namespaces a child enters: a network namespace holding only a loopback interface (no
-network), and a mount namespace of its own (a private ``/dev/shm``, read-only protected
-folders: ``mounts``)."""
+network), a mount namespace of its own (a private ``/dev/shm``, read-only protected
+folders: ``mounts``) and a pid namespace of its own (``pids``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import socket
 import struct
 from pathlib import Path
 
+from isoagent.child.sandbox.pids import CLONE_NEWPID
 from isoagent.child.sandbox.syscalls import (
     SandboxError,
     fail,
@@ -24,7 +25,12 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 _CLONE_NEWUSER = 0x10000000
 _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
-_NAMES = {CLONE_NEWNS: "CLONE_NEWNS", CLONE_NEWNET: "CLONE_NEWNET", _CLONE_NEWUSER: "CLONE_NEWUSER"}
+_NAMES = {
+    CLONE_NEWNS: "CLONE_NEWNS",
+    CLONE_NEWNET: "CLONE_NEWNET",
+    CLONE_NEWPID: "CLONE_NEWPID",
+    _CLONE_NEWUSER: "CLONE_NEWUSER",
+}
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
@@ -36,7 +42,8 @@ def _call(flags: int) -> str:
 
 
 def enter_namespaces(flags: int) -> None:
-    """Move this process into new namespaces (``CLONE_NEWNET``, ``CLONE_NEWNS``).
+    """Move this process into new namespaces (``CLONE_NEWNET``, ``CLONE_NEWNS``; with
+    ``CLONE_NEWPID``, its next child: ``pids.become_init``).
 
     Unprivileged callers get a user namespace too, mapping their own uid and gid.
     Processes inside a new network namespace can still talk to each other over
