@@ -39,6 +39,7 @@ from isoagent.child import sandbox  # preloaded: what a child imports when it co
 from isoagent.child.agent.process_tree import PPID, stat_fields
 from isoagent.child.agent.tools import TOOL_CLASSES
 from isoagent.child.agent.tools.base import input_schema
+from isoagent.child.sandbox import pids
 from isoagent.protocol.forkserver import (
     MAX_MESSAGE,
     Exited,
@@ -120,7 +121,7 @@ def _spawn(sock: socket.socket, data: bytes, fds: list[int], flags: int) -> int:
             return 0
         sys.stderr.flush()
         try:
-            pid = os.fork()
+            pid = _fork(request)
         except OSError as exc:
             _send(sock, SpawnFailed(request.request, f"fork: {exc.strerror or exc}"))
             return 0
@@ -131,6 +132,15 @@ def _spawn(sock: socket.socket, data: bytes, fds: list[int], flags: int) -> int:
     finally:  # the parent must be the only holder of the other pipe ends, or EOF never comes
         for fd in fds:
             os.close(fd)
+
+
+def _fork(request: Spawn) -> int:
+    """Fork the child, pid 1 of a pid namespace of its own if the request says so and the
+    machine allows (else its sandbox makes one as it confines itself)."""
+    if request.pid_namespace:
+        with contextlib.suppress(OSError):
+            return pids.fork_as_init()
+    return os.fork()
 
 
 def become_child(request: Spawn, fds: list[int]) -> None:

@@ -18,6 +18,7 @@ class Spawn(msgspec.Struct, tag=True):
     request: int  # echoed in the answer: an answer to a request given up on is ignored
     env: dict[str, str]
     cwd: str
+    pid_namespace: bool = False  # the child is pid 1 of a pid namespace of its own
 
 
 class Spawned(msgspec.Struct, tag=True):

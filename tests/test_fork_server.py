@@ -28,6 +28,7 @@ from isoagent.parent.children.launch import (
     fork_server_for,
 )
 from isoagent.parent.children.process import ChildProcess
+from isoagent.parent.children.sandbox_policy import pid_namespaces_available
 from isoagent.protocol import Hello, ModelCall, ModelReply, Result, Task, TextBlock, ToolUseBlock
 from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_dirs, start_cli, started_children
@@ -179,6 +180,24 @@ def test_server_launched_before_the_event_loop_and_never_used_is_gone_after_clos
     assert alive(server.pid)
     server.close()  # that CLI failed (no key, say): no loop ever ran
     assert not alive(server.pid)  # killed and reaped at once
+
+
+@pytest.mark.skipif(not pid_namespaces_available(), reason="no pid namespace for children here")
+def test_a_child_asked_for_with_a_pid_namespace_is_pid_1_there(tmp_path: Path) -> None:
+    async def body(server: ForkServer) -> tuple[int, str, int | None]:
+        env = child_environment(str(tmp_path))
+        child = await server.spawn(env, PACKAGE_ROOT, pid_namespace=True)
+        said = (await hello(child)).pid
+        status = Path(f"/proc/{child.pid}/status").read_text()
+        nspid = next(line for line in status.splitlines() if line.startswith("NSpid:"))
+        child.stdin.close()  # EOF instead of a Task
+        await child.wait_exit(10)
+        child.close_pipes()
+        return said, nspid, child.returncode
+
+    said, nspid, code = with_server(body)
+    assert said == 1 and nspid.split()[-1] == "1"  # here its pid is the server's fork's
+    assert code == 2
 
 
 def test_child_killed_by_a_signal_reports_the_signal_as_a_negative_returncode(

@@ -245,3 +245,26 @@ def test_a_confined_process_sees_only_its_pid_namespace(setup: str, own: bool) -
         assert "python" in out["seen"] and secret not in out["seen"]
     else:  # without: the attack works
         assert secret in out["seen"]
+
+
+FORKED_AS_INIT = """
+{setup}
+from isoagent.child.sandbox import pids
+uid = os.getuid()
+pid = pids.fork_as_init()
+if pid == 0:
+    os._exit(0 if os.getpid() == 1 and os.getuid() == uid else 3)
+out["code"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+out["pid"] = pid
+"""
+
+
+@needs_pid_namespace
+@pytest.mark.parametrize(
+    "setup", ["", pytest.param("drop_to_nobody()", marks=needs_root)], ids=["as-is", "nobody"]
+)
+def test_a_fork_server_forks_a_child_as_pid_1_of_its_own_namespace(setup: str) -> None:
+    """What the fork server does for a sandboxed child (no second process, as ``confine``'s
+    fork would need): root or not, the child is pid 1 there, its user the same."""
+    out = run(FORKED_AS_INIT.format(setup=setup), cwd=Path("/tmp"))
+    assert out["code"] == 0 and out["pid"] > 1

@@ -30,10 +30,11 @@ from isoagent.child.sandbox.limits import apply_limits
 from isoagent.child.sandbox.namespaces import (
     CLONE_NEWNET,
     CLONE_NEWNS,
+    CLONE_NEWPID,
     disable_network,
     enter_namespaces,
 )
-from isoagent.child.sandbox.pids import CLONE_NEWPID, become_init
+from isoagent.child.sandbox.pids import become_init
 from isoagent.child.sandbox.privileges import (
     become_subreaper,
     drop_capabilities,
@@ -70,17 +71,19 @@ def confine(
     Sandboxed, it tries a mount namespace for a private ``/dev/shm``; without one,
     ``/dev/shm`` is not writable, and ``policy.protected`` (folders the parent expects
     read-only), ``policy.hidden`` and ``policy.pid_namespace`` cannot be honoured: that
-    is an error, never a silent downgrade. With ``policy.pid_namespace`` the calling
-    process forks and only the fork returns (``pids.become_init``).
+    is an error, never a silent downgrade. With ``policy.pid_namespace`` a process that is
+    not pid 1 already (the fork server makes its children so: ``pids.fork_as_init``)
+    forks, and only the fork returns (``pids.become_init``).
     """
     sandboxed = policy.mode != "off"
     network = 0 if policy.network else CLONE_NEWNET
-    pids = CLONE_NEWPID if sandboxed and policy.pid_namespace else 0
+    own_pids = sandboxed and policy.pid_namespace
+    fork = CLONE_NEWPID if own_pids and os.getpid() != 1 else 0
     mounted = sandboxed
     try:
-        enter_namespaces(network | (CLONE_NEWNS | pids if sandboxed else 0))
+        enter_namespaces(network | (CLONE_NEWNS | fork if sandboxed else 0))
     except SandboxError:
-        if not sandboxed or policy.protected or policy.hidden or pids:
+        if not sandboxed or policy.protected or policy.hidden or own_pids:
             raise
         enter_namespaces(network)
         mounted = False
@@ -89,12 +92,12 @@ def confine(
             os.environ.update(egress.hand_over(policy.proxy))
         except OSError as exc:
             raise SandboxError(f"cannot reach the parent's egress proxy: {exc}") from exc
-    if pids:
+    if fork:
         become_init()
     shm = False
     if mounted:
         mounts.make_private()
-        if pids:
+        if own_pids:
             mounts.fresh_proc()
         places = (workspace, tmpdir, *add_dirs)
         under = [p for p in places if p.is_relative_to(mounts.SHM) and p != Path(mounts.SHM)]

@@ -11,7 +11,6 @@ import socket
 import struct
 from pathlib import Path
 
-from isoagent.child.sandbox.pids import CLONE_NEWPID
 from isoagent.child.sandbox.syscalls import (
     SandboxError,
     fail,
@@ -23,13 +22,14 @@ from isoagent.child.sandbox.syscalls import (
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
-_CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWUSER = 0x10000000
 _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
 _NAMES = {
     CLONE_NEWNS: "CLONE_NEWNS",
     CLONE_NEWNET: "CLONE_NEWNET",
     CLONE_NEWPID: "CLONE_NEWPID",
-    _CLONE_NEWUSER: "CLONE_NEWUSER",
+    CLONE_NEWUSER: "CLONE_NEWUSER",
 }
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
@@ -55,19 +55,20 @@ def enter_namespaces(flags: int) -> None:
     err = unshare(flags)
     if err == errno.EPERM:
         uid, gid = os.getuid(), os.getgid()
-        flags |= _CLONE_NEWUSER
+        flags |= CLONE_NEWUSER
         err = unshare(flags)
         if err == 0:
-            _map_ids(uid, gid)
+            map_ids(uid, gid)
     if err:
         raise fail(_call(flags), err)
     if flags & CLONE_NEWNET:
         _loopback_up()
 
 
-def _map_ids(uid: int, gid: int) -> None:
-    """Map this user's ids in its new user namespace. A process that is not dumpable (a
-    fork server's child) has a root-owned /proc/self: dumpable only while it writes them."""
+def map_ids(uid: int, gid: int) -> None:
+    """Map this user's ids (``uid``, ``gid`` outside) in its new user namespace. A process
+    that is not dumpable (a fork server's child) has a root-owned /proc/self: dumpable only
+    while it writes them."""
     dumpable = int(libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0))
     prctl("PR_SET_DUMPABLE", _PR_SET_DUMPABLE, 1)
     try:

@@ -70,8 +70,11 @@ class ForkServer:
         self._broken = ""  # why it cannot be used any more
         self._closing = False
 
-    async def spawn(self, env: dict[str, str], cwd: Path) -> ChildProcess:
-        """A child forked with exactly ``env``, in ``cwd``, in a session of its own.
+    async def spawn(
+        self, env: dict[str, str], cwd: Path, pid_namespace: bool = False
+    ) -> ChildProcess:
+        """A child forked with exactly ``env``, in ``cwd``, in a session of its own (and,
+        with ``pid_namespace``, pid 1 of a pid namespace of its own).
 
         ``ForkServerUnavailable`` when the server cannot serve; ``OSError`` when the
         fork itself failed.
@@ -81,7 +84,8 @@ class ForkServer:
         self.start()
         pipes = ChildPipes()
         try:
-            pid, exit = await self._ask(Spawn(next(self._ids), env, str(cwd)), pipes)
+            request = Spawn(next(self._ids), env, str(cwd), pid_namespace)
+            pid, exit = await self._ask(request, pipes)
             return await attach(pid, pipes, exit)
         finally:
             pipes.close()  # whatever attach did not take

@@ -366,7 +366,7 @@ class _ChildRun:
         try:
             task = self.task = await self._task_with_hooks()
             self.limits = CallLimits(task)
-            process = await launcher.start()
+            process = await launcher.start(task.sandbox.pid_namespace)
             process.frames.results = ResultFiles(self.sup.run_folder, self.transcript_path)
             self.pid = process.pid  # on its host: the launcher's here (the child's is there)
             self.sup.live[self.id] = self
