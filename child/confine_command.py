@@ -19,11 +19,26 @@ from isoagent.protocol import Limits, SandboxPolicy
 
 
 class Confinement(msgspec.Struct):
+    """A writing child's sandbox, for a process of the parent's (this module's command, the
+    parent's hands: ``child/hands.py``)."""
+
     policy: SandboxPolicy
     limits: Limits
     workdir: str
     tmpdir: str
     add_dirs: list[str] = []
+
+    def apply(self) -> None:
+        """Confine this process; it may fork, and only the fork returns (``sandbox.pids``)."""
+        from isoagent.child import sandbox
+
+        sandbox.confine(
+            self.policy,
+            self.limits,
+            Path(self.workdir),
+            Path(self.tmpdir),
+            [Path(p) for p in self.add_dirs],
+        )
 
 
 def command_prefix(confinement: Confinement) -> tuple[str, ...]:
@@ -37,16 +52,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m isoagent.child.confine_command CONFINEMENT -- COMMAND...")
         return 2
     spec = msgspec.json.decode(argv[1], type=Confinement)
-    from isoagent.child import sandbox
-
     try:
-        sandbox.confine(
-            spec.policy,
-            spec.limits,
-            Path(spec.workdir),
-            Path(spec.tmpdir),
-            [Path(p) for p in spec.add_dirs],
-        )
+        spec.apply()
     except Exception as exc:  # never run it unconfined
         print(f"isoagent: the command was not run: its sandbox failed: {exc}", file=sys.stderr)
         return 126

@@ -34,8 +34,11 @@ from pathlib import Path
 
 import msgspec
 
+from isoagent.child import (
+    hands,
+    sandbox,  # preloaded: what a child imports when it confines itself
+)
 from isoagent.child import main as child_main
-from isoagent.child import sandbox  # preloaded: what a child imports when it confines itself
 from isoagent.child.agent.process_tree import PPID, stat_fields
 from isoagent.child.agent.tools import TOOL_CLASSES
 from isoagent.child.agent.tools.base import input_schema
@@ -144,7 +147,8 @@ def _fork(request: Spawn) -> int:
 
 
 def become_child(request: Spawn, fds: list[int]) -> None:
-    """In the forked child: become ``python -m isoagent.child`` on the given pipes, then exit."""
+    """In the forked child: become ``python -m isoagent.child`` (or the parent's hands) on
+    the given descriptors, then exit."""
     code = 1
     try:
         os.setsid()
@@ -156,7 +160,10 @@ def become_child(request: Spawn, fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(request.env)
         os.chdir(request.cwd)
-        code = child_main.main()
+        if request.program == "hands":
+            code = hands.main(["isoagent.child.hands", *request.args])
+        else:
+            code = child_main.main()
     except SystemExit as exc:
         code = _exit_code(exc)
     except BaseException:
