@@ -330,11 +330,12 @@ def test_a_repository_a_writing_child_creates_in_a_sub_folder_is_moved_out(
 
 
 def run_planting(
-    api_server: MessagesServer, workspace: Path, command: str
+    api_server: MessagesServer, workspace: Path, command: str, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """``run`` in ``workspace``, whose writing child runs ``command`` (ending in ``echo DONE``)."""
+    """``run`` in ``workspace``, whose writing child runs ``command`` (ending in ``echo DONE``);
+    ``env``: more of the run's environment."""
     api_server.handler = child_runs("general-purpose", command)
-    done = run_cli(["run", "go"], cli_env(api_server), cwd=workspace)
+    done = run_cli(["run", "go"], cli_env(api_server, **env), cwd=workspace)
     assert done.returncode == 0, done.stderr
     assert "DONE" in done.stdout
     return done

@@ -187,13 +187,14 @@ class TranscriptWriter:
     the run goes on.
     """
 
-    def __init__(self, path: Path, create: Callable[[], FileIO] | None = None) -> None:
-        """``create``: makes the file (``RunFolder.opener``); default: append to ``path``."""
+    def __init__(self, path: Path, create: Callable[[], FileIO]) -> None:
+        """``create``: makes the file ``path`` names (``RunFolder.opener``: new, in the run
+        folder's fd, following no link; never opened by its path)."""
         self.path = path
         self._file: FileIO | None = None
         self._end = 0  # end of the last complete line
         try:
-            self._file = create() if create else path.open("ab", buffering=0)
+            self._file = create()
             self._end = self._file.tell()
         except OSError as exc:
             self._fail(exc)
