@@ -21,6 +21,7 @@ from bench import (
     cli_start,
     flows,
     imports,
+    parent_tools,
     rate_limits,
     references,
     remote_start,
@@ -42,6 +43,7 @@ ROWS = (
     "one-shot",
     "protocol",
     "cli-start",
+    "parent-tools",
 )
 DEFAULT_JSON = Path(__file__).parent / "results.json"
 
@@ -72,6 +74,8 @@ class Sizes:
     api_batch_tasks: int
     api_batch_delay: float  # seconds a Message Batch takes
     api_batch_window: float
+    parent_tool_calls: int  # the parent tools row: calls a session (and twice as many)
+    parent_tool_repeats: int
 
 
 FULL = Sizes(
@@ -105,6 +109,8 @@ FULL = Sizes(
     api_batch_tasks=500,
     api_batch_delay=5.0,
     api_batch_window=10.0,
+    parent_tool_calls=200,
+    parent_tool_repeats=5,
 )
 QUICK = Sizes(  # each row once, as cheaply as it still runs every path
     start_runs=1,
@@ -131,6 +137,8 @@ QUICK = Sizes(  # each row once, as cheaply as it still runs every path
     api_batch_tasks=4,
     api_batch_delay=0.2,
     api_batch_window=1.0,
+    parent_tool_calls=2,
+    parent_tool_repeats=1,
 )
 
 
@@ -158,6 +166,9 @@ def measure(sizes: Sizes, rows: list[str]) -> tuple[list[Line], list[str]]:
         "cli-start": lambda: cli_start.cli_start(sizes.cli_runs, skipped),
         "remote-start": lambda: remote_start.remote_start(
             sizes.remote_runs, sizes.remote_batch_tasks, skipped
+        ),
+        "parent-tools": lambda: parent_tools.row(
+            sizes.parent_tool_calls, sizes.parent_tool_repeats
         ),
     }
     lines: list[Line] = []

@@ -75,6 +75,7 @@ ORDER = (
     "CPU",
     "protocol",
     "CLI start",
+    "parent tools",
 )
 
 
