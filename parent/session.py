@@ -453,7 +453,11 @@ class Session:
             confinement = Confinement(policy, settings.limits, *where)
             prefix = command_prefix(confinement)
             log = self.run.opener(self.run.path / HANDS_LOG)
-            hands = Hands(confinement, child_environment(temp), log, self.fork_server, loop)
+            offline = msgspec.structs.replace(policy, network=False, proxy="")  # files only
+            hands = Hands(
+                msgspec.structs.replace(confinement, policy=offline),
+                child_environment(temp), log, self.fork_server, loop,
+            )  # fmt: skip
         # its own web_fetch runs in this process: it checks what the proxy would check
         fetching = msgspec.structs.replace(
             policy, proxy="", network=settings.child_network != "off"

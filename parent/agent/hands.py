@@ -29,13 +29,13 @@ from typing import Any, Protocol
 
 import msgspec
 
-from isoagent.child.agent.tools.base import Tool, ToolOutput
+from isoagent.child.agent.tools.base import Tool, ToolOutput, ToolWrapper
 from isoagent.child.confine_command import Confinement
 from isoagent.child.hands import HANDED
 from isoagent.parent.children.cleanup import describe_exit
-from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
+from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable, running
 from isoagent.parent.children.launch import CHILD_COMMAND, PACKAGE_ROOT
-from isoagent.protocol import FrameError, FrameWriter, ToolSpec
+from isoagent.protocol import FrameError, FrameWriter
 from isoagent.protocol.framing import FrameAssembler
 from isoagent.protocol.hands import FromHands, Ready, ToolDone, ToolRun
 
@@ -55,10 +55,10 @@ class _Process(Protocol):
 
     pid: int
 
-    def poll(self) -> int | None: ...
+    def ended(self) -> bool: ...
 
     def wait(self, timeout: float) -> int | None:
-        """Its returncode once it ended, within ``timeout`` seconds (None: it runs on)."""
+        """Its returncode once it ended, within ``timeout`` seconds (None: not known)."""
         ...
 
 
@@ -69,8 +69,8 @@ class _Started:
         self.process = process
         self.pid = process.pid
 
-    def poll(self) -> int | None:
-        return self.process.poll()
+    def ended(self) -> bool:
+        return self.process.poll() is not None
 
     def wait(self, timeout: float) -> int | None:
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -80,30 +80,23 @@ class _Started:
 
 @dataclass
 class _Forked:
-    """Forked by the session's fork server, which reaps it: its exit comes on ``loop``."""
+    """Forked by the session's fork server, which reaps it and says how it ended (``exit``,
+    settled on the session's loop). Watched from here, not on the loop: the loop's own
+    thread may wait for it (a close)."""
 
     pid: int
     exit: asyncio.Future[int | None]
-    loop: asyncio.AbstractEventLoop
 
-    def poll(self) -> int | None:
-        return self.exit.result() if self.exit.done() else None
+    def ended(self) -> bool:
+        return self.exit.done() or not running(self.pid)
 
     def wait(self, timeout: float) -> int | None:
-        if not _running_on(self.loop):  # on its loop, a wait would block what it waits for
-            asyncio.run_coroutine_threadsafe(self._wait(timeout), self.loop).result()
-        return self.poll()
-
-    async def _wait(self, timeout: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self.exit), timeout)
-
-
-def _running_on(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
+        deadline = time.monotonic() + timeout
+        while not self.exit.done() and time.monotonic() < deadline:
+            if not running(self.pid):
+                deadline = min(deadline, time.monotonic() + 0.2)  # its exit's word, soon
+            time.sleep(0.01)
+        return self.exit.result() if self.exit.done() else None
 
 
 class Hands:
@@ -148,7 +141,7 @@ class Hands:
                 return ToolOutput(f"{tool} failed: {exc}", is_error=True)
 
     def _run(self, tool: str, args: dict[str, Any], cancelled: threading.Event) -> ToolOutput:
-        if self._process is not None and self._process.poll() is not None:
+        if self._process is not None and self._process.ended():
             self._end()  # it ended between calls (killed, its CPU limit): a new one
         if self._process is None:
             self._start(cancelled)
@@ -189,7 +182,7 @@ class Hands:
             )  # fmt: skip
             try:
                 pid, exit = asyncio.run_coroutine_threadsafe(forking, self.loop).result()
-                return _Forked(pid, exit, self.loop)
+                return _Forked(pid, exit)
             except ForkServerUnavailable:
                 pass  # said once by the server: started as a command
             except OSError as exc:
@@ -228,7 +221,8 @@ class Hands:
         """``what`` happened, with how the process ended, once it has."""
         assert self._process is not None
         code = self._process.wait(_END_GRACE)
-        return f"{what} ({describe_exit(code)}) while running the call"
+        how = "it ended" if code is None and self._process.ended() else describe_exit(code)
+        return f"{what} ({how}) while running the call"
 
     def _end(self) -> None:
         """End the process now, whatever it is doing, and close its pipes."""
@@ -245,8 +239,7 @@ class Hands:
             self._reading = -1
 
     def close(self) -> None:
-        """End the hands (from any thread; it is waited for where that cannot block its
-        fork server's loop): it exits when its stdin closes."""
+        """End the hands (from any thread): it exits when its stdin closes."""
         with self._lock:
             if self._writer is not None:
                 os.close(self._writer.fd)
@@ -265,19 +258,12 @@ def _pipe_to_write() -> tuple[int, FrameWriter]:
     return reading, FrameWriter(writing)
 
 
-class HandedTool(Tool[Any]):
+class HandedTool(ToolWrapper):
     """``tool`` (a file tool), whose calls its session's hands run."""
 
     def __init__(self, tool: Tool[Any], hands: Hands) -> None:
-        super().__init__(tool.ctx)
-        self.tool = tool
+        super().__init__(tool)
         self.hands = hands
-        self.name = tool.name  # type: ignore[misc]  # the wrapped tool's, per instance
-        self.parallel_safe = tool.parallel_safe  # type: ignore[misc]
-
-    @property
-    def spec(self) -> ToolSpec:
-        return self.tool.spec
 
     def run(self, args: dict[str, Any]) -> ToolOutput:
         return self.hands.run(self.name, args, self.ctx.cancelled)

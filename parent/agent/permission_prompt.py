@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from isoagent.child.agent.tools.base import Tool, ToolOutput
+from isoagent.child.agent.tools.base import Tool, ToolOutput, ToolWrapper
 from isoagent.child.agent.tools.bash_rules import CommandRefused, check
 from isoagent.child.agent.tools.mcp import ServerTool, granted
 from isoagent.parent.claude_code.agent_files import PLAN_MODE
-from isoagent.protocol import AgentSpec, ToolSpec
+from isoagent.protocol import AgentSpec
 
 # isoagent's tools as the SDK's callback knows them (Claude Code's names)
 CLAUDE_NAMES = {
@@ -92,21 +92,14 @@ def _refusal(why: str) -> Ask:
     return refuse
 
 
-class AskingTool(Tool[Any]):
+class AskingTool(ToolWrapper):
     """``tool``, whose calls are asked about first (a bash command that its ``rules``
     allow is not)."""
 
     def __init__(self, tool: Tool[Any], ask: Ask, rules: list[str]) -> None:
-        super().__init__(tool.ctx)
-        self.tool = tool
+        super().__init__(tool)
         self.ask = ask
         self.rules = rules
-        self.name = tool.name  # type: ignore[misc]  # the wrapped tool's, per instance
-        self.parallel_safe = tool.parallel_safe  # type: ignore[misc]
-
-    @property
-    def spec(self) -> ToolSpec:
-        return self.tool.spec
 
     def run(self, args: dict[str, Any]) -> ToolOutput:
         if self.rules and _allowed(args.get("command"), self.rules):

@@ -284,13 +284,14 @@ def _settle(future: asyncio.Future[None]) -> None:
 
 async def _watch_gone(pid: int, exit: ExitFuture, poll: float = 0.05) -> None:
     """Settle ``exit`` (returncode unknown) once ``pid`` has ended."""
-    while _running(pid):
+    while running(pid):
         await asyncio.sleep(poll)
     if not exit.done():
         exit.set_result(None)
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
     try:
         os.kill(pid, 0)
         return stat_fields(pid)[STATE] not in DEAD

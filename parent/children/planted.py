@@ -61,7 +61,7 @@ class PlantedNames:
         self.known: set[str] = set()  # the protected names there, and those left alone since
         self.taken = False  # whether snapshot ran
         self.partial = False  # more than FOLDER_LIMIT folders: new ones past it are not seen
-        self._looking = threading.Lock()  # a child's end and a hook's sweep may overlap
+        self._looking = threading.RLock()  # a child's end and a hook's sweep may overlap
         self._sweeps = 0
 
     @property
@@ -81,9 +81,12 @@ class PlantedNames:
         """Before one of the user's hooks runs (any thread; it blocks): what children
         created since the last look is moved, and said, as at a child's end
         (``planted/hook-N``). Nothing to do before the first writing child started."""
-        if self.taken:
+        if not self.taken:
+            return
+        with self._looking:
             self._sweeps += 1
-            say(self.take(f"hook-{self._sweeps}"), self.run)
+            moved = self.take(f"hook-{self._sweeps}")
+        say(moved, self.run)
 
     def nested(self, names: Sequence[str]) -> tuple[str, ...]:
         """The ``names`` found below the roots' top (those at the top are protected
