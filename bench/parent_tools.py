@@ -28,7 +28,7 @@ from pathlib import Path
 from bench.stats import Line, Stat, reference
 from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
 from isoagent.child.agent.tools.base import ToolContext
-from isoagent.child.agent.tools.files import ReadFile
+from isoagent.child.agent.tools.files import Read
 from isoagent.child.confine_command import Confinement, command_prefix
 from isoagent.parent.agent.hands import Hands
 from isoagent.parent.children.forkserver import ForkServer
@@ -38,7 +38,7 @@ from isoagent.parent.children.sandbox_policy import policy_for
 from isoagent.parent.records.run_folder import RunFolder
 from isoagent.parent.settings import Settings
 
-CALL = {"path": "notes.txt"}  # a read_file call: 200 short lines
+CALL = {"file_path": "notes.txt"}  # a Read call: 200 short lines
 SWEPT_FOLDERS = 1000  # the workspace the sweep row looks at
 
 
@@ -80,7 +80,7 @@ def row(calls: int, repeats: int) -> list[Line]:
         policy = policy_for(BUILTIN_AGENTS["general-purpose"], settings)
         confinement = Confinement(policy, settings.limits, str(workspace), str(temp))
         env = child_environment(str(temp))
-        tool = ReadFile(ToolContext(workspace))
+        tool = Read(ToolContext(workspace))
         never = threading.Event()
 
         def log() -> FileIO:
@@ -94,7 +94,7 @@ def row(calls: int, repeats: int) -> list[Line]:
                 before = time.process_time()
                 ran = 0.0
                 for _ in range(count):
-                    assert not hands.run("read_file", CALL, never).is_error
+                    assert not hands.run("Read", CALL, never).is_error
                     ran = _ran(hands.pid)
                 hands.close()
                 return time.process_time() - before + ran
@@ -104,7 +104,7 @@ def row(calls: int, repeats: int) -> list[Line]:
                 before = _reaped()
                 hands = Hands(confinement, env, log)
                 for _ in range(count):
-                    assert not hands.run("read_file", CALL, never).is_error
+                    assert not hands.run("Read", CALL, never).is_error
                 hands.close()
                 return _reaped() - before
 
@@ -133,7 +133,7 @@ def row(calls: int, repeats: int) -> list[Line]:
     us = [Stat([s * 1e6 for s in samples], "us") for samples in (inline, marginal, sweep)]
     ms = [Stat([s * 1e3 for s in samples], "ms") for samples in (once, command, process)]
     how = (
-        "a `read_file` call of a 200-line file; CPU of every process: this one, the hands "
+        "a `Read` call of a 200-line file; CPU of every process: this one, the hands "
         "(its schedstat), reaped children; a call: (a session of 2N calls - one of N) / N; "
         "a session: a one-call session less a call"
     )

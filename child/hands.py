@@ -1,5 +1,5 @@
 """``python -m isoagent.child.hands CONFINEMENT``: the parent agent's hands, the process that
-runs its file tools (``read_file``, ``write_file``, ``edit_file``, ``glob``, ``grep``).
+runs its file tools (``Read``, ``Write``, ``Edit``, ``Glob``, ``Grep``).
 
 The parent agent reads its children's summaries, so a prompt-injected one could ask it for
 anything; run in the parent, its file tools would act with all of the user's access (write
@@ -20,14 +20,15 @@ from pathlib import Path
 import msgspec
 
 from isoagent.child.agent.tools.base import Tool, ToolContext, ToolOutput
-from isoagent.child.agent.tools.files import EditFile, ReadFile, WriteFile
-from isoagent.child.agent.tools.search import Glob, Grep
+from isoagent.child.agent.tools.files import Edit, Read, Write
+from isoagent.child.agent.tools.grep import Grep
+from isoagent.child.agent.tools.search import Glob
 from isoagent.child.confine_command import Confinement
 from isoagent.child.main import take_protocol_fd
 from isoagent.protocol import FrameError, FrameReader, FrameWriter
 from isoagent.protocol.hands import Ready, ToHands, ToolDone
 
-HANDED: tuple[type[Tool], ...] = (ReadFile, WriteFile, EditFile, Glob, Grep)
+HANDED: tuple[type[Tool], ...] = (Read, Write, Edit, Glob, Grep)
 
 
 def main(argv: list[str]) -> int:

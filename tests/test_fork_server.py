@@ -73,7 +73,7 @@ async def run_bash(process: ChildProcess, command: str, workdir: Path) -> str:
     while True:
         frame = await asyncio.wait_for(process.frames.next(), 30)
         if isinstance(frame, ModelCall) and frame.turn == 0:
-            use = ToolUseBlock("toolu_1", "bash", {"command": command})
+            use = ToolUseBlock("toolu_1", "Bash", {"command": command})
             await process.answer(ModelReply(0, [use]))
         elif isinstance(frame, ModelCall):
             output = str(frame.messages[-1].content[0].content)  # type: ignore[union-attr]
@@ -312,7 +312,7 @@ def held(workdir: Path, name: str = "held") -> str:
 def probing(workdir: Path, name: str = "held") -> Callable[[Request], Reply]:
     """The child runs ``held(workdir, name)`` with bash, then answers."""
     return lambda req: [
-        tool_reply("bash", {"command": held(workdir, name)}),
+        tool_reply("Bash", {"command": held(workdir, name)}),
         text_reply("done"),
     ][min(req.turn, 1)]
 
@@ -373,10 +373,10 @@ def test_fork_server_that_dies_gives_one_warning_and_children_start_plainly(
             if req.turn < 2:
                 prompt = ["first", "second"][req.turn]
                 args = {"description": prompt, "prompt": prompt, "subagent_type": "general-purpose"}
-                return tool_reply("task", args)
+                return tool_reply("Agent", args)
             return text_reply("both done")
         if req.turn == 0:
-            return tool_reply("bash", {"command": held(tmp_path, req.first_user_text)})
+            return tool_reply("Bash", {"command": held(tmp_path, req.first_user_text)})
         return text_reply(f"{req.first_user_text} finished")
 
     api_server.handler = handler
@@ -405,8 +405,8 @@ def test_interrupt_leaves_no_fork_server_or_child(
     def handler(req: Request) -> Reply:
         if req.is_parent:
             args = {"description": "hang", "prompt": "hang", "subagent_type": "general-purpose"}
-            return tool_reply("task", args)
-        return tool_reply("bash", {"command": held(tmp_path)})
+            return tool_reply("Agent", args)
+        return tool_reply("Bash", {"command": held(tmp_path)})
 
     api_server.handler = handler
     cli = start_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)

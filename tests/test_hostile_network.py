@@ -77,9 +77,9 @@ def test_a_child_flooding_its_proxy_is_ended_and_its_siblings_finish(
     def handler(req: Request) -> Reply:
         prompt = req.first_user_text
         if req.turn == 0 and prompt == "flood":
-            return tool_reply("bash", {"command": f"{sys.executable} -c {shlex.quote(FLOOD)}"})
+            return tool_reply("Bash", {"command": f"{sys.executable} -c {shlex.quote(FLOOD)}"})
         if req.turn == 0:  # an honest task: a page through the same proxy, mid-flood
-            return tool_reply("bash", {"command": f"sleep 2; {fetch(url + prompt)}"})
+            return tool_reply("Bash", {"command": f"sleep 2; {fetch(url + prompt)}"})
         return text_reply("SAW " + req.tool_results[0]["content"].strip())
 
     tasks = tmp_path / "tasks.jsonl"
@@ -127,7 +127,7 @@ def test_a_child_gets_a_bounded_file_limit_and_the_parent_its_own_hard_one(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": "echo soft $(ulimit -Sn) hard $(ulimit -Hn)"})
+            return tool_reply("Bash", {"command": "echo soft $(ulimit -Sn) hard $(ulimit -Hn)"})
         return text_reply(req.tool_results[0]["content"].strip())
 
     api_server.handler = handler  # type: ignore[assignment]

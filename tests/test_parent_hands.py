@@ -76,9 +76,9 @@ def test_a_session_that_calls_no_file_tool_starts_no_hands(hands: Hands) -> None
 
 
 def test_calls_run_in_one_process_that_ends_with_the_session(hands: Hands) -> None:
-    first = hands.run("read_file", {"path": "notes.txt"}, NEVER)
+    first = hands.run("Read", {"file_path": "notes.txt"}, NEVER)
     pid = hands.pid
-    written = hands.run("write_file", {"path": "new.txt", "content": "x"}, NEVER)
+    written = hands.run("Write", {"file_path": "new.txt", "content": "x"}, NEVER)
     assert "hello" in first.text and not first.is_error and not written.is_error
     assert pid and hands.pid == pid  # the same process served both
     hands.close()
@@ -86,21 +86,21 @@ def test_calls_run_in_one_process_that_ends_with_the_session(hands: Hands) -> No
 
 
 def test_a_hands_that_died_is_started_again_for_the_next_call(hands: Hands) -> None:
-    assert not hands.run("read_file", {"path": "notes.txt"}, NEVER).is_error
+    assert not hands.run("Read", {"file_path": "notes.txt"}, NEVER).is_error
     died = hands.pid
     os.killpg(died, signal.SIGKILL)
     assert wait_for(lambda: not running(died), 10)
-    again = hands.run("read_file", {"path": "notes.txt"}, NEVER)
+    again = hands.run("Read", {"file_path": "notes.txt"}, NEVER)
     assert "hello" in again.text and not again.is_error
     assert hands.pid not in (0, died)
 
 
 def test_a_cancel_ends_a_call_that_runs_on_and_its_process(hands: Hands, tmp_path: Path) -> None:
     (tmp_path / "ws" / "long.txt").write_text("a" * 40 + "b\n")  # (a+)+$: exponential
-    assert not hands.run("read_file", {"path": "notes.txt"}, NEVER).is_error
+    assert not hands.run("Read", {"file_path": "notes.txt"}, NEVER).is_error
     started = hands.pid
     cancelled = threading.Event()
     threading.Timer(1.0, cancelled.set).start()
-    out = hands.run("grep", {"pattern": "(a+)+$", "path": "long.txt"}, cancelled)
+    out = hands.run("Grep", {"pattern": "(a+)+$", "path": "long.txt"}, cancelled)
     assert out.is_error and "cancelled" in out.text
     assert hands.pid == 0 and wait_for(lambda: not running(started), 10)

@@ -140,12 +140,12 @@ def test_a_hook_runs_no_fsmonitor_a_child_planted_while_it_works(
         if req.is_parent:
             if req.turn == 0:
                 task = {"description": "d", "prompt": "p", "subagent_type": "general-purpose"}
-                return tool_reply("task", task)
+                return tool_reply("Agent", task)
             return text_reply("parent done")
         if req.turn == 0:
-            return tool_reply("bash", {"command": plant})
+            return tool_reply("Bash", {"command": plant})
         if req.turn == 1:
-            return tool_reply("bash", {"command": "echo still working"})
+            return tool_reply("Bash", {"command": "echo still working"})
         return text_reply("child done")
 
     api_server.handler = handler

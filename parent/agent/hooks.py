@@ -11,9 +11,9 @@ the steps its Task's ``HookPlan`` names.
 
 Events: PreToolUse, PostToolUse, PostToolUseFailure (the parent's and every child's tool
 calls, ``agent_id``/``agent_type`` for a child's), SubagentStart, SubagentStop, Stop and
-UserPromptSubmit. Tool names are Claude Code's (``permission_prompt.CLAUDE_NAMES``),
-inputs isoagent's. Any other event, or a hook that is not a command, is refused by name:
-a hook meant to guard something must not be dropped.
+UserPromptSubmit. Tools, their names and inputs, are Claude Code's. Any other event, or a
+hook that is not a command, is refused by name: a hook meant to guard something must not be
+dropped.
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from isoagent.child.agent.builtin_agents import TASK_TOOL
+from isoagent.child.agent.builtin_agents import TASK_ALIASES, TASK_TOOL
 from isoagent.child.agent.loop import Hooks as LoopHooks
 from isoagent.child.agent.loop import as_read
-from isoagent.parent.agent.permission_prompt import CLAUDE_NAMES
 from isoagent.parent.model.sdk import KEY_VARIABLES
 from isoagent.parent.records.terminal_text import warn
 from isoagent.protocol import (
@@ -48,8 +47,6 @@ EVENTS = frozenset(
 )  # fmt: skip
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 _AGENT_EVENTS = frozenset({"SubagentStart", "SubagentStop"})  # matched on the agent type
-_NAMES = {**CLAUDE_NAMES, TASK_TOOL: "Agent"}
-_ALIASES = {"Agent": ("Task",)}  # Claude Code's older name of its delegation tool
 _DECISIONS = frozenset({"allow", "deny", "ask", "defer"})
 DEFAULT_TIMEOUT = 60.0  # seconds, as in Claude Code
 
@@ -80,7 +77,7 @@ class Matcher:
 
     def matches(self, name: str) -> bool:
         """As Claude Code matches: everything for "" and "*", exact names, else a regex."""
-        names = (name, *_ALIASES.get(name, ()))
+        names = TASK_ALIASES if name == TASK_TOOL else (name,)  # Agent is Task too
         if self.pattern in ("", "*"):
             return True
         if re.fullmatch(r"[\w|]+", self.pattern):
@@ -305,11 +302,6 @@ def _timeout(hook: dict[str, Any], where: str) -> float:
     return float(timeout)
 
 
-def claude_name(tool: str) -> str:
-    """A tool's name as Claude Code's hooks know it (MCP tools keep theirs)."""
-    return _NAMES.get(tool, tool)
-
-
 @dataclass(frozen=True)
 class Subagent:
     """A child, as its hooks' input names it."""
@@ -353,7 +345,7 @@ class SessionHooks:
                 n.startswith("mcp__") and n.count("__") == 1 for n in names
             ):
                 return ("*",)
-            return tuple(n for n in names if any(hooks.matching(e, claude_name(n)) for e in events))
+            return tuple(n for n in names if any(hooks.matching(e, n) for e in events))
 
         stop = hooks.matching("SubagentStop", agent.type) if agent else hooks.matching("Stop")
         return HookPlan(asked("PreToolUse"), asked("PostToolUse", "PostToolUseFailure"), bool(stop))
@@ -364,7 +356,7 @@ class SessionHooks:
 
     def answer(self, call: HookCall, agent: Subagent | None, can_ask: bool = False) -> HookReply:
         """Run the hooks of ``call``, an agent's step (a child's: ``agent``)."""
-        name = claude_name(call.tool)
+        name = call.tool
         tool = {"tool_name": name, "tool_input": call.input, "tool_use_id": call.tool_use_id}
         if call.event == "PreToolUse":
             verdict = self.hooks.run("PreToolUse", self._input("PreToolUse", agent, **tool), name)

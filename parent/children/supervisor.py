@@ -83,6 +83,7 @@ class ChildRequest:
     agent: AgentSpec
     depth: int = 1  # 1: the parent's child; 2: a child's (--max-depth 2), ...
     history: tuple[Message, ...] = ()  # an earlier child's conversation it goes on with
+    asked_by: str = ""  # the child whose task call this is ("": the parent's)
 
 
 # children that children may start in one run, in all (--max-depth 2 or more)
@@ -90,7 +91,7 @@ NESTED_CHILDREN = 64
 
 
 def delegates(agent: AgentSpec) -> bool:
-    """Whether a child of ``agent`` gets ``task`` when ``--max-depth`` allows: one with every
+    """Whether a child of ``agent`` gets ``Agent`` when ``--max-depth`` allows: one with every
     base tool, as Claude Code's general-purpose (``tools: *``) has its delegation tool."""
     return set(BASE_TOOLS) <= set(agent.tools)
 
@@ -107,7 +108,7 @@ def describe(prompt: str, width: int = 50) -> str:
 
 
 def unknown_type(name: str, agents: dict[str, AgentSpec]) -> str:
-    """What a ``task`` call for an agent type there is not is told."""
+    """What an ``Agent`` call for an agent type there is not is told."""
     return f"unknown subagent_type {name!r}; choose one of: {', '.join(agents)}"
 
 
@@ -193,7 +194,7 @@ class Supervisor:
 
     async def end_all(self) -> None:
         """End every child still running and wait until each is ended and recorded. A
-        session's children may run in tasks of their own (those of the parent's ``task``
+        session's children may run in tasks of their own (those of the parent's ``Agent``
         tool do), which no cancellation of the session's own task reaches."""
         running = list(self._running)
         for run in running:
@@ -211,10 +212,10 @@ class Supervisor:
                 run.end(failure)
 
     async def delegate(self, asking: _ChildRun, call: TaskCall) -> TaskReply:
-        """A child's ``task`` call: a request, checked against the run's limits (depth,
+        """A child's ``Agent`` call: a request, checked against the run's limits (depth,
         children in all, budget) before its child runs, as a process of this parent's."""
         depth, settings = asking.request.depth, self.settings
-        if depth >= settings.max_depth:  # its Task gave it no task tool: a forged call
+        if depth >= settings.max_depth:  # its Task gave it no Agent tool: a forged call
             why = f"asked for a child at depth {depth + 1}, past --max-depth {settings.max_depth}"
             asking.end(ChildFailed(why, "error"))
             return TaskReply(call.id, f"refused by the parent: {why}", is_error=True)
@@ -228,13 +229,15 @@ class Supervisor:
             refusal = f"the run's token budget ({total}) is used up"
         else:
             self.nested += 1
-            finished = await self.run(ChildRequest(call.description, call.prompt, agent, depth + 1))
+            request = ChildRequest(call.description, call.prompt, agent, depth + 1)
+            request.asked_by = asking.id
+            finished = await self.run(request)
             return TaskReply(call.id, report(finished), not ended_well(finished))
         return TaskReply(call.id, refusal, is_error=True)
 
     def stop(self, child: str) -> bool:
         """End child ``child`` alone (the SDK's ``stop_task``), its status cancelled: the
-        ``task`` call that started it returns that, and the parent goes on. False: no
+        ``Agent`` call that started it returns that, and the parent goes on. False: no
         such child is running. One that has not started yet (a background child waiting for
         a slot) never starts."""
         run, asked = self.live.get(child), self._asked.get(child)
@@ -329,7 +332,7 @@ class _ChildRun:
         self.started = asyncio.get_running_loop().time()
         self._finished: ChildFinished | None = None
         self.limits: CallLimits | None = None  # its model calls' limits, from its Task
-        self._delegations: set[asyncio.Future[None]] = set()  # its task calls under way
+        self._delegations: set[asyncio.Future[None]] = set()  # its Agent calls under way
         self.task: Task | None = None
         self.subagent = Subagent(self.id, self.agent.name, str(self.transcript_path))
         self.ledger: HookLedger | None = None  # what it asked the hooks, with a plan
@@ -372,6 +375,7 @@ class _ChildRun:
                     pid=process.pid,
                     transcript=self.transcript_label,
                     host=launcher.host_name,
+                    parent=self.request.asked_by,
                 )
             )
             result = await self._outcome(process, task)

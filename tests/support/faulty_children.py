@@ -23,10 +23,10 @@ Behaviours:
   each reply's error (or ``ok``) as a line of ``DIR/replies``, until one is refused.
 - ``forge-mcp``: Hello, takes its Task, calls ``secret`` of the SDK's server ``calc`` (an
   ``McpCall``), notes ``DIR/forged.pid`` and waits for an answer.
-- ``forge-hook``: Hello, takes its Task, asks the parent's hooks about a ``write_file`` call
+- ``forge-hook``: Hello, takes its Task, asks the parent's hooks about a ``Write`` call
   (a ``HookCall``) its Task's plan does not name, notes ``DIR/forged.pid`` and waits.
 - ``skip-hook``, ``lie-hook``: Hello, takes its Task, asks its model (the Task's prompt,
-  a ``bash`` tool) and runs the command of the call it gets in the workspace: without
+  a ``Bash`` tool) and runs the command of the call it gets in the workspace: without
   asking the hooks (skip), or though they denied it (lie); then tells its model ``ran it``
   in a second model call, notes ``DIR/forged.pid`` and waits.
 - ``huge-result``, ``big-result``: Hello, takes its Task, sends an ok Result whose summary
@@ -162,7 +162,7 @@ def main(behaviour: str, folder: Path) -> int:
         reader.read()  # never answered: the parent ends it
         return 0
     if behaviour == "forge-hook":  # a step its Task does not ask the hooks about
-        writer.write(HookCall(1, "PreToolUse", "write_file", "toolu_x", {"path": "x"}))
+        writer.write(HookCall(1, "PreToolUse", "Write", "toolu_x", {"file_path": "x"}))
         note(folder, "forged", os.getpid())
         reader.read()  # never answered: the parent ends it
         return 0
@@ -216,7 +216,7 @@ def forged_spans() -> list[Span]:
 
 def run_unasked(behaviour: str, task: Task, writer: FrameWriter, reader: FrameReader) -> None:
     """Run the model's bash call past the hooks, then tell the model it ran."""
-    bash = ToolSpec("bash", "Run a command.", {"type": "object"})
+    bash = ToolSpec("Bash", "Run a command.", {"type": "object"})
     asked = [Message("user", [TextBlock(task.prompt)])]
     model, max_tokens = task.model, task.limits.max_tokens
     writer.write(ModelCall(0, model, max_tokens, "", asked, tools=[bash]))
