@@ -19,6 +19,7 @@ from pathlib import Path
 
 import msgspec
 
+from isoagent.child.agent.loop import valid_utf8
 from isoagent.child.agent.tools.base import Tool, ToolContext, ToolOutput
 from isoagent.child.agent.tools.files import Edit, Read, Write
 from isoagent.child.agent.tools.grep import Grep
@@ -57,7 +58,8 @@ def main(argv: list[str]) -> int:
             assert isinstance(call, ToHands)
             tool = tools.get(call.tool)
             out = tool.run(call.input) if tool else ToolOutput(f"no tool {call.tool!r}", True)
-            writer.write(ToolDone(call.id, out.text, out.is_error))
+            # a file name that is not UTF-8 (Glob, Grep) must not break the frame
+            writer.write(ToolDone(call.id, valid_utf8(out.text), out.is_error))
     except FrameError as exc:
         print(f"isoagent hands: {exc}", file=sys.stderr)
         return 2

@@ -104,3 +104,10 @@ def test_a_cancel_ends_a_call_that_runs_on_and_its_process(hands: Hands, tmp_pat
     out = hands.run("Grep", {"pattern": "(a+)+$", "path": "long.txt"}, cancelled)
     assert out.is_error and "cancelled" in out.text
     assert hands.pid == 0 and wait_for(lambda: not running(started), 10)
+
+
+def test_a_file_name_that_is_not_utf8_comes_back_replaced(hands: Hands, tmp_path: Path) -> None:
+    (tmp_path / "ws" / os.fsdecode(b"caf\xe9.txt")).write_text("x")
+    out = hands.run("Glob", {"pattern": "*.txt"}, NEVER)
+    assert "caf\ufffd.txt" in out.text and not out.is_error
+    assert hands.run("Read", {"file_path": "notes.txt"}, NEVER).text.count("hello") == 1  # alive

@@ -202,11 +202,13 @@ def test_a_childs_commands_read_no_other_processs_command_line(
 ) -> None:
     """Another process's argument (a secret another user passed), the CLI's own command
     line (the user's prompt): in its pid namespace a child sees its own processes alone."""
-    prompt = f"go SECRET-PROMPT-{secrets.token_hex(6)}"
-    read = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '; echo; echo PROCESSES $(ls -d /proc/[0-9]*)"
+    prompt = f"SECRET-PROMPT-{secrets.token_hex(6)}"
+    found = "grep -ao 'SECRET-[A-Z]*-[0-9a-f]*' /proc/[0-9]*/cmdline 2>/dev/null | cut -d: -f2"
+    read = f"{found}; echo PROCESSES $(ls -d /proc/[0-9]*)"  # what it read, not all: a cap
     api_server.handler = child_runs(agent, read)
     with secret_in_argv() as secret:
-        done = run_cli(["run", prompt, *options], cli_env(api_server), cwd=tmp_path, process=True)
+        args = ["run", f"go {prompt}", *options]
+        done = run_cli(args, cli_env(api_server), cwd=tmp_path, process=True)
     assert done.returncode == 0, done.stderr
     assert "PROCESSES /proc/1 " in done.stdout  # its agent, pid 1: the command ran
     if options:  # --sandbox off: what the sandbox takes away

@@ -125,10 +125,10 @@ def kill_child_once(ready: Callable[[], object], workdir: Path) -> threading.Thr
 
 
 def started_children(workdir: Path) -> list[int]:
-    """The pids of the children the (only) run in ``workdir`` started so far, as the parent
-    saw them start (a child's commands see the child as pid 1 of their namespace)."""
-    (run,) = run_dirs(workdir)
-    events = read_jsonl(run / "run.jsonl")
+    """The pids of the children the runs in ``workdir`` started so far, oldest first, as
+    the parent saw them start (a child's commands see the child as pid 1 of their
+    namespace)."""
+    events = [e for run in run_dirs(workdir) for e in read_jsonl(run / "run.jsonl")]
     return [event["pid"] for event in events if event["type"] == "child_started"]
 
 
