@@ -71,6 +71,16 @@ class ForkServer:
         self._broken = ""  # why it cannot be used any more
         self._closing = False
 
+    @classmethod
+    def attached(cls, sock: socket.socket, pid: int) -> ForkServer:
+        """A fork server started by someone else (the warm daemon), served to this process
+        on ``sock``: closing it ends nothing but this process's use of it."""
+        server = cls([], cwd=Path("/"), env={})
+        sock.setblocking(False)
+        server._sock = sock
+        server.pid = pid
+        return server
+
     async def spawn(
         self, env: dict[str, str], cwd: Path, pid_namespace: bool = False
     ) -> ChildProcess:

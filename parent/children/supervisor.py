@@ -192,6 +192,17 @@ class Supervisor:
         """Children asked for and not yet ended."""
         return len(self._running)
 
+    async def let_answered_finish(self, why: str, grace: float) -> None:
+        """End every running child but those whose last model answer is in (it asked for
+        no tool: their Result is all that is left, and it was paid for), and give those up
+        to ``grace`` seconds to send it, so that their task is not run (and paid) again."""
+        deadline = self._loop.time() + grace
+        for run in list(self.live.values()):
+            if not run.answered:
+                run.end(ChildFailed(why, "cancelled"))
+        while any(run.answered for run in self.live.values()) and self._loop.time() < deadline:
+            await asyncio.sleep(0.02)
+
     async def end_all(self) -> None:
         """End every child still running and wait until each is ended and recorded. A
         session's children may run in tasks of their own (those of the parent's ``Agent``
@@ -328,6 +339,7 @@ class _ChildRun:
         self.usage = Usage()
         self.retries = 0  # of its model calls, by the gateway
         self.last_text = ""  # the child's latest words: its summary so far, if it fails
+        self.answered = False  # its last model answer asked for no tool: its Result is next
         self.cancelled = False
         self.started = asyncio.get_running_loop().time()
         self._finished: ChildFinished | None = None
@@ -576,6 +588,7 @@ class _ChildRun:
                 self.usage = self.usage + reply.usage
                 self.retries += reply.retries
                 self.last_text = text_of(reply.content) or self.last_text
+                self.answered = reply.error is None and reply.stop_reason != "tool_use"
                 if self.ledger is not None:
                     self.ledger.answered(reply)
                 await process.answer(reply)
