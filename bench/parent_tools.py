@@ -13,15 +13,13 @@ session less one call.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import resource
 import shutil
 import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from io import FileIO
 from pathlib import Path
 
@@ -31,12 +29,12 @@ from isoagent.child.agent.tools.base import ToolContext
 from isoagent.child.agent.tools.files import Read
 from isoagent.child.confine_command import Confinement, command_prefix
 from isoagent.parent.agent.hands import Hands
-from isoagent.parent.children.forkserver import ForkServer
-from isoagent.parent.children.launch import child_environment, fork_server_for
+from isoagent.parent.children.launch import child_environment
 from isoagent.parent.children.planted import PlantedNames
 from isoagent.parent.children.sandbox_policy import policy_for
 from isoagent.parent.records.run_folder import RunFolder
 from isoagent.parent.settings import Settings
+from tests.support.fork_servers import fork_server_on_a_loop
 
 CALL = {"file_path": "notes.txt"}  # a Read call: 200 short lines
 SWEPT_FOLDERS = 1000  # the workspace the sweep row looks at
@@ -51,24 +49,6 @@ def _reaped() -> float:
 def _ran(pid: int) -> float:
     """CPU seconds process ``pid`` has run so far."""
     return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
-
-
-@contextlib.contextmanager
-def _fork_server() -> Iterator[tuple[ForkServer, asyncio.AbstractEventLoop]]:
-    """A session's fork server, on an event loop of its own in a thread, as a session's."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    server = fork_server_for(None)
-    assert server is not None
-    asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result()
-    loop.call_soon_threadsafe(server.start)
-    try:
-        yield server, loop
-    finally:
-        loop.call_soon_threadsafe(server.close)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
 
 
 def row(calls: int, repeats: int) -> list[Line]:
@@ -86,7 +66,8 @@ def row(calls: int, repeats: int) -> list[Line]:
         def log() -> FileIO:
             return FileIO(temp / "hands.log", "ab")
 
-        with _fork_server() as (server, loop):
+        with fork_server_on_a_loop() as (server, loop):
+            loop.call_soon_threadsafe(server.start)  # its start is no session's
 
             def forked(count: int) -> float:
                 """CPU of a session of ``count`` calls by a forked hands."""

@@ -18,9 +18,10 @@ from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
 from isoagent.child.confine_command import Confinement
 from isoagent.parent.agent.hands import Hands
 from isoagent.parent.children.forkserver import ForkServer, running
-from isoagent.parent.children.launch import child_environment, fork_server_for
+from isoagent.parent.children.launch import child_environment
 from isoagent.parent.children.sandbox_policy import landlock_available, policy_for
 from isoagent.parent.settings import Settings
+from tests.support.fork_servers import fork_server_on_a_loop
 from tests.support.processes import wait_for
 
 pytestmark = pytest.mark.skipif(not landlock_available(), reason="kernel has no Landlock")
@@ -29,19 +30,8 @@ NEVER = threading.Event()
 
 @pytest.fixture
 def fork_server() -> Iterator[tuple[ForkServer, asyncio.AbstractEventLoop]]:
-    """A fork server on an event loop in a thread of its own, as a session has them."""
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    server = fork_server_for(None)
-    assert server is not None
-    try:
+    with fork_server_on_a_loop() as (server, loop):
         yield server, loop
-    finally:
-        loop.call_soon_threadsafe(server.close)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        loop.close()
 
 
 @pytest.fixture(params=["forked", "command"])
