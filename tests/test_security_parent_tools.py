@@ -3,7 +3,9 @@ session under a writing child's sandbox), not with the unconfined parent's acces
 
 A child's summary is the parent's input: each test plays a parent talked into using its
 file tools for an attacker, once as it runs (confined) and once with ``--sandbox off``,
-where the parent's tools run in its own process as before, to show what is stopped.
+where the parent's tools run in its own process as before, to show what is stopped; and
+each both in the CLI's process and through the warm daemon (its session's hands forked by
+the daemon's fork server).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ needs_sandbox = pytest.mark.skipif(
     not (landlock_available() and mount_namespaces_available()),
     reason="no Landlock or mount namespace for the parent's hands here",
 )
+pytestmark = pytest.mark.usefixtures("both_paths")
 CONFINED = pytest.param([], id="confined")
 UNCONFINED = pytest.param(["--sandbox", "off"], id="sandbox-off")
 
