@@ -27,4 +27,9 @@ def fork_server_on_a_loop() -> Iterator[tuple[ForkServer, asyncio.AbstractEventL
         loop.call_soon_threadsafe(server.close)
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
+        left = asyncio.all_tasks(loop)  # its reader, which the close has not yet woken
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.wait(left))
         loop.close()
