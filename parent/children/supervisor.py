@@ -39,7 +39,7 @@ from isoagent.parent.children.launchers import (
     Launchers,
 )
 from isoagent.parent.children.placement import attempt_stem
-from isoagent.parent.children.planted import FOLDER_LIMIT, PlantedNames, may_write
+from isoagent.parent.children.planted import FOLDER_LIMIT, PlantedNames, may_write, say
 from isoagent.parent.children.process import ChildProcess
 from isoagent.parent.children.sandbox_policy import PROTECTED, SandboxRefused, policy_for
 from isoagent.parent.model.conversation import ConversationRecorder
@@ -168,7 +168,7 @@ class Supervisor:
         self.trace: RunTrace | None = None  # the run's telemetry, when on (the session's)
         if settings.sandbox != "off":
             roots = (settings.workdir, *settings.add_dirs)
-            self.planted = PlantedNames(roots, run.path / "planted")
+            self.planted = PlantedNames(roots, run)
 
     async def run(self, request: ChildRequest) -> ChildFinished:
         """Run one child to its end; a failure becomes a Result, never an exception.
@@ -299,16 +299,7 @@ class Supervisor:
                 if planted.small
                 else await asyncio.to_thread(planted.take, child)
             )
-        for was, now in moved:
-            what = (
-                f"moved to {self.run_folder.display(now)}"
-                if now is not None
-                else "it could not be moved: remove it before anything runs there"
-            )
-            warn(
-                f"warning: a child created {was}, which children may not create (it runs or "
-                f"configures what comes next): {what}"
-            )
+        say(moved, self.run_folder)
 
     async def close(self) -> None:
         """End what outlives single children: host servers, ssh control masters."""
@@ -381,7 +372,7 @@ class _ChildRun:
         try:
             task = self.task = await self._task_with_hooks()
             self.limits = CallLimits(task)
-            process = await launcher.start()
+            process = await launcher.start(task.sandbox.pid_namespace)
             process.frames.results = ResultFiles(self.sup.run_folder, self.transcript_path)
             self.pid = process.pid  # on its host: the launcher's here (the child's is there)
             self.sup.live[self.id] = self
