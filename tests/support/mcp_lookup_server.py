@@ -3,9 +3,9 @@
 
 It notes its start as ``started-<random>`` in its working folder (where it may write; not
 by its pid: a confined server is pid 1 of its own namespace), holding its environment as
-JSON, and its one tool, ``lookup``, answers with the key, its pid, whether it could write in OUTSIDE, a
-folder outside the workspace (a sandboxed child's server cannot), and whether it was given
-an API key; a key that is an absolute path, with what the server reads there.
+JSON, and its one tool, ``lookup``, answers with the key, its pid, whether it could write in
+OUTSIDE, a folder outside the workspace (a sandboxed child's server cannot), and whether it
+was given an API key; a key that is an absolute path, with what the server reads there.
 
 Over stdio it speaks MCP's JSON-RPC lines itself, as the Messages API server of these tests
 does HTTP: the official server package costs about two seconds of CPU to import, at every
