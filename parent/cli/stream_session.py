@@ -1,0 +1,143 @@
+"""Print mode's runs: one prompt printed in its ``--output-format`` (``run_prompt``), and the
+claude-agent-sdk's session over ``--input-format stream-json`` (``serve_stream``): control
+requests answered, each user message a run, the second and later going on with the
+conversation."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from isoagent.parent.cli.control_requests import answer, answer_during_run
+from isoagent.parent.cli.display import ProgressDisplay
+from isoagent.parent.cli.errors import fail, run_session_body
+from isoagent.parent.cli.exit_codes import ExitCode
+from isoagent.parent.cli.output import Output, end_when_reader_goes
+from isoagent.parent.cli.sdk_channel import Inbox, respond
+from isoagent.parent.settings import Settings
+
+if TYPE_CHECKING:
+    from isoagent.parent.records.events import Sink
+
+
+def run_prompt(
+    settings: Settings,
+    prompt: str,
+    output_format: str,
+    inbox: Inbox | None = None,
+    *,
+    partial: bool = False,
+) -> tuple[int, str]:
+    """One parent run, printed in ``output_format`` (with ``partial``, every streamed
+    event too): its exit status and run id. An ``inbox`` (stream-json input) may
+    interrupt it."""
+    from isoagent.parent.agent.parent_agent import parent_tools
+    from isoagent.parent.session import Session
+
+    output = Output(
+        output_format,
+        tools=parent_tools(settings).tools,
+        permission_mode=settings.permission_mode,
+        partial=partial,
+    )
+    run_id = ""
+    output.claude.plugins = [
+        {"name": name, "path": path, "source": f"{name}@inline"} for name, path in settings.plugins
+    ]  # as Claude Code's init lists a --plugin-dir
+    output.claude.mcp_servers = settings.mcp_servers.status()
+    if inbox is not None:
+        output.claude.cost_before = inbox.cost
+        output.claude.context_tokens = inbox.context_tokens
+    # -v: progress on stderr as run shows it (stream-json is the SDK's, which sends -v always)
+    progress = ProgressDisplay(verbose=True) if settings.verbose and not output.streams else None
+    sinks: list[Sink] = [*output.sinks(), *([progress] if progress is not None else [])]
+
+    async def main() -> int:
+        nonlocal run_id
+        async with Session.open(settings, sinks=sinks) as session:
+            run_id = session.run.run_id
+            end_when_reader_goes(session, output.lines)
+            output.hear(session.gateway)
+            if progress is not None:
+                progress.follow(session)
+            if inbox is not None:
+                inbox.interrupt = session.interrupt
+                inbox.stop_task = session.stop_child
+                if settings.permission_prompt_tool:
+                    session.ask = inbox.ask
+            result = await session.run_parent(prompt)
+            if inbox is not None and session.cost_budget is not None:
+                inbox.spent = session.cost_budget.spent  # the session's next run goes on
+            if inbox is not None:  # the run is over: what comes from now on is for the next
+                inbox.running.clear()
+            final = session.finish(result)
+            if inbox is not None:
+                inbox.cost = output.claude.cost_before + output.claude.run_cost
+                inbox.context_tokens = output.claude.context_tokens
+            return output.finish(final)
+
+    return run_session_body(main), run_id
+
+
+def serve_stream(
+    settings: Settings, output_format: str, unsupported: str = "", partial: bool = False
+) -> int:
+    """The SDK's side of the conversation: answer control requests, run each user message
+    (the second and later continue the conversation); the last run's status.
+    ``unsupported``: a flag isoagent refuses, the answer to ``initialize``."""
+    code: int = ExitCode.OK
+    inbox = Inbox(answer_during_run)
+    while (message := inbox.next()) is not None:
+        if unsupported:  # refused before anything runs, whatever comes first
+            if message.get("type") == "control_request":
+                respond(message, None, unsupported)
+            break
+        if message.get("type") == "control_request":
+            settings = answer(message, settings, inbox)
+        elif message.get("type") == "user" and (text := _user_text(message)).strip():
+            if settings.mcp_servers.sdk_names:
+                from isoagent.parent.claude_code.sdk_mcp import with_sdk_servers
+
+                servers = with_sdk_servers(settings.mcp_servers, inbox.control)
+                settings = dataclasses.replace(settings, mcp_servers=servers)
+            inbox.settings = settings
+            inbox.running.set()
+            interrupts = inbox.interrupts
+            try:
+                code, run_id = run_prompt(settings, text, output_format, inbox, partial=partial)
+            finally:
+                inbox.running.clear()
+                inbox.interrupt = inbox.stop_task = None
+            if code > 128 and inbox.interrupts == interrupts:
+                return code  # a signal ended it (the SDK's disconnect): start nothing queued
+            settings = dataclasses.replace(settings, budget_spent=inbox.spent)
+            if run_id and _can_continue(settings, run_id):
+                from isoagent.parent.agent.parent_agent import run_session
+
+                session = settings.session_id or run_session(settings.runs_dir, run_id)
+                settings = dataclasses.replace(settings, resume=run_id, session_id=session)
+    if unsupported:
+        fail(f"error: {unsupported}")
+    return code
+
+
+def _can_continue(settings: Settings, run_id: str) -> bool:
+    """Whether run ``run_id`` holds a conversation the next message can go on with (a
+    first turn that was interrupted does not)."""
+    from isoagent.parent.agent.parent_agent import ResumeError, earlier_conversation
+
+    try:
+        return bool(earlier_conversation(settings.runs_dir, run_id))
+    except ResumeError:
+        return False
+
+
+def _user_text(message: dict[str, Any]) -> str:
+    content = (message.get("message") or {}).get("content", "")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""
