@@ -206,6 +206,7 @@ class Session:
         self.stop_parent = threading.Event()
         self._loop = asyncio.get_running_loop()
         self.final: RunFinished | None = None  # the run's last record, once written
+        self.terminal_reason = ""  # why the parent's turn ended, where its status does not say
         self.structured: StructuredOutputTool | None = None  # --json-schema's, once made
         self.ask: Ask | None = None  # who the parent's calls are asked of (the SDK's can_use_tool)
         self.hooks: SessionHooks | None = None  # --settings' and the SDK's hooks, if any
@@ -412,6 +413,8 @@ class Session:
             structured_output=answer,
             structured_output_failed=self.structured is not None and self.structured.exhausted,
             trace_id=self.trace_id,
+            api_error=self.gateway.failures.get("") if result.status == "error" else None,
+            terminal_reason=self.terminal_reason,
         )
         if self.trace is not None:
             self.trace.finish(result)

@@ -33,7 +33,7 @@ from isoagent.parent.records.events import (
     RunFinished,
     RunStarted,
 )
-from isoagent.protocol import Result, ThinkingBlock, ToolUseBlock, Usage
+from isoagent.protocol import ModelError, Result, ThinkingBlock, ToolUseBlock, Usage
 
 Message = dict[str, Any]
 
@@ -144,6 +144,8 @@ class ClaudeFormat:
         if isinstance(event, ChildFinished):
             return self._notification(event)
         if isinstance(event, RunFinished):
+            if event.api_error is not None and self.write is not None:
+                self.write(self._api_error(event.api_error))
             return self.result(event)
         return None
 
@@ -224,6 +226,31 @@ class ClaudeFormat:
             event.child,
         )
 
+    def _api_error(self, error: ModelError) -> Message:
+        """The assistant message Claude Code makes of the API error that ended its turn."""
+        message = self._stamp(
+            {
+                "type": "assistant",
+                "message": {
+                    "id": str(uuid.uuid4()),
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "<synthetic>",
+                    "content": [{"type": "text", "text": _said(error)}],
+                    "stop_reason": "stop_sequence",
+                    "stop_sequence": "",
+                    "usage": _usage(Usage()),
+                },
+                "parent_tool_use_id": None,
+                "error": _ERROR_KINDS.get(error.kind, "unknown"),
+                "is_api_error_message": True,
+            },
+            "",
+        )
+        if error.status_code:
+            message["api_error_status"] = error.status_code
+        return message
+
     def _notification(self, event: ChildFinished) -> Message:
         child = self._child(event.child, event.description, "", event.agent)
         result = event.result
@@ -279,6 +306,15 @@ class ClaudeFormat:
             message["terminal_reason"] = "structured_output_retry_exhausted"
         if is_error:
             message["errors"] = [_error_text(result)]
+        message["api_error_status"] = None
+        if final.terminal_reason:
+            message["terminal_reason"] = final.terminal_reason
+        if final.api_error is not None:  # as Claude Code: the turn "succeeded" with an error
+            message.update(
+                subtype="success", terminal_reason="api_error", result=_said(final.api_error)
+            )
+            message["api_error_status"] = final.api_error.status_code or None
+            del message["errors"]
         # isoagent's own facts
         message["status"] = result.status
         message["error"] = result.error
@@ -394,6 +430,17 @@ def _task_usage(usage: Usage, tool_uses: int, seconds: float) -> dict[str, int]:
         "tool_uses": tool_uses,
         "duration_ms": round(seconds * 1000),
     }
+
+
+# the SDK's AssistantMessage.error, by isoagent's kind of model error
+_ERROR_KINDS = {"auth": "authentication_failed", "rate_limit": "rate_limit",
+                "bad_request": "invalid_request", "overloaded": "server_error",
+                "server": "server_error"}  # fmt: skip
+
+
+def _said(error: ModelError) -> str:
+    """An API error as Claude Code's result says it."""
+    return f"API Error: {error.message}"
 
 
 def _error_text(result: Result) -> str:

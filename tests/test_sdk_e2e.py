@@ -1,0 +1,95 @@
+"""The claude-agent-sdk's own e2e tests (``e2e-tests/`` of its repository), as equivalents
+driven through the real SDK with isoagent as its CLI, and with the bundled Claude Code on
+the same scripted server where the comparison is cheap. The model is the one those tests
+expect (``tests/support/sdk_model.py``); ``tests/support/sdk_e2e.py`` runs the SDK's own
+files the same way."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import claude_agent_sdk
+import pytest
+from claude_agent_sdk import (
+    AssistantMessage,
+    ClaudeAgentOptions,
+    ResultError,
+    ResultMessage,
+)
+
+from tests.conftest import cli_env
+from tests.support.messages_server import MessagesServer
+from tests.support.sdk_model import play
+from tests.test_hooks import CLIS, claude_env
+from tests.test_print_mode import CLAUDE, ISOAGENT_SCRIPT
+
+
+def options_for(
+    cli: str, server: MessagesServer, tmp_path: Path, workspace: Path, **options: Any
+) -> ClaudeAgentOptions:
+    """The SDK's options for ``cli`` on ``server``: its environment, then ``options``
+    (whose ``env`` is added to it)."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = claude_env(server, home) if cli == "claude" else cli_env(server, HOME=str(home))
+    env |= options.pop("env", {})
+    path = CLAUDE if cli == "claude" else ISOAGENT_SCRIPT
+    return ClaudeAgentOptions(cli_path=str(path), cwd=str(workspace), env=env, **options)
+
+
+def converse(options: ClaudeAgentOptions, *prompts: str | dict[str, Any]) -> list[list[Any]]:
+    """Each prompt through one ``ClaudeSDKClient`` (a dict: a user message as written),
+    and what came back for each, its result last."""
+
+    async def one(message: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        yield message
+
+    async def run() -> list[list[Any]]:
+        answers = []
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            for prompt in prompts:
+                await client.query(prompt if isinstance(prompt, str) else one(prompt))
+                answers.append([m async for m in client.receive_response()])
+        return answers
+
+    return asyncio.run(asyncio.wait_for(run(), 120))
+
+
+@pytest.fixture
+def sdk_model(api_server: MessagesServer) -> MessagesServer:
+    """The server, answering as the model the SDK's e2e tests expect."""
+    api_server.handler = play
+    return api_server
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_an_api_error_is_the_result_with_its_status_as_in_claude_code(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """test_error_results.py: a model the API does not know. The SDK raises ``ResultError``
+    carrying the error's words and HTTP status; the turn "succeeded" with an error
+    (Claude Code's shape), and an assistant message says what failed."""
+    model = "claude-nonexistent-model-for-sdk-e2e"
+    options = options_for(cli, sdk_model, tmp_path, workspace, model=model, max_turns=1)
+    seen: list[Any] = []
+
+    async def ask() -> None:
+        async for message in claude_agent_sdk.query(prompt="Reply with: pong", options=options):
+            seen.append(message)
+
+    with pytest.raises(ResultError) as raised:
+        asyncio.run(asyncio.wait_for(ask(), 120))
+    result = seen[-1]
+    assert isinstance(result, ResultMessage) and result.is_error
+    assert (result.subtype, result.terminal_reason, result.api_error_status) == (
+        "success",
+        "api_error",
+        404,
+    )
+    assert result.result and result.result.strip() in str(raised.value)
+    assert raised.value.api_error_status == 404
+    [said] = [m for m in seen if isinstance(m, AssistantMessage)]
+    assert said.error is not None and said.parent_tool_use_id is None
