@@ -360,25 +360,39 @@ def child_network(
 
 def call_options(options: Options) -> CallOptions | None:
     """What the parent's model calls add to their requests (None: nothing); a
-    ``ValueError`` says what cannot be sent."""
+    ``ValueError`` says what cannot be sent. Unless told, the parent thinks as Claude
+    Code's main agent does: by its model, with ``MAX_THINKING_TOKENS`` as the budget of a
+    model that thinks with one (0: it does not think)."""
     budget = options.max_thinking_tokens or 0
     max_tokens = _LIMITS.max_tokens
     if budget >= max_tokens:
         raise ValueError(
             f"--max-thinking-tokens {budget} must be below the parent's max_tokens ({max_tokens})"
         )
-    thinking: str | None = options.thinking if options.thinking != "disabled" else ""
-    if budget and not thinking:
-        thinking = "enabled"
+    thinking: str = options.thinking or ("enabled" if budget else "")
+    if not thinking and options.max_thinking_tokens is None:
+        thinking, budget = _thinking_from_environment()
     made = CallOptions(
         effort=options.effort or "",
-        thinking=thinking or "",
-        thinking_budget=budget if thinking == "enabled" else 0,
-        thinking_display=(thinking and options.thinking_display) or "",
+        thinking=thinking,
+        thinking_budget=budget if thinking in ("enabled", "auto") else 0,
+        thinking_display=(thinking != "disabled" and options.thinking_display) or "",
         task_budget=options.task_budget or 0,
         betas=_words(options.betas),
     )
     return made if made != CallOptions() else None
+
+
+def _thinking_from_environment() -> tuple[str, int]:
+    """Claude Code's ``MAX_THINKING_TOKENS``: "auto" with it as the budget, "disabled" for
+    0; a value that is no number is said once and left out."""
+    value = os.environ.get("MAX_THINKING_TOKENS", "").strip()
+    if not value:
+        return "auto", 0
+    if not value.isdigit():
+        warn(f"warning: MAX_THINKING_TOKENS={value!r} is not a number of tokens: ignored")
+        return "auto", 0
+    return ("auto", int(value)) if int(value) else ("disabled", 0)
 
 
 def default_model() -> str:

@@ -93,3 +93,40 @@ def test_an_api_error_is_the_result_with_its_status_as_in_claude_code(
     assert raised.value.api_error_status == 404
     [said] = [m for m in seen if isinstance(m, AssistantMessage)]
     assert said.error is not None and said.parent_tool_use_id is None
+
+
+THINKING_CASES = [
+    # (model, MAX_THINKING_TOKENS, the parent's thinking as Claude Code 2.1.332 sends it)
+    ("claude-sonnet-4-5", "8000", {"type": "enabled", "budget_tokens": 8000}),
+    ("claude-sonnet-4-5", "0", {"type": "disabled"}),
+    ("claude-opus-4-6", "8000", {"type": "adaptive"}),
+    ("claude-3-5-haiku-20241022", "", None),
+]
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_max_thinking_tokens_in_the_sdks_env_sets_thinking_as_claude_code_does(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """test_include_partial_messages.py's ``env={"MAX_THINKING_TOKENS": "8000"}``: a model
+    that thinks with a budget gets that one; 0 turns thinking off; a model that thinks
+    adaptively ignores it; one that cannot think is sent none. Thinking streams its deltas."""
+    for model, tokens, thinking in THINKING_CASES:
+        sdk_model.requests.clear()
+        env = {"MAX_THINKING_TOKENS": tokens} if tokens else {}
+        options = options_for(
+            cli, sdk_model, tmp_path, workspace, model=model, env=env, max_turns=2,
+            include_partial_messages=True,
+        )  # fmt: skip
+        [answer] = converse(options, "Think step by step about what 2 + 2 equals")
+        [request] = [r for r in sdk_model.requests if r.tool_names]
+        sent = request.body.get("thinking")
+        sent = {k: v for k, v in sent.items() if k != "display"} if sent else None
+        assert sent == thinking, (model, tokens)
+        deltas = [
+            m.event["delta"]["thinking"]
+            for m in answer
+            if getattr(m, "event", {}).get("delta", {}).get("type") == "thinking_delta"
+        ]
+        assert bool(deltas) == (thinking is not None and thinking["type"] != "disabled")
+        assert isinstance(answer[-1], ResultMessage) and answer[-1].result == "2 + 2 = 4"

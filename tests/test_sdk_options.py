@@ -744,7 +744,7 @@ def test_effort_thinking_task_budget_and_betas_reach_the_parents_requests(
     assert api_server.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 2000}
     api_server.requests.clear()
     run_sdk_args(api_server, tmp_path, workspace, "hi", thinking={"type": "disabled"})
-    assert "thinking" not in api_server.requests[0].body
+    assert api_server.requests[0].body["thinking"] == {"type": "disabled"}
 
     env = cli_env(api_server, HOME=str(tmp_path))
     big = run_cli(["-p", "x", "--max-thinking-tokens", "99999"], env, cwd=workspace, input="")

@@ -81,11 +81,13 @@ SDK_SETTINGS_OPTIONS = [
     ),
     click.option(
         "--thinking", type=click.Choice(["adaptive", "disabled"]),
-        help="The parent's thinking (default: none).",
+        help="The parent's thinking (default: as Claude Code's, by the model: adaptive from "
+        "Claude 4.6 on, with a budget before, none for a model that is not Claude's).",
     ),
     click.option(
         "--max-thinking-tokens", type=click.IntRange(0), metavar="N",
-        help="The parent thinks with this budget (0: not at all).",
+        help="The parent thinks with this budget (0: not at all; default: "
+        "MAX_THINKING_TOKENS, for a model that thinks with a budget).",
     ),
     click.option("--thinking-display", metavar="MODE", help="Its thinking's display."),
     click.option(
