@@ -36,6 +36,7 @@ from isoagent.parent.agent.hooks import SessionHooks
 from isoagent.parent.agent.parent_agent import (
     allowed_spec,
     earlier_conversation,
+    interrupted_turn,
     parent_mcp_tools,
     parent_prompt,
     parent_tools,
@@ -76,7 +77,7 @@ from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 from isoagent.parent.telemetry.config import TelemetryUnavailable
 from isoagent.parent.telemetry.run_trace import RunTrace
-from isoagent.protocol import Result, SandboxPolicy, Usage
+from isoagent.protocol import Message, Result, SandboxPolicy, Usage
 
 # the signals that end a run: each cancels the session's task, which ends every child
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -204,6 +205,7 @@ class Session:
         # set (from any thread) to end the parent's turn: it stops at its next step, with
         # status cancelled and its result (see ``interrupt``)
         self.stop_parent = threading.Event()
+        self._bridge: GatewayBridge | None = None  # the parent's, while it runs
         self._loop = asyncio.get_running_loop()
         self.final: RunFinished | None = None  # the run's last record, once written
         self.terminal_reason = ""  # why the parent's turn ended, where its status does not say
@@ -325,6 +327,8 @@ class Session:
         """The SDK's interrupt, from any thread: the parent's turn ends at its next step and
         every running child is ended now (its ``Agent`` call returns cancelled)."""
         self.stop_parent.set()
+        if self._bridge is not None:  # an answer under way is not waited for
+            self._bridge.abort()
         self._loop.call_soon_threadsafe(self._end_children)
 
     def stop_child(self, child: str) -> bool:
@@ -423,6 +427,13 @@ class Session:
         self.log.close()
         return final
 
+    def _close_interrupted(self, messages: list[Message], turn: int, answering: bool) -> None:
+        """The turn an interrupt cut stays in the conversation (the next message goes on
+        with it), closed as Claude Code closes it; ``answering``: the model was."""
+        closing = interrupted_turn(messages, answering)
+        self.terminal_reason = "aborted_streaming" if answering else "aborted_tools"
+        self.events(MessageAdded(closing.role, closing.content, turn))
+
     def command_environment(self) -> dict[str, str]:
         """The parent's own commands: the user's environment without the API credentials,
         tagged with the run so what they leave running can be ended."""
@@ -487,8 +498,11 @@ class Session:
         hooks = None
         if self.hooks is not None:
             hooks = self.hooks.for_parent((t.name for t in tools), can_ask=self.ask is not None)
+        self._bridge = bridge = GatewayBridge(self.gateway, loop, recorder)
+        if self.stop_parent.is_set():
+            bridge.abort()
         agent = Agent(
-            GatewayBridge(self.gateway, loop, recorder),
+            bridge,
             tools,
             system=parent_prompt(
                 settings,
@@ -513,6 +527,8 @@ class Session:
                     return Result("", "error", 0, 0, Usage(), 0.0, error=refused)
                 prompt = submitted
             result = await run_in_thread(agent.run, prompt, history)
+            if result.status == "cancelled" and bridge.aborted:  # the SDK's interrupt
+                self._close_interrupted(agent.messages, result.turns, bridge.cut)
             if self.structured is not None:
                 if result.status == "ok" and self.structured.value is None:  # once more
                     result = await run_in_thread(agent.run, ENFORCE_STRUCTURED, agent.messages)

@@ -18,11 +18,13 @@ from claude_agent_sdk import (
     ClaudeAgentOptions,
     ResultError,
     ResultMessage,
+    UserMessage,
 )
 
+from isoagent.parent.agent.parent_agent import INTERRUPTED_ANSWER
 from tests.conftest import cli_env
 from tests.support.messages_server import MessagesServer
-from tests.support.sdk_model import play
+from tests.support.sdk_model import SLOW_TEXT, play
 from tests.test_hooks import CLIS, claude_env
 from tests.test_print_mode import CLAUDE, ISOAGENT_SCRIPT
 
@@ -130,3 +132,48 @@ def test_max_thinking_tokens_in_the_sdks_env_sets_thinking_as_claude_code_does(
         ]
         assert bool(deltas) == (thinking is not None and thinking["type"] != "disabled")
         assert isinstance(answer[-1], ResultMessage) and answer[-1].result == "2 + 2 = 4"
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_interrupt_stops_an_answer_already_streaming_and_the_turn_is_kept(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """test_dynamic_control.py's interrupt, while the model's answer streams (slowly): the
+    answer is cut, not waited for (its end never comes), the turn ends as an interrupted
+    one, and the next message goes on with the prompt and Claude Code's words for it."""
+    options = options_for(cli, sdk_model, tmp_path, workspace, include_partial_messages=True)
+
+    async def run() -> tuple[list[Any], list[Any]]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("Count from 1 to 100 slowly.")
+            cut = []
+            async for message in client.receive_messages():
+                cut.append(message)
+                if getattr(message, "event", {}).get("type") == "content_block_delta":
+                    await client.interrupt()
+                    break
+            cut += [m async for m in client.receive_response()]
+            await client.query("Reply with exactly: two")
+            return cut, [m async for m in client.receive_response()]
+
+    cut, after = asyncio.run(asyncio.wait_for(run(), 120))
+    result = cut[-1]
+    assert isinstance(result, ResultMessage) and result.is_error
+    assert (result.subtype, result.terminal_reason) == (
+        "error_during_execution",
+        "aborted_streaming",
+    )
+    deltas = [m.event["delta"] for m in cut if m.__class__.__name__ == "StreamEvent"
+              and m.event["type"] == "content_block_delta"]  # fmt: skip
+    assert "".join(d.get("text", "") for d in deltas) != SLOW_TEXT
+    assert SLOW_TEXT not in str(cut)  # no whole answer came
+    said = [
+        b.text for m in cut if isinstance(m, UserMessage) for b in m.content if hasattr(b, "text")
+    ]
+    assert said == [INTERRUPTED_ANSWER]
+    assert isinstance(after[-1], ResultMessage) and after[-1].result == "two"
+    assert after[-1].session_id == result.session_id
+    last = [r for r in sdk_model.requests if r.tool_names][-1]
+    kept = last.text()
+    assert kept.index("Count from 1 to 100") < kept.index(INTERRUPTED_ANSWER) < kept.index("two")
+    assert "assistant" not in [m["role"] for m in last.messages]  # the cut answer is not kept

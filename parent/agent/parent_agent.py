@@ -37,7 +37,14 @@ from isoagent.parent.records.events import MessageAdded, RunStarted, decode_even
 from isoagent.parent.records.past_run import read_events
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
-from isoagent.protocol import AgentSpec, McpReply, Message, ToolResultBlock, ToolUseBlock
+from isoagent.protocol import (
+    AgentSpec,
+    McpReply,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 
 _NEVER_ASKS = ("Read", "Glob", "Grep")  # Claude Code runs reads without permission
 
@@ -318,7 +325,9 @@ def _last_written(run: Path) -> int:
         return 0
 
 
-INTERRUPTED = "[Request interrupted by user for tool use]"  # Claude Code's words for it
+# Claude Code's words for a turn its user interrupted: in its tools, or while its model answered
+INTERRUPTED = "[Request interrupted by user for tool use]"
+INTERRUPTED_ANSWER = "[Request interrupted by user]"
 
 
 def earlier_conversation(runs_dir: Path, run_id: str) -> list[Message]:
@@ -347,9 +356,27 @@ def go_on_from(messages: list[Message]) -> list[Message]:
     """A conversation to go on with. A turn cut off (an interrupt, an error) stays in it,
     as in Claude Code: tool calls it left unanswered are answered as interrupted, and a
     prompt the model never answered is kept (the API joins it with the next one)."""
-    last = messages[-1] if messages else None
-    unanswered = [b for b in last.content if isinstance(b, ToolUseBlock)] if last else []
-    if last is not None and last.role == "assistant" and unanswered:
-        results = [ToolResultBlock(use.id, INTERRUPTED, is_error=True) for use in unanswered]
-        return [*messages, Message("user", list(results))]
+    if unanswered := _unanswered(messages):
+        return [*messages, Message("user", list(_interrupted(unanswered)))]
     return messages
+
+
+def interrupted_turn(messages: list[Message], answering: bool) -> Message:
+    """The user message that closes a turn the SDK's interrupt cut, as Claude Code keeps
+    it: the tool calls it left unanswered answered as interrupted, and its words for it
+    (``answering``: the model was answering, not a tool running)."""
+    if unanswered := _unanswered(messages):
+        return Message("user", [*_interrupted(unanswered), TextBlock(INTERRUPTED)])
+    return Message("user", [TextBlock(INTERRUPTED_ANSWER if answering else INTERRUPTED)])
+
+
+def _unanswered(messages: list[Message]) -> list[ToolUseBlock]:
+    """The tool calls of a conversation's last message, if it is the model's."""
+    last = messages[-1] if messages else None
+    if last is None or last.role != "assistant":
+        return []
+    return [b for b in last.content if isinstance(b, ToolUseBlock)]
+
+
+def _interrupted(uses: list[ToolUseBlock]) -> list[ToolResultBlock]:
+    return [ToolResultBlock(use.id, INTERRUPTED, is_error=True) for use in uses]

@@ -21,6 +21,7 @@ import msgspec
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, SEND_MESSAGE, TASK_TOOL
 from isoagent.child.agent.tools.bash import REFUSED
 from isoagent.child.agent.tools.task import DEFAULT_AGENT
+from isoagent.parent.agent.parent_agent import INTERRUPTED_ANSWER
 from isoagent.parent.agent.permission_prompt import DENIED
 from isoagent.parent.agent.task_tool import TASK_STATUS
 from isoagent.parent.model.prices import cost_usd
@@ -177,7 +178,9 @@ class ClaudeFormat:
         content = [_block(block) for block in event.content]
         parent = self._parent_of(event.child)
         if event.role == "user":
-            if not any(block["type"] == "tool_result" for block in content):
+            said = [b.get("text", "") for b in content if b["type"] == "text"]
+            interrupted = any(text.startswith(INTERRUPTED_ANSWER) for text in said)
+            if not interrupted and not any(block["type"] == "tool_result" for block in content):
                 return None  # the prompt itself: Claude Code does not echo it
             self._note_denials(event.content)
             return self._stamp(

@@ -25,16 +25,33 @@ SLOW_TEXT = " ".join(str(n) for n in range(1, 101))
 SLOW_PACE = 0.25
 
 
-def prompt_of(req: Request) -> str:
-    """The first user message's text, without Claude Code's reminders."""
-    for message in req.messages:
-        if message.get("role") != "user":
-            continue
+def _prompt_at(req: Request) -> tuple[int, str]:
+    """Where the latest prompt is in the request's messages, and its words: the last text of
+    the last user message that is no tool result (Claude Code's reminders and its words
+    for an interrupt aside)."""
+    for index in range(len(req.messages) - 1, -1, -1):
+        message = req.messages[index]
         content = message.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        texts = [b.get("text", "") for b in blocks or [] if b.get("type") == "text"]
-        return "\n".join(_REMINDER.sub("", t).strip() for t in texts).strip()
-    return ""
+        if message.get("role") != "user" or any(b.get("type") == "tool_result" for b in blocks):
+            continue
+        texts = [
+            _REMINDER.sub("", b.get("text", "")).strip() for b in blocks if b.get("type") == "text"
+        ]
+        texts = [t for t in texts if t and not t.startswith("[Request interrupted")]
+        if texts:
+            return index, texts[-1]
+    return 0, ""
+
+
+def prompt_of(req: Request) -> str:
+    """The latest prompt's words."""
+    return _prompt_at(req)[1]
+
+
+def _this_turn(req: Request) -> list[dict[str, Any]]:
+    """The messages since the latest prompt."""
+    return req.messages[_prompt_at(req)[0] + 1 :]
 
 
 def thinks(req: Request) -> bool:
@@ -79,7 +96,7 @@ def _fetched(req: Request, name: str) -> bool:
     """Whether an earlier ``ToolSearch`` call fetched tool ``name``."""
     return any(
         b.get("name") == "ToolSearch" and name in str(b.get("input", {}).get("query", ""))
-        for m in req.messages
+        for m in _this_turn(req)
         for b in _blocks(m)
         if b.get("type") == "tool_use"
     )
@@ -89,7 +106,7 @@ def _called(req: Request) -> list[str]:
     """The tools called so far (``ToolSearch`` aside)."""
     return [
         str(b.get("name"))
-        for m in req.messages
+        for m in _this_turn(req)
         for b in _blocks(m)
         if b.get("type") == "tool_use" and b.get("name") != "ToolSearch"
     ]
@@ -131,9 +148,9 @@ def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _earlier_results(req: Request) -> str:
     """What the tools called so far answered (``ToolSearch`` aside), as text."""
-    names = {b.get("id"): b.get("name") for m in req.messages for b in _blocks(m)}
+    names = {b.get("id"): b.get("name") for m in _this_turn(req) for b in _blocks(m)}
     parts = []
-    for message in req.messages:
+    for message in _this_turn(req):
         for block in _blocks(message):
             if block.get("type") != "tool_result":
                 continue
