@@ -527,6 +527,10 @@ class Session:
                     return Result("", "error", 0, 0, Usage(), 0.0, error=refused)
                 prompt = submitted
             result = await run_in_thread(agent.run, prompt, history)
+            for message in agent.messages[recorder.seen :]:  # its last tool results
+                emit(MessageAdded(message.role, message.content, result.turns))
+            if agent.stopped is not None:  # a hook said continue: false
+                self.terminal_reason = "hook_stopped"
             if result.status == "cancelled" and bridge.aborted:  # the SDK's interrupt
                 self._close_interrupted(agent.messages, result.turns, bridge.cut)
             if self.structured is not None:

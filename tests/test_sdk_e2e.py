@@ -16,6 +16,7 @@ import pytest
 from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
+    HookMatcher,
     ResultError,
     ResultMessage,
     UserMessage,
@@ -177,3 +178,29 @@ def test_interrupt_stops_an_answer_already_streaming_and_the_turn_is_kept(
     kept = last.text()
     assert kept.index("Count from 1 to 100") < kept.index(INTERRUPTED_ANSWER) < kept.index("two")
     assert "assistant" not in [m["role"] for m in last.messages]  # the cut answer is not kept
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_hook_saying_continue_false_ends_the_turn_as_a_success_after_its_result(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """test_hooks.py's ``continue_: False`` from a PostToolUse hook: the command ran and its
+    result is in the stream, then the turn ends, a success stopped by the hook, with no
+    further model call."""
+    heard: list[str] = []
+
+    async def stop(data: Any, *_: Any) -> dict[str, Any]:
+        heard.append(data["tool_name"])
+        return {"continue_": False, "stopReason": "Execution halted by test hook"}
+
+    hooks = {"PostToolUse": [HookMatcher(matcher="Bash", hooks=[stop])]}
+    options = options_for(cli, sdk_model, tmp_path, workspace, allowed_tools=["Bash"], hooks=hooks)
+    [answer] = converse(options, "Run: echo 'test message'")
+    result = answer[-1]
+    assert isinstance(result, ResultMessage) and not result.is_error
+    assert (result.subtype, result.terminal_reason) == ("success", "hook_stopped")
+    assert heard == ["Bash"]
+    [ran] = [b for m in answer if isinstance(m, UserMessage) for b in m.content
+             if getattr(b, "tool_use_id", None)]  # fmt: skip
+    assert "test message" in str(ran.content) and not ran.is_error
+    assert len([r for r in sdk_model.requests if r.tool_names]) == 1

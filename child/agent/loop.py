@@ -88,9 +88,15 @@ class Cancelled(LoopEnd):
 
 
 class HookStopped(LoopEnd):
-    """A hook said ``continue: false``: the agent ends here."""
+    """A hook said ``continue: false``: the agent ends here, as one that finished (Claude
+    Code's ``hook_stopped``), once the turn's tool calls have their results."""
 
-    status = "cancelled"
+    status = "ok"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        # the result of the tool call it stopped at: the reason, unless the call ran
+        self.output = ToolOutput(message, is_error=True)
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,7 @@ class Agent:
         self.tool_calls = 0
         self.usage = Usage()
         self.started = time.monotonic()
+        self.stopped: HookStopped | None = None  # a hook ended it (continue: false)
 
     def run(self, prompt: str, history: Sequence[Message] = ()) -> Result:
         """Run to the end, after ``history`` (an earlier conversation, ended by the model's
@@ -178,6 +185,8 @@ class Agent:
         except LoopEnd as end:
             status, error = end.status, str(end)
             summary = self.last_text()
+            if isinstance(end, HookStopped):
+                self.stopped = end
         return Result(
             summary=summary,
             status=status,
@@ -245,6 +254,8 @@ class Agent:
                 self.messages.append(Message("user", [TextBlock(feedback)]))
                 continue
             self.messages.append(Message("user", self._run_tools(uses)))
+            if self.stopped is not None:  # a tool's hook said continue: false
+                raise self.stopped
 
     def _stop_feedback(self, again: bool) -> str | None:
         """What a Stop hook says the agent must go on with (None: it may end); ``again``: a
@@ -301,7 +312,15 @@ class Agent:
         return ToolResultBlock(use.id, text or "(no output)", output.is_error)
 
     def _run_tool(self, tool: Tool, use: ToolUseBlock) -> ToolOutput:
-        """``tool``'s run, between the hooks that its plan names."""
+        """``tool``'s run, between the hooks that its plan names. A hook that stops the
+        agent leaves the call its result (a PreToolUse one: the call does not run)."""
+        try:
+            return self._run_hooked(tool, use)
+        except HookStopped as stop:
+            self.stopped = stop
+            return stop.output
+
+    def _run_hooked(self, tool: Tool, use: ToolUseBlock) -> ToolOutput:
         hooks = self.hooks
         if hooks is None:
             return tool.run(use.input)
@@ -315,9 +334,13 @@ class Agent:
         output = tool.run(args)
         if hooks.plan.asks("PostToolUse", use.name):  # the output as the model would read it
             seen = as_read(output.text, self.output_cap)
-            after = hooks.check(
-                HookCall(0, "PostToolUse", use.name, use.id, args, seen, output.is_error)
-            )
+            try:
+                after = hooks.check(
+                    HookCall(0, "PostToolUse", use.name, use.id, args, seen, output.is_error)
+                )
+            except HookStopped as stop:
+                stop.output = output  # it ran: its result stands
+                raise
             if after.output is not None:
                 output = ToolOutput(after.output, output.is_error)
             notes += [after.reason if after.block else "", after.context]
