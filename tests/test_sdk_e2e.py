@@ -14,18 +14,22 @@ from typing import Any
 import claude_agent_sdk
 import pytest
 from claude_agent_sdk import (
+    AgentDefinition,
     AssistantMessage,
     ClaudeAgentOptions,
     HookMatcher,
     ResultError,
     ResultMessage,
+    StreamEvent,
+    TextBlock,
+    ToolUseBlock,
     UserMessage,
 )
 
 from isoagent.parent.agent.parent_agent import INTERRUPTED_ANSWER
 from tests.conftest import cli_env
 from tests.support.messages_server import MessagesServer
-from tests.support.sdk_model import SLOW_TEXT, play
+from tests.support.sdk_model import GREETING, SLOW_TEXT, play
 from tests.test_hooks import CLIS, claude_env
 from tests.test_print_mode import CLAUDE, ISOAGENT_SCRIPT
 
@@ -164,7 +168,7 @@ def test_interrupt_stops_an_answer_already_streaming_and_the_turn_is_kept(
         "error_during_execution",
         "aborted_streaming",
     )
-    deltas = [m.event["delta"] for m in cut if m.__class__.__name__ == "StreamEvent"
+    deltas = [m.event["delta"] for m in cut if isinstance(m, StreamEvent)
               and m.event["type"] == "content_block_delta"]  # fmt: skip
     assert "".join(d.get("text", "") for d in deltas) != SLOW_TEXT
     assert SLOW_TEXT not in str(cut)  # no whole answer came
@@ -204,3 +208,40 @@ def test_a_hook_saying_continue_false_ends_the_turn_as_a_success_after_its_resul
              if getattr(b, "tool_use_id", None)]  # fmt: skip
     assert "test message" in str(ran.content) and not ran.is_error
     assert len([r for r in sdk_model.requests if r.tool_names]) == 1
+
+
+GREETER = {
+    "greeter": AgentDefinition(
+        description="Replies with a short greeting. Use for greeting tasks.",
+        prompt="Reply with one short friendly sentence. Do not use any tools.",
+        model="haiku",
+        background=False,
+    )
+}
+GREET_PROMPT = (
+    "Use the Agent tool exactly once with subagent_type 'greeter', prompt 'say hi', and "
+    "run_in_background set to false. Then reply with the single word DONE."
+)
+
+
+@pytest.mark.parametrize("forward", [False, True], ids=["by-default", "forwarded"])
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_subagents_words_reach_the_stream_only_when_forward_subagent_text_asks(
+    cli: str, forward: bool, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """test_forward_subagent_text.py: by default a foreground subagent shows only its tool
+    calls, never its words (nor its streamed events); with ``forward_subagent_text`` its
+    text comes as an assistant message under the Agent call that started it."""
+    options = options_for(
+        cli, sdk_model, tmp_path, workspace, agents=GREETER, allowed_tools=["Agent", "Task"],
+        max_turns=4, forward_subagent_text=forward, include_partial_messages=True,
+    )  # fmt: skip
+    [answer] = converse(options, GREET_PROMPT)
+    assert isinstance(answer[-1], ResultMessage) and answer[-1].result == "DONE"
+    [call] = [b.id for m in answer if isinstance(m, AssistantMessage) and not m.parent_tool_use_id
+              for b in m.content if isinstance(b, ToolUseBlock)]  # fmt: skip
+    words = [b.text for m in answer if isinstance(m, AssistantMessage) and m.parent_tool_use_id
+             for b in m.content if isinstance(b, TextBlock)]  # fmt: skip
+    assert words == ([GREETING] if forward else [])
+    assert {getattr(m, "parent_tool_use_id", None) for m in answer} <= {None, call}
+    assert not [m for m in answer if isinstance(m, StreamEvent) and m.parent_tool_use_id]

@@ -42,6 +42,7 @@ Message = dict[str, Any]
 # that release's CLI beside isoagent); init reports it, as the SDK asks, next to isoagent's own.
 CLAUDE_CODE_PROTOCOL = "2.1.330"
 _SUBTYPES = {"ok": "success", "max_turns": "error_max_turns", "budget": "error_max_budget_usd"}
+_CALLS = ("tool_use", "server_tool_use")  # what of a child's answer shows by default
 _TERMINAL = {"ok": "completed", "max_turns": "max_turns", "budget": "budget_exhausted"}
 
 
@@ -57,7 +58,9 @@ class ClaudeFormat:
 
     ``main_child``: the run has no parent agent (``isoagent task``), so the child's
     messages are the main conversation (``parent_tool_use_id`` None). ``tools``: the main
-    agent's (default: the parent's full set); ``permission_mode``: the run's.
+    agent's (default: the parent's full set); ``permission_mode``: the run's;
+    ``subagent_text``: a child's text and thinking are shown, not only its tool calls (off:
+    Claude Code's print mode, unless the SDK's ``forward_subagent_text`` asks).
     """
 
     def __init__(
@@ -67,8 +70,10 @@ class ClaudeFormat:
         main_child: bool = False,
         tools: Sequence[str] | None = None,
         permission_mode: str = "default",
+        subagent_text: bool = True,
     ) -> None:
         self.write = write
+        self.subagent_text = subagent_text
         self.permission_mode = permission_mode
         self.main_child = main_child
         self.tools = [*BASE_TOOLS, TASK_TOOL] if tools is None else list(tools)
@@ -211,6 +216,10 @@ class ClaudeFormat:
             self._pending_tasks += tasks
         else:
             self._nested_tasks += tasks
+        if event.child and not (self.subagent_text or self.main_child):
+            content = [b for b in content if b["type"] in _CALLS]
+            if not content:
+                return None
         return self._stamp(
             {
                 "type": "assistant",

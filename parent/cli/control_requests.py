@@ -82,6 +82,8 @@ def answer(message: dict[str, Any], settings: Settings, inbox: Inbox) -> Setting
             subtype, error = None, f"hooks are not supported: {exc}"
         else:
             settings = dataclasses.replace(settings, hooks=hooks)
+    if subtype == "initialize":
+        inbox.forward_subagent_text = bool(request.get("forwardSubagentText"))
     if subtype == "initialize" and request.get("skills"):
         subtype, error = None, "skills is not supported: isoagent has no skills"
     if subtype == "set_model":  # for the next message's run, as in Claude Code

@@ -38,6 +38,7 @@ class Inbox:
         self.cost = 0.0  # what the session's runs cost, as their results say
         self.settings: Settings | None = None  # the running (or last) run's
         self.context_tokens = 0  # the parent's context after its last answer
+        self.forward_subagent_text = False  # initialize's forwardSubagentText
         self._queue: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
         self._asked: dict[str, queue.Queue[dict[str, Any] | None]] = {}  # by request id
         self._ids = itertools.count(1)

@@ -39,6 +39,9 @@ def run_prompt(
         tools=parent_tools(settings).tools,
         permission_mode=settings.permission_mode,
         partial=partial,
+        # as Claude Code's print mode: a child's tool calls, its words only if the SDK asks
+        subagent_text=inbox is not None and inbox.forward_subagent_text,
+        subagent_events=False,
     )
     run_id = ""
     output.claude.plugins = [
