@@ -245,3 +245,22 @@ def test_a_subagents_words_reach_the_stream_only_when_forward_subagent_text_asks
     assert words == ([GREETING] if forward else [])
     assert {getattr(m, "parent_tool_use_id", None) for m in answer} <= {None, call}
     assert not [m for m in answer if isinstance(m, StreamEvent) and m.parent_tool_use_id]
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_user_messages_origin_comes_back_on_its_result(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """test_message_origin.py: a host stamps ``origin`` on the message it sends; that turn's
+    result carries it back, an unstamped one's none."""
+    options = options_for(cli, sdk_model, tmp_path, workspace, max_turns=1)
+    stamped, unstamped = converse(
+        options,
+        {"type": "user", "message": {"role": "user", "content": "Reply with exactly: one"},
+         "parent_tool_use_id": None, "origin": {"kind": "human"}},
+        {"type": "user", "message": {"role": "user", "content": "Reply with exactly: two"},
+         "parent_tool_use_id": None},
+    )  # fmt: skip
+    assert isinstance(stamped[-1], ResultMessage) and stamped[-1].origin == {"kind": "human"}
+    assert isinstance(unstamped[-1], ResultMessage) and unstamped[-1].origin is None
+    assert (stamped[-1].result, unstamped[-1].result) == ("one", "two")

@@ -93,6 +93,7 @@ class ClaudeFormat:
         self.cost_before = 0.0
         self.plugins: list[dict[str, str]] = []  # for init: the plugins loaded
         self.mcp_servers: list[dict[str, str]] = []  # for init: the MCP servers and status
+        self.origin: dict[str, Any] | None = None  # the prompt's stamp, for the result
 
     def __call__(self, event: Event) -> None:
         message = self.convert(event)
@@ -311,6 +312,8 @@ class ClaudeFormat:
             "terminal_reason": _TERMINAL.get(result.status, "error"),
             "uuid": str(uuid.uuid4()),
         }
+        if self.origin is not None:  # as Claude Code: who the prompt came from, given back
+            message["origin"] = self.origin
         if final.structured_output is not None:
             message["structured_output"] = final.structured_output
         if final.structured_output_failed:

@@ -27,10 +27,11 @@ def run_prompt(
     inbox: Inbox | None = None,
     *,
     partial: bool = False,
+    origin: dict[str, Any] | None = None,
 ) -> tuple[int, str]:
     """One parent run, printed in ``output_format`` (with ``partial``, every streamed
     event too): its exit status and run id. An ``inbox`` (stream-json input) may
-    interrupt it."""
+    interrupt it; ``origin``: the user message's stamp, given back on the result."""
     from isoagent.parent.agent.parent_agent import parent_tools
     from isoagent.parent.session import Session
 
@@ -48,6 +49,7 @@ def run_prompt(
         {"name": name, "path": path, "source": f"{name}@inline"} for name, path in settings.plugins
     ]  # as Claude Code's init lists a --plugin-dir
     output.claude.mcp_servers = settings.mcp_servers.status()
+    output.claude.origin = origin
     if inbox is not None:
         output.claude.cost_before = inbox.cost
         output.claude.context_tokens = inbox.context_tokens
@@ -107,7 +109,11 @@ def serve_stream(
             inbox.running.set()
             interrupts = inbox.interrupts
             try:
-                code, run_id = run_prompt(settings, text, output_format, inbox, partial=partial)
+                origin = message.get("origin")
+                code, run_id = run_prompt(
+                    settings, text, output_format, inbox, partial=partial,
+                    origin=origin if isinstance(origin, dict) else None,
+                )  # fmt: skip
             finally:
                 inbox.running.clear()
                 inbox.interrupt = inbox.stop_task = None
