@@ -264,3 +264,51 @@ def test_a_user_messages_origin_comes_back_on_its_result(
     assert isinstance(stamped[-1], ResultMessage) and stamped[-1].origin == {"kind": "human"}
     assert isinstance(unstamped[-1], ResultMessage) and unstamped[-1].origin is None
     assert (stamped[-1].result, unstamped[-1].result) == ("one", "two")
+
+
+NESTED = {
+    "type": "object",
+    "properties": {
+        "analysis": {
+            "type": "object",
+            "properties": {"word_count": {"type": "number"}, "character_count": {"type": "number"}},
+            "required": ["word_count", "character_count"],
+        },
+        "words": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["analysis", "words"],
+}
+FILES = {
+    "type": "object",
+    "properties": {"file_count": {"type": "number"}, "has_readme": {"type": "boolean"}},
+    "required": ["file_count", "has_readme"],
+}
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_structured_output_ends_the_turn_without_another_model_call(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """test_structured_output.py: the answer given through StructuredOutput is the result's
+    structured_output, and the turn ends there: no model call after it (one more used to
+    ask the model for words nobody reads), with or without a tool call before it."""
+    (workspace / "README.md").write_text("# hi\n")
+    (workspace / "main.py").write_text("print('hi')\n")
+    cases = [
+        ("Analyze this text: 'Hello world'. Provide word count, character count, and list of "
+         "words.", NESTED, {"analysis": {"word_count": 2, "character_count": 11},
+                            "words": ["Hello", "world"]}, 1),
+        ("Count how many files are in the current directory and check if there's a README "
+         "file. Use tools as needed.", FILES, {"file_count": 2, "has_readme": True}, 2),
+    ]  # fmt: skip
+    for prompt, schema, answer, calls in cases:
+        sdk_model.requests.clear()
+        options = options_for(
+            cli, sdk_model, tmp_path, workspace, permission_mode="acceptEdits",
+            output_format={"type": "json_schema", "schema": schema},
+        )  # fmt: skip
+        [said] = converse(options, prompt)
+        result = said[-1]
+        assert isinstance(result, ResultMessage) and not result.is_error, result
+        assert result.structured_output == answer
+        assert len([r for r in sdk_model.requests if r.tool_names]) == calls

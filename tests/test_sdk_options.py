@@ -357,7 +357,11 @@ def test_json_schema_gives_structured_output_as_claude_code_does(
 
     result = run_sdk_args(
         api_server, tmp_path, workspace, "fits", output_format=output_format, max_turns=2
-    )[-1]  # a valid answer, then the turn limit: the run did not end well
+    )[-1]  # the valid answer on the last turn allowed ends the run well: no call follows it
+    assert (result["subtype"], result["structured_output"]) == ("success", {"answer": 42})
+    result = run_sdk_args(
+        api_server, tmp_path, workspace, "fits", output_format=output_format, max_turns=1
+    )[-1]  # the turn limit before any valid answer: the run did not end well
     assert result["subtype"] == "error_max_turns" and "structured_output" not in result
 
     env = cli_env(api_server, HOME=str(tmp_path))
@@ -879,7 +883,8 @@ def test_the_python_api_takes_the_same_options(
         {"answer": 1}, '{"answer":1}', SESSION,
     )  # fmt: skip
     again = isoagent.run("two", options=options.replace(session_id=None, resume=SESSION))
-    assert again.session_id == SESSION and again.structured_output == {"answer": 5}
+    # one, the answer, its result, two: the answer ended the first turn, no words after it
+    assert again.session_id == SESSION and again.structured_output == {"answer": 4}
 
 
 def test_the_sdks_agents_are_under_the_sessions_permissions(

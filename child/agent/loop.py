@@ -9,6 +9,7 @@ exceptions that carry their exit status and message (as in mini-swe-agent).
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -156,6 +157,7 @@ class Agent:
         self.usage = Usage()
         self.started = time.monotonic()
         self.stopped: HookStopped | None = None  # a hook ended it (continue: false)
+        self._answered = False  # a tool gave the agent's answer (StructuredOutput)
 
     def run(self, prompt: str, history: Sequence[Message] = ()) -> Result:
         """Run to the end, after ``history`` (an earlier conversation, ended by the model's
@@ -256,6 +258,9 @@ class Agent:
             self.messages.append(Message("user", self._run_tools(uses)))
             if self.stopped is not None:  # a tool's hook said continue: false
                 raise self.stopped
+            if self._answered:  # the turn that would have read the results counts, as
+                self.turns += 1  # in Claude Code's num_turns
+                return self.last_text()
 
     def _stop_feedback(self, again: bool) -> str | None:
         """What a Stop hook says the agent must go on with (None: it may end); ``again``: a
@@ -308,6 +313,7 @@ class Agent:
             if output.is_error:  # what it said may hold what telemetry should not carry
                 span.error = "the tool answered with an error"
         self._progress("tool_end", use.name, "error" if output.is_error else "")
+        self._answered |= output.ends_turn
         text = as_read(output.text, self.output_cap)
         return ToolResultBlock(use.id, text or "(no output)", output.is_error)
 
@@ -342,10 +348,12 @@ class Agent:
                 stop.output = output  # it ran: its result stands
                 raise
             if after.output is not None:
-                output = ToolOutput(after.output, output.is_error)
+                output = dataclasses.replace(output, text=after.output)
             notes += [after.reason if after.block else "", after.context]
         if any(notes):
-            output = ToolOutput("\n\n".join([output.text, *filter(None, notes)]), output.is_error)
+            output = dataclasses.replace(
+                output, text="\n\n".join([output.text, *filter(None, notes)])
+            )
         return output
 
     def _progress(self, event: ProgressEvent, tool: str = "", detail: str = "") -> None:
