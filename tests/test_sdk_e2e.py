@@ -312,3 +312,34 @@ def test_structured_output_ends_the_turn_without_another_model_call(
         assert isinstance(result, ResultMessage) and not result.is_error, result
         assert result.structured_output == answer
         assert len([r for r in sdk_model.requests if r.tool_names]) == calls
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_hook_answer_naming_another_event_is_rejected(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """A hook's ``hookSpecificOutput`` is for the event it was asked about: a PreToolUse
+    hook that answers as PostToolUse (here: allow) fails closed, its command does not run;
+    a PostToolUse one that answers as PreToolUse adds nothing to the result."""
+
+    def answering_as(named: str) -> Any:
+        async def hook(*_: Any) -> dict[str, Any]:
+            return {"hookSpecificOutput": {"hookEventName": named, "permissionDecision": "allow",
+                                           "additionalContext": "FROM THE HOOK"}}  # fmt: skip
+
+        return [HookMatcher(matcher="Bash", hooks=[hook])]
+
+    for event, named in (("PreToolUse", "PostToolUse"), ("PostToolUse", "PreToolUse")):
+        sdk_model.requests.clear()
+        options = options_for(
+            cli, sdk_model, tmp_path, workspace, allowed_tools=["Bash"],
+            hooks={event: answering_as(named)},
+        )  # fmt: skip
+        [answer] = converse(options, "Run the command: touch made.txt && echo ran")
+        assert isinstance(answer[-1], ResultMessage) and not answer[-1].is_error
+        [seen] = [r for r in sdk_model.requests if r.tool_names and r.tool_results]
+        said = str(seen.tool_results[0]["content"])
+        assert "FROM THE HOOK" not in said
+        assert (workspace / "made.txt").exists() == (event == "PostToolUse"), event
+        assert seen.tool_results[0].get("is_error", False) == (event == "PreToolUse")
+        (workspace / "made.txt").unlink(missing_ok=True)

@@ -97,10 +97,14 @@ class Verdict:
     context: list[str] = field(default_factory=list)  # additionalContext
     stop: str | None = None  # continue: false, and its stopReason
 
-    def take(self, out: Mapping[str, Any]) -> str:
-        """Add one hook's JSON output; what is wrong with it ("": nothing)."""
+    def take(self, out: Mapping[str, Any], event: str = "") -> str:
+        """Add one hook's JSON output for ``event``; what is wrong with it ("": nothing).
+        An output whose ``hookSpecificOutput`` names another event is taken not at all."""
         specific = out.get("hookSpecificOutput")
         specific = specific if isinstance(specific, dict) else {}
+        named = specific.get("hookEventName")
+        if event and named is not None and named != event:
+            return f"its hookSpecificOutput is for {named}, not {event}"
         if out.get("continue") is False and self.stop is None:
             self.stop = str(out.get("stopReason") or "")
         permission = specific.get("permissionDecision")
@@ -190,8 +194,8 @@ class Hooks:
             out = self._command(hook, event, payload) if hook.command else self._sdk(hook, payload)
             if out is None:
                 continue
-            if wrong := verdict.take(out):
-                verdict.take(_failed(hook, event, wrong))
+            if wrong := verdict.take(out, event):  # a guard that answers wrong fails closed
+                verdict.take(_failed(hook, event, wrong, closed=event == "PreToolUse"))
         return verdict
 
     def _command(self, hook: Hook, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
@@ -241,11 +245,12 @@ class Hooks:
         return out if isinstance(out, dict) else {}
 
 
-def _failed(hook: Hook, event: str, why: str) -> dict[str, Any]:
+def _failed(hook: Hook, event: str, why: str, closed: bool = False) -> dict[str, Any]:
     """A hook that failed, said on stderr, as its output: nothing, or a block where the
-    SDK set it to (``on_failure="block"``)."""
+    SDK set it to (``on_failure="block"``) or the failure is ``closed`` (a PreToolUse hook's
+    answer that is wrong: its call does not run, as in Claude Code)."""
     warn(f"warning: {event} hook {hook.name} failed: {why}")
-    if not hook.blocks_on_failure:
+    if not (closed or hook.blocks_on_failure):
         return {}
     return {"decision": "block", "reason": f"{event} hook {hook.name} failed: {why}"}
 
