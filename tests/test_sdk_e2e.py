@@ -18,6 +18,7 @@ from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
     HookMatcher,
+    PermissionResultAllow,
     ResultError,
     ResultMessage,
     StreamEvent,
@@ -343,3 +344,36 @@ def test_a_hook_answer_naming_another_event_is_rejected(
         assert (workspace / "made.txt").exists() == (event == "PostToolUse"), event
         assert seen.tool_results[0].get("is_error", False) == (event == "PreToolUse")
         (workspace / "made.txt").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_can_use_tool_is_asked_only_what_claude_code_asks_with_its_suggestions(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """test_tool_permissions.py's callback: a command that only reads in the workspace runs
+    unasked (``ls``, ``echo``, ``grep -r . .``), one that writes or reads elsewhere is asked,
+    with Claude Code's suggestions (the exact Bash rule; a Read rule for the folder outside;
+    acceptEdits for a file change) and the path that made it a question."""
+    asked: list[tuple[str, dict[str, Any], Any]] = []
+
+    async def allow(tool: str, args: dict[str, Any], context: Any) -> PermissionResultAllow:
+        asked.append((tool, args, context))
+        return PermissionResultAllow()
+
+    commands = ["ls", "echo hi", "grep -r hello .", "cat /etc/hostname", "touch made.txt"]
+    options = options_for(cli, sdk_model, tmp_path, workspace, can_use_tool=allow)
+    converse(options, *(f"Run exactly: {command}" for command in commands))
+    assert [args["command"] for _, args, _ in asked] == ["cat /etc/hostname", "touch made.txt"]
+    (_, _, reading), (_, _, touching) = asked
+    assert [(s.type, s.destination, [(r.tool_name, r.rule_content) for r in s.rules or []])
+            for s in reading.suggestions] == [
+        ("addRules", "localSettings", [("Bash", "cat /etc/hostname")]),
+        ("addRules", "session", [("Read", "//etc/**")]),
+    ]  # fmt: skip
+    assert reading.blocked_path == "/etc/hostname"
+    assert [(s.type, s.mode, s.directories) for s in touching.suggestions] == [
+        ("addRules", None, None), ("addDirectories", None, [str(workspace)]),
+        ("setMode", "acceptEdits", None),
+    ]  # fmt: skip
+    assert touching.blocked_path == str(workspace / "made.txt")
+    assert (workspace / "made.txt").exists()

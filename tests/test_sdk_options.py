@@ -607,7 +607,7 @@ def test_can_use_tool_is_asked_about_the_parents_calls(
     it with a message the model reads. Reads, and what ``allowed_tools`` names, are not
     asked about."""
     calls = [
-        ("Bash", {"command": "echo asked"}),
+        ("Bash", {"command": "touch asked"}),
         ("Bash", {"command": "echo free"}),  # Bash(echo free) is allowed
         ("Write", {"file_path": "made.txt", "content": "x"}),
         ("Grep", {"pattern": "x"}),
@@ -641,7 +641,7 @@ def test_can_use_tool_is_asked_about_the_parents_calls(
             return [m async for m in client.receive_response()]
 
     messages = asyncio.run(asyncio.wait_for(talk(), 60))
-    assert asked == [("Bash", {"command": "echo asked"}), ("Write", calls[2][1])]
+    assert asked == [("Bash", {"command": "touch asked"}), ("Write", calls[2][1])]
     bash, free, write, _ = json.loads(messages[-1].result)
     assert (bash, free) == ("changed\n", "free\n")
     assert write == "Permission to use Write denied: no writing today"

@@ -72,12 +72,19 @@ class Inbox:
             waiting.put(None)
         self._queue.put(None)
 
-    def ask(self, tool: str, tool_input: dict[str, Any], cancelled: threading.Event) -> Decision:
-        """Claude Code's ``can_use_tool`` request, and the SDK's answer (a cancelled run, or
-        stdin's end, is a no)."""
+    def ask(
+        self,
+        tool: str,
+        tool_input: dict[str, Any],
+        cancelled: threading.Event,
+        asked: dict[str, Any],
+    ) -> Decision:
+        """Claude Code's ``can_use_tool`` request (``asked``: its suggestions and reasons),
+        and the SDK's answer (a cancelled run, or stdin's end, is a no)."""
         from isoagent.parent.agent.permission_prompt import Decision
 
-        request = {"subtype": "can_use_tool", "tool_name": tool, "input": tool_input}
+        request = {"subtype": "can_use_tool", "tool_name": tool, "display_name": tool,
+                   "input": tool_input, **asked}  # fmt: skip
         response = self.control(request, cancelled)
         if response is None:
             why = "cancelled" if cancelled.is_set() else "the SDK has gone"

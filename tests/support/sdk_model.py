@@ -212,6 +212,7 @@ SCRIPTS: list[tuple[str, Callable[[Request], Reply]]] = [
         req, "2 + 2 = 4", "Two plus two: 2 + 2 is 4, counting up two from 2.")),
     ("Say hello", lambda req: answer(req, "Hello!")),
     ("Run this bash command: echo 'hello'", _run_command("echo 'hello'")),
+    ("Run exactly: ", lambda req: _run_command(prompt_of(req).split(": ", 1)[1])(req)),
     ("Run the command: touch ", lambda req: _run_command(prompt_of(req).split(": ", 1)[1])(req)),
     ("Run: echo ", lambda req: _run_command(prompt_of(req).split(": ", 1)[1])(req)),
     ("Call the mcp__test__echo tool", lambda req: _after_tools(req) or calls(
