@@ -24,6 +24,7 @@ from typing import Any, Literal
 from isoagent.errors import OptionError
 from isoagent.parent.children.hosts import HostSpecError, RemoteSettings, parse_hosts
 from isoagent.parent.claude_code import mcp_servers
+from isoagent.parent.claude_code.output_styles import output_style
 from isoagent.parent.model.aliases import resolve_model
 from isoagent.parent.records.run_folder import RUNS, runs_dir_for
 from isoagent.parent.records.terminal_text import warn
@@ -299,6 +300,8 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         agents=load_catalog(
             workdir, options.agents_dirs, on_warning, options.setting_sources
         ).agents,
+        setting_sources=None if options.setting_sources is None else tuple(options.setting_sources),
+        output_style=output_style(workdir, options.setting_sources, warn=on_warning or warn),
         child_command=shlex.split(os.environ.get("ISOAGENT_CHILD_COMMAND", "")) or None,
         verbose=options.verbose,
         record=None if options.record is None else Path(options.record),

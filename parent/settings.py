@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from isoagent.parent.children.hosts import RemoteSettings
 from isoagent.parent.claude_code.mcp_servers import McpServers
+from isoagent.parent.claude_code.output_styles import OutputStyle
 from isoagent.protocol import AgentSpec, CallOptions, Limits
 
 if TYPE_CHECKING:
@@ -81,6 +82,9 @@ class Settings:
     batch_journal: Path | None = None  # the Message Batches sent for -o, for its rerun
     batch_input: str = ""  # isoagent batch: its FILE, as given ("-": stdin), for the run's record
     hooks: Hooks | None = None  # Claude Code's hooks: --settings' commands, the SDK's callbacks
+    # --setting-sources: whose files are read (user, project, local); None: all of them
+    setting_sources: tuple[str, ...] | None = None
+    output_style: OutputStyle = field(default_factory=OutputStyle)  # the settings' outputStyle
 
     @property
     def runs_dir(self) -> Path:

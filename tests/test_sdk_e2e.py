@@ -7,6 +7,7 @@ files the same way."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,13 @@ from claude_agent_sdk import (
     AgentDefinition,
     AssistantMessage,
     ClaudeAgentOptions,
+    ConversationResetMessage,
     HookMatcher,
     PermissionResultAllow,
     ResultError,
     ResultMessage,
     StreamEvent,
+    SystemMessage,
     TextBlock,
     ToolUseBlock,
     UserMessage,
@@ -377,3 +380,124 @@ def test_can_use_tool_is_asked_only_what_claude_code_asks_with_its_suggestions(
     ]  # fmt: skip
     assert touching.blocked_path == str(workspace / "made.txt")
     assert (workspace / "made.txt").exists()
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_clear_starts_a_new_session_and_says_so(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """test_conversation_reset.py: ``/clear`` mid-session: a ConversationResetMessage stamped
+    with the old session, then a result of the new one, and the next message starts afresh
+    (its request holds nothing of before)."""
+    options = options_for(cli, sdk_model, tmp_path, workspace, max_turns=1)
+    first, cleared, after = converse(
+        options, "Reply with exactly: one", "/clear", "Reply with exactly: two"
+    )
+    old = first[-1].session_id
+    [reset] = [m for m in cleared if isinstance(m, ConversationResetMessage)]
+    assert reset.session_id == old and reset.new_conversation_id and reset.uuid
+    assert isinstance(cleared[-1], ResultMessage) and not cleared[-1].is_error
+    assert cleared[-1].session_id != old
+    assert isinstance(after[-1], ResultMessage) and after[-1].result == "two"
+    assert after[-1].session_id == cleared[-1].session_id
+    last = [r for r in sdk_model.requests if r.tool_names][-1]
+    assert "Reply with exactly: one" not in last.text()
+
+
+def write_commands(root: Path) -> None:
+    commands = root / ".claude" / "commands"
+    (commands / "sub").mkdir(parents=True)
+    (commands / "testcmd.md").write_text(
+        "---\ndescription: Test command\nargument-hint: [thing]\n---\n\n"
+        "Reply with exactly: $ARGUMENTS\n"
+    )
+    (commands / "sub" / "deep.md").write_text("Reply with exactly: deep\n")
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_projects_commands_are_listed_and_run_as_claude_code_runs_them(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """test_agents_and_settings.py's commands: ``.claude/commands/*.md`` (a sub-folder's as
+    ``sub:name``) are listed in init and ``get_server_info()``, and run with their
+    arguments; ``setting_sources=["user"]`` leaves the project's out."""
+    write_commands(workspace)
+    options = options_for(cli, sdk_model, tmp_path, workspace, max_turns=1)
+
+    async def run() -> tuple[dict[str, Any] | None, list[list[Any]]]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            info = await client.get_server_info()
+            answers = []
+            for prompt in ("/testcmd hello there", "/sub:deep"):
+                await client.query(prompt)
+                answers.append([m async for m in client.receive_response()])
+            return info, answers
+
+    info, (said, deep) = asyncio.run(asyncio.wait_for(run(), 120))
+    assert info is not None
+    listed = {c["name"]: c for c in info["commands"]}
+    assert listed["testcmd"]["description"] == "Test command (project)"
+    assert listed["testcmd"]["argumentHint"] == "thing" and "sub:deep" in listed
+    init = next(m for m in said if isinstance(m, SystemMessage) and m.subtype == "init")
+    assert {"testcmd", "sub:deep", "clear"} <= set(init.data["slash_commands"])
+    assert isinstance(said[-1], ResultMessage) and said[-1].result == "hello there"
+    assert isinstance(deep[-1], ResultMessage) and deep[-1].result == "deep"
+    asked = next(r for r in sdk_model.requests if r.tool_names).text()
+    assert "<command-name>/testcmd</command-name>" in asked
+
+    options = options_for(cli, sdk_model, tmp_path, workspace, max_turns=1,
+                          setting_sources=["user"])  # fmt: skip
+    [users] = converse(options, "What is 2 + 2?")
+    init = next(m for m in users if isinstance(m, SystemMessage) and m.subtype == "init")
+    assert "testcmd" not in init.data["slash_commands"]
+
+
+def test_an_unknown_slash_command_is_refused_by_name(
+    sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """A ``/name`` isoagent has no command for is an error result naming it, not a prompt
+    (Claude Code sends it to the model); a prompt that is a path is a prompt; a command
+    file that runs shell lines is refused, and the session goes on."""
+    commands = workspace / ".claude" / "commands"
+    commands.mkdir(parents=True)
+    (commands / "shell.md").write_text("Status: !`git status`\n")
+    options = options_for("isoagent", sdk_model, tmp_path, workspace, max_turns=1)
+    unknown, shell, path = converse(options, "/nosuchcmd now", "/shell", "/tmp/x Say hello")
+    assert isinstance(unknown[-1], ResultMessage) and unknown[-1].is_error
+    assert unknown[-1].result == "Unknown slash command: /nosuchcmd"
+    assert isinstance(shell[-1], ResultMessage) and "runs shell lines" in str(shell[-1].result)
+    assert isinstance(path[-1], ResultMessage) and path[-1].result == "Hello!"
+    assert len([r for r in sdk_model.requests if r.tool_names]) == 1
+
+
+def init_of(answer: list[Any]) -> dict[str, Any]:
+    return next(m.data for m in answer if isinstance(m, SystemMessage) and m.subtype == "init")
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_the_settings_output_style_is_reported_and_used(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """test_agents_and_settings.py and test_session_store_resume_settings.py: ``outputStyle``
+    of ``.claude/settings.local.json`` (or the user's settings, in ``CLAUDE_CONFIG_DIR``) is
+    init's ``output_style``; a style file's words reach the main agent's system prompt."""
+    local = workspace / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    local.write_text(json.dumps({"outputStyle": "local-test-style"}))
+    options = options_for(cli, sdk_model, tmp_path, workspace, max_turns=1)
+    assert init_of(converse(options, "What is 2 + 2?")[0])["output_style"] == "local-test-style"
+    styles = workspace / ".claude" / "output-styles"
+    styles.mkdir()
+    (styles / "terse.md").write_text("---\nname: terse\ndescription: d\n---\n\nANSWER TERSELY.\n")
+    local.write_text(json.dumps({"outputStyle": "terse"}))
+    sdk_model.requests.clear()
+    assert init_of(converse(options, "What is 2 + 2?")[0])["output_style"] == "terse"
+    assert "ANSWER TERSELY." in json.dumps(next(r for r in sdk_model.requests if r.tool_names).body)
+
+    local.unlink()
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "settings.json").write_text(json.dumps({"outputStyle": "Explanatory"}))
+    options = options_for(cli, sdk_model, tmp_path, workspace, max_turns=1,
+                          env={"CLAUDE_CONFIG_DIR": str(config)})  # fmt: skip
+    assert init_of(converse(options, "What is 2 + 2?")[0])["output_style"] == "Explanatory"

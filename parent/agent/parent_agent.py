@@ -301,8 +301,12 @@ def _both(agent: list[str], session: list[str]) -> list[str] | None:
 
 
 def parent_prompt(settings: Settings, default: str) -> str:
-    """``--system-prompt`` replaces isoagent's prompt, ``--append-system-prompt`` adds to it."""
-    prompt = settings.system_prompt or default
+    """``--system-prompt`` replaces isoagent's prompt (and the settings' output style, which
+    follows it), ``--append-system-prompt`` adds to it."""
+    prompt = settings.system_prompt
+    if not prompt:
+        style = settings.output_style.prompt
+        prompt = f"{default}\n\n{style}" if style else default
     if settings.append_system_prompt:
         prompt = f"{prompt}\n\n{settings.append_system_prompt}"
     return prompt

@@ -94,6 +94,8 @@ class ClaudeFormat:
         self.plugins: list[dict[str, str]] = []  # for init: the plugins loaded
         self.mcp_servers: list[dict[str, str]] = []  # for init: the MCP servers and status
         self.origin: dict[str, Any] | None = None  # the prompt's stamp, for the result
+        self.output_style = "default"  # for init: the settings' outputStyle
+        self.slash_commands: list[str] = []  # for init: the commands a prompt may invoke
 
     def __call__(self, event: Event) -> None:
         message = self.convert(event)
@@ -168,9 +170,9 @@ class ClaudeFormat:
             mcp_servers=self.mcp_servers,
             model=event.model,
             permissionMode=self.permission_mode,
-            slash_commands=[],
+            slash_commands=self.slash_commands,
             apiKeySource="ANTHROPIC_API_KEY",
-            output_style="default",
+            output_style=self.output_style,
             agents=event.agents,
             skills=[],
             plugins=self.plugins,

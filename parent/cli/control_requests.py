@@ -136,7 +136,10 @@ def answer(message: dict[str, Any], settings: Settings, inbox: Inbox) -> Setting
             )
             settings = dataclasses.replace(settings, agents={**settings.agents, **added})
     if subtype == "initialize":
-        answer = {"commands": [], "output_style": "default", "models": [], "account": {},
+        from isoagent.parent.claude_code.slash_commands import listed
+
+        answer = {"commands": listed(inbox.commands or {}),
+                  "output_style": settings.output_style.name, "models": [], "account": {},
                   "hook_on_failure_supported": True}  # fmt: skip
         respond(message, answer, "")
     else:

@@ -24,6 +24,7 @@ import click
 
 from isoagent.parent.claude_code.mcp_servers import SDK_ONLY
 from isoagent.parent.claude_code.plugins import PluginRefused, plugin_agents
+from isoagent.parent.claude_code.slash_commands import UnknownCommand
 from isoagent.parent.cli.control_requests import PERMISSION_MODES
 from isoagent.parent.cli.errors import OutputErrorsCommand, fail
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
@@ -31,7 +32,7 @@ from isoagent.parent.cli.options import output_options
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
 from isoagent.parent.cli.sdk_options import KnowsItsFlags, sdk_flags, sdk_settings_options
 from isoagent.parent.cli.settings_flag import ClaudeSettings, Unsupported, read_settings
-from isoagent.parent.cli.stream_session import run_prompt, serve_stream
+from isoagent.parent.cli.stream_session import commands, run_prompt, serve_stream, slash_prompt
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 
@@ -222,7 +223,16 @@ def print_mode(
         piped = read_piped_stdin()
         if piped.strip():
             prompt = f"{prompt}\n{piped}"
-    sys.exit(run_prompt(settings, prompt, output_format, partial=include_partial_messages)[0])
+    known = commands(settings)
+    try:
+        prompt, asked = slash_prompt(prompt, settings, known)
+    except UnknownCommand as exc:
+        fail(f"error: {exc}")
+    if not prompt:  # /clear: one run has no conversation to clear
+        sys.exit(ExitCode.OK)
+    sys.exit(
+        run_prompt(asked, prompt, output_format, partial=include_partial_messages, known=known)[0]
+    )
 
 
 def _given(name: str) -> click.core.ParameterSource | None:
@@ -234,11 +244,17 @@ def _given(name: str) -> click.core.ParameterSource | None:
 def _with_settings_file(settings: Settings, from_file: ClaudeSettings) -> Settings:
     """``settings`` with a ``--settings`` model (below ``--model`` and the environment),
     added folders and allowed domains; a ``ValueError`` says what cannot be used."""
+    from isoagent.parent.claude_code.output_styles import output_style
     from isoagent.parent.model.aliases import resolve_model
     from isoagent.parent.options import added_dirs, child_network
 
     if from_file.model and _given("model") is None:
         settings = dataclasses.replace(settings, model=resolve_model(from_file.model))
+    if from_file.output_style:  # above the settings files' own
+        style = output_style(
+            settings.workdir, settings.setting_sources, from_file.output_style, warn
+        )
+        settings = dataclasses.replace(settings, output_style=style)
     if from_file.add_dirs:
         more = added_dirs([*settings.add_dirs, *from_file.add_dirs])
         settings = dataclasses.replace(settings, add_dirs=more)

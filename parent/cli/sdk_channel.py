@@ -21,6 +21,7 @@ from isoagent.parent.settings import Settings
 
 if TYPE_CHECKING:
     from isoagent.parent.agent.permission_prompt import Decision
+    from isoagent.parent.claude_code.slash_commands import Command
 
 
 class Inbox:
@@ -39,6 +40,7 @@ class Inbox:
         self.settings: Settings | None = None  # the running (or last) run's
         self.context_tokens = 0  # the parent's context after its last answer
         self.forward_subagent_text = False  # initialize's forwardSubagentText
+        self.commands: dict[str, Command] | None = None  # the slash commands, once read
         self._queue: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
         self._asked: dict[str, queue.Queue[dict[str, Any] | None]] = {}  # by request id
         self._ids = itertools.count(1)

@@ -6,15 +6,28 @@ conversation."""
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import TYPE_CHECKING, Any
 
+from isoagent.parent.claude_code.slash_commands import (
+    CLEAR,
+    Command,
+    UnknownCommand,
+    invoked,
+    load_commands,
+)
+from isoagent.parent.cli.claude_format import ClaudeFormat
 from isoagent.parent.cli.control_requests import answer, answer_during_run
 from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import fail, run_session_body
 from isoagent.parent.cli.exit_codes import ExitCode
 from isoagent.parent.cli.output import Output, end_when_reader_goes
-from isoagent.parent.cli.sdk_channel import Inbox, respond
+from isoagent.parent.cli.sdk_channel import Inbox, respond, send
+from isoagent.parent.model.aliases import resolve_model
+from isoagent.parent.records.events import RunFinished
+from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
+from isoagent.protocol import Result, Status, Usage
 
 if TYPE_CHECKING:
     from isoagent.parent.records.events import Sink
@@ -28,10 +41,12 @@ def run_prompt(
     *,
     partial: bool = False,
     origin: dict[str, Any] | None = None,
+    known: dict[str, Command] | None = None,
 ) -> tuple[int, str]:
     """One parent run, printed in ``output_format`` (with ``partial``, every streamed
     event too): its exit status and run id. An ``inbox`` (stream-json input) may
-    interrupt it; ``origin``: the user message's stamp, given back on the result."""
+    interrupt it; ``origin``: the user message's stamp, given back on the result; ``known``:
+    the slash commands, for init (default: the inbox's, or read now)."""
     from isoagent.parent.agent.parent_agent import parent_tools
     from isoagent.parent.session import Session
 
@@ -50,6 +65,8 @@ def run_prompt(
     ]  # as Claude Code's init lists a --plugin-dir
     output.claude.mcp_servers = settings.mcp_servers.status()
     output.claude.origin = origin
+    output.claude.output_style = settings.output_style.name
+    output.claude.slash_commands = list(known if known is not None else commands(settings, inbox))
     if inbox is not None:
         output.claude.cost_before = inbox.cost
         output.claude.context_tokens = inbox.context_tokens
@@ -92,6 +109,7 @@ def serve_stream(
     ``unsupported``: a flag isoagent refuses, the answer to ``initialize``."""
     code: int = ExitCode.OK
     inbox = Inbox(answer_during_run)
+    inbox.commands = commands(settings)
     while (message := inbox.next()) is not None:
         if unsupported:  # refused before anything runs, whatever comes first
             if message.get("type") == "control_request":
@@ -100,6 +118,16 @@ def serve_stream(
         if message.get("type") == "control_request":
             settings = answer(message, settings, inbox)
         elif message.get("type") == "user" and (text := _user_text(message)).strip():
+            try:
+                text, asked = slash_prompt(text, settings, inbox.commands)
+            except UnknownCommand as exc:
+                send(_result(settings.session_id, str(exc)))
+                code = ExitCode.ERROR
+                continue
+            if not text:  # /clear: what comes next is a new conversation
+                settings = _cleared(settings, inbox)
+                code = ExitCode.OK
+                continue
             if settings.mcp_servers.sdk_names:
                 from isoagent.parent.claude_code.sdk_mcp import with_sdk_servers
 
@@ -111,7 +139,7 @@ def serve_stream(
             try:
                 origin = message.get("origin")
                 code, run_id = run_prompt(
-                    settings, text, output_format, inbox, partial=partial,
+                    asked, text, output_format, inbox, partial=partial,
                     origin=origin if isinstance(origin, dict) else None,
                 )  # fmt: skip
             finally:
@@ -128,6 +156,49 @@ def serve_stream(
     if unsupported:
         fail(f"error: {unsupported}")
     return code
+
+
+def commands(settings: Settings, inbox: Inbox | None = None) -> dict[str, Command]:
+    """The slash commands a prompt may invoke (the session's, once read)."""
+    if inbox is not None and inbox.commands is not None:
+        return inbox.commands
+    return load_commands(settings.workdir, settings.setting_sources, warn)
+
+
+def slash_prompt(text: str, settings: Settings, known: dict[str, Command]) -> tuple[str, Settings]:
+    """A prompt as its slash command makes it ("" for ``/clear``), and the settings its run
+    uses (a command's ``model``); an ``UnknownCommand`` names one that cannot run."""
+    slash = invoked(text, known)
+    if slash is None:
+        return text, settings
+    command, arguments = slash
+    if command.name == CLEAR:
+        return "", settings
+    if command.model:
+        settings = dataclasses.replace(settings, model=resolve_model(command.model))
+    return command.prompt(arguments), settings
+
+
+def _cleared(settings: Settings, inbox: Inbox) -> Settings:
+    """``/clear``: the SDK hears the conversation reset, and a result from the new one;
+    the next message starts it."""
+    old, new = settings.session_id or str(uuid.uuid4()), str(uuid.uuid4())
+    reset = {"type": "conversation_reset", "new_conversation_id": new, "uuid": new,
+             "trigger": "clear", "session_id": old}  # fmt: skip
+    send(reset)
+    send(_result(new))
+    inbox.cost = 0.0
+    inbox.context_tokens = 0
+    return dataclasses.replace(settings, resume="", session_id=new, budget_spent=0.0)
+
+
+def _result(session_id: str, error: str = "") -> dict[str, Any]:
+    """The result of a message that ran no model: a reset, or a refused command."""
+    claude = ClaudeFormat(None)
+    claude.session_id = session_id
+    status: Status = "error" if error else "ok"
+    done = Result(error, status, 0, 0, Usage(), 0.0, error=error)
+    return claude.result(RunFinished(result=done, run_dir=""))
 
 
 def _can_continue(settings: Settings, run_id: str) -> bool:
