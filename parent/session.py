@@ -41,7 +41,7 @@ from isoagent.parent.agent.parent_agent import (
     parent_prompt,
     parent_tools,
 )
-from isoagent.parent.agent.permission_prompt import Ask, asking_tools
+from isoagent.parent.agent.permission_prompt import Ask, asking_tools, noticed
 from isoagent.parent.agent.send_message import SendMessageTool
 from isoagent.parent.agent.structured_output import ENFORCE as ENFORCE_STRUCTURED
 from isoagent.parent.agent.structured_output import StructuredOutputTool
@@ -478,7 +478,10 @@ class Session:
             shutil.rmtree(temp, ignore_errors=True)
             raise
         allowed = allowed_spec(settings.allowed_tools)
-        tools = asking_tools([*tools, *mcp], self.ask, allowed, settings.permission_mode)
+        ask = self.ask
+        if ask is not None and self.hooks is not None:
+            ask = noticed(ask, self.hooks.notify)
+        tools = asking_tools([*tools, *mcp], ask, allowed, settings.permission_mode)
         task_tool = None
         if TASK_TOOL in spec.tools:
             task_tool = TaskTool(ctx, self.supervisor, loop, settings.agents)

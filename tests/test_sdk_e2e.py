@@ -501,3 +501,37 @@ def test_the_settings_output_style_is_reported_and_used(
     options = options_for(cli, sdk_model, tmp_path, workspace, max_turns=1,
                           env={"CLAUDE_CONFIG_DIR": str(config)})  # fmt: skip
     assert init_of(converse(options, "What is 2 + 2?")[0])["output_style"] == "Explanatory"
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_notification_hooks_run_and_their_input_is_claude_codes(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """test_hook_events.py: a Notification hook registers beside PreToolUse and PostToolUse
+    (isoagent refused it), and each runs; a Notification, when one comes (isoagent's: the
+    parent waits for can_use_tool's answer), has Claude Code's shape."""
+    heard: list[dict[str, Any]] = []
+
+    async def track(data: Any, *_: Any) -> dict[str, Any]:
+        heard.append(data)
+        return {}
+
+    async def allow(*_: Any) -> PermissionResultAllow:
+        return PermissionResultAllow()
+
+    hooks = {event: [HookMatcher(matcher=None if event == "Notification" else "Bash",
+                                 hooks=[track])]
+             for event in ("Notification", "PreToolUse", "PostToolUse")}  # fmt: skip
+    options = options_for(cli, sdk_model, tmp_path, workspace, hooks=hooks, can_use_tool=allow)
+    [answer] = converse(options, "Run exactly: touch made.txt")
+    assert isinstance(answer[-1], ResultMessage) and not answer[-1].is_error
+    events = [data["hook_event_name"] for data in heard]
+    assert {"PreToolUse", "PostToolUse"} <= set(events)
+    for data in heard:
+        if data["hook_event_name"] == "Notification":
+            assert data["message"] and data["notification_type"]
+    if cli == "isoagent":
+        notice = next(d for d in heard if d["hook_event_name"] == "Notification")
+        assert (notice["notification_type"], notice["message"]) == (
+            "permission_prompt", "Claude needs your permission to use Bash",
+        )  # fmt: skip

@@ -686,7 +686,10 @@ def test_settings_apply_permissions_and_model_and_refuse_the_rest(
 
     env = cli_env(api_server, HOME=str(tmp_path))
     for options, error in (
-        ({"settings": '{"hooks": {"Notification": []}}'}, "'hooks.Notification': isoagent runs"),
+        (
+            {"settings": '{"hooks": {"PermissionRequest": []}}'},
+            "'hooks.PermissionRequest': isoagent",
+        ),
         (
             {"sandbox": {"enabled": True, "excludedCommands": ["docker"]}},
             "'sandbox.excludedCommands': isoagent does not apply",

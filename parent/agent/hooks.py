@@ -10,10 +10,11 @@ with a ``HookCall`` frame and waits for the ``HookReply`` (``supervisor.py``), o
 the steps its Task's ``HookPlan`` names.
 
 Events: PreToolUse, PostToolUse, PostToolUseFailure (the parent's and every child's tool
-calls, ``agent_id``/``agent_type`` for a child's), SubagentStart, SubagentStop, Stop and
-UserPromptSubmit. Tools, their names and inputs, are Claude Code's. Any other event, or a
-hook that is not a command, is refused by name: a hook meant to guard something must not be
-dropped.
+calls, ``agent_id``/``agent_type`` for a child's), SubagentStart, SubagentStop, Stop,
+UserPromptSubmit and Notification (when the parent asks the SDK's ``can_use_tool``, as
+Claude Code notifies its user that it waits for a permission). Tools, their names and
+inputs, are Claude Code's. Any other event, or a hook that is not a command, is refused by
+name: a hook meant to guard something must not be dropped.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from isoagent.protocol import (
 
 EVENTS = frozenset(
     {"PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop",
-     "SubagentStart", "SubagentStop"}
+     "SubagentStart", "SubagentStop", "Notification"}
 )  # fmt: skip
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 _AGENT_EVENTS = frozenset({"SubagentStart", "SubagentStop"})  # matched on the agent type
@@ -396,6 +397,12 @@ class SessionHooks:
             why = verdict.stop or verdict.reason or "no reason"
             return None, f"the prompt was blocked by a UserPromptSubmit hook: {why}"
         return "\n\n".join([prompt, *verdict.context]), ""
+
+    def notify(self, message: str, kind: str) -> None:
+        """Notification: what the session tells its user (``kind``: Claude Code's
+        notification_type); the hooks' answers change nothing."""
+        fields = {"message": message, "notification_type": kind}
+        self.hooks.run("Notification", self._input("Notification", None, **fields))
 
     def subagent_start(self, agent: Subagent) -> str:
         """SubagentStart: what its hooks add to the child's prompt."""

@@ -75,6 +75,19 @@ def asking_tools(
     return wrapped
 
 
+def noticed(ask: Ask, notify: Callable[[str, str], None]) -> Ask:
+    """``ask``, after telling ``notify`` (the Notification hooks) that a permission is
+    awaited, in Claude Code's words."""
+
+    def asking(
+        tool: str, args: dict[str, Any], cancelled: threading.Event, asked: dict[str, Any]
+    ) -> Decision:
+        notify(f"Claude needs your permission to use {tool}", "permission_prompt")
+        return ask(tool, args, cancelled, asked)
+
+    return asking
+
+
 def _refusal(why: str) -> Ask:
     """An answer of no, for ``why``, whatever is asked."""
 
