@@ -35,7 +35,7 @@ from isoagent.parent.agent.cost_budget import CostBudget
 from isoagent.parent.agent.hooks import SessionHooks
 from isoagent.parent.agent.parent_agent import (
     allowed_spec,
-    earlier_conversation,
+    conversation_to_resume,
     interrupted_turn,
     parent_mcp_tools,
     parent_prompt,
@@ -490,7 +490,7 @@ class Session:
             self.structured = StructuredOutputTool(ctx, settings.json_schema)
             tools.append(self.structured)
         emit = self.events
-        history = earlier_conversation(settings.runs_dir, settings.resume)
+        history = conversation_to_resume(settings)
         for message in history:  # run.jsonl holds the whole conversation, for a later resume
             self.log(MessageAdded(message.role, message.content, 0))
 

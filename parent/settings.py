@@ -60,6 +60,11 @@ class Settings:
     disallowed_tools: tuple[str, ...] = ()  # taken from the parent and every agent type
     permission_mode: str = "default"  # plan: nothing writes (see parent_tools)
     resume: str = ""  # a run id whose conversation the parent continues
+    # or a session file it goes on from (parent/records/claude_sessions.py), up to and with
+    # the message resume_at (--resume-session-at); resume_drops: --resume-drops-turn
+    resume_file: Path | None = None
+    resume_at: str = ""
+    resume_drops: str | None = None
     session_id: str = ""  # the session the run belongs to (Claude Code's); "": its run id
     fork_session: bool = False  # resuming starts a new session, not the resumed one's
     permission_prompt_tool: str = ""  # stdio: the parent's calls are asked of the SDK

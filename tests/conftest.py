@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,10 +19,19 @@ os.environ["ISOAGENT_WARM_GATEWAY"] = "0"
 _gateways = WarmGateways()
 
 
+# Claude Code's folder for the commands the tests run with the user's own HOME: print mode
+# keeps its sessions' files there, never in the user's ~/.claude
+_CLAUDE_FOLDER = tempfile.mkdtemp(prefix="isoagent-tests-claude-")
+atexit.register(shutil.rmtree, _CLAUDE_FOLDER, ignore_errors=True)
+
+
 def base_env(**extra: str) -> dict[str, str]:
-    """os.environ minus ANTHROPIC_*/ISOAGENT_*, with the warm gateway off, plus `extra`."""
+    """os.environ minus ANTHROPIC_*/ISOAGENT_*, with the warm gateway off, plus `extra`;
+    without a HOME of the test's own, Claude Code's folder is a temporary one."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ISOAGENT_"))}
     env["ISOAGENT_WARM_GATEWAY"] = "0"
+    if "HOME" not in extra:
+        env["CLAUDE_CONFIG_DIR"] = _CLAUDE_FOLDER
     env.update(extra)
     return env
 

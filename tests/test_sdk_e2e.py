@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,9 @@ from claude_agent_sdk import (
     ClaudeAgentOptions,
     ConversationResetMessage,
     HookMatcher,
+    InMemorySessionStore,
     PermissionResultAllow,
+    ProcessError,
     ResultError,
     ResultMessage,
     StreamEvent,
@@ -28,6 +32,12 @@ from claude_agent_sdk import (
     TextBlock,
     ToolUseBlock,
     UserMessage,
+    get_session_messages,
+    get_session_messages_from_store,
+    get_subagent_messages,
+    get_subagent_messages_from_store,
+    list_subagents,
+    list_subagents_from_store,
 )
 
 from isoagent.parent.agent.parent_agent import INTERRUPTED_ANSWER
@@ -535,3 +545,110 @@ def test_notification_hooks_run_and_their_input_is_claude_codes(
         assert (notice["notification_type"], notice["message"]) == (
             "permission_prompt", "Claude needs your permission to use Bash",
         )  # fmt: skip
+
+
+@pytest.fixture
+def claude_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Claude Code's folder for the CLI and for the SDK's readers in this process."""
+    folder = tmp_path / "claude-folder"
+    folder.mkdir()
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(folder))
+    return folder
+
+
+def prompts_of(session: str, workspace: Path) -> list[str]:
+    return [
+        m.message["content"]
+        for m in get_session_messages(session, directory=str(workspace))
+        if m.type == "user" and isinstance(m.message.get("content"), str)
+    ]
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_the_sdk_reads_the_session_and_resume_session_at_forks_it_there(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path, claude_folder: Path
+) -> None:
+    """test_truncating_resume.py: ``get_session_messages`` reads the session (the stream's
+    uuids, one prompt after the other); resuming at turn 1's last answer, dropping turn 2,
+    forks a session of turns 1 and 3 and leaves the first whole; naming a turn that does
+    not follow is refused, and nothing is forked."""
+    env = {"CLAUDE_CONFIG_DIR": str(claude_folder)}
+    options = options_for(cli, sdk_model, tmp_path, workspace, max_turns=1, env=env)
+    one, two = converse(options, "Reply with exactly: one", "Reply with exactly: two")
+    session = two[-1].session_id
+    answered = [m for m in one if isinstance(m, AssistantMessage)][-1].uuid
+    chain = get_session_messages(session, directory=str(workspace))
+    uuids = [m.uuid for m in chain]
+    second = next(
+        i for i, m in enumerate(chain) if m.message.get("content") == "Reply with exactly: two"
+    )
+    assert second == uuids.index(answered) + 1
+
+    def fork(drops: str) -> list[Any]:
+        forked = options_for(
+            cli, sdk_model, tmp_path, workspace, max_turns=1, env=env, resume=session,
+            fork_session=True, resume_session_at=answered, resume_drops_turn=drops,
+        )  # fmt: skip
+
+        async def ask() -> list[Any]:
+            return [m async for m in claude_agent_sdk.query(prompt="Reply with exactly: three",
+                                                             options=forked)]  # fmt: skip
+
+        return asyncio.run(asyncio.wait_for(ask(), 120))
+
+    with pytest.raises(ProcessError, match="Resume rejected by --resume-drops-turn:"):
+        fork(str(uuid.uuid4()))
+    result = fork(chain[second].uuid)[-1]
+    assert isinstance(result, ResultMessage) and not result.is_error
+    assert result.session_id != session and result.result == "three"
+    assert prompts_of(result.session_id, workspace) == [
+        "Reply with exactly: one", "Reply with exactly: three",
+    ]  # fmt: skip
+    assert prompts_of(session, workspace) == ["Reply with exactly: one", "Reply with exactly: two"]
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_session_store_gets_the_session_and_brings_it_back(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path, claude_folder: Path
+) -> None:
+    """test_session_store_resume_settings.py and test_subagent_session_reads.py: with a
+    ``session_store`` the session's entries reach the store (the subagents' too, with the
+    Agent call that started each); once every file on disk is gone (the run folders too),
+    ``resume`` brings the session back from the store and the conversation goes on."""
+    store = InMemorySessionStore()
+    env = {"CLAUDE_CONFIG_DIR": str(claude_folder)}
+    options = options_for(
+        cli, sdk_model, tmp_path, workspace, env=env, session_store=store, agents=GREETER,
+        allowed_tools=["Agent", "Task"], max_turns=4,
+    )  # fmt: skip
+    [first] = converse(options, GREET_PROMPT)
+    session = first[-1].session_id
+    [call] = [b.id for m in first if isinstance(m, AssistantMessage) and not m.parent_tool_use_id
+              for b in m.content if isinstance(b, ToolUseBlock)]  # fmt: skip
+
+    async def read_store() -> tuple[list[Any], dict[str, list[Any]]]:
+        key = str(workspace)
+        main = await get_session_messages_from_store(store, session, directory=key)
+        agents = await list_subagents_from_store(store, session, directory=key)
+        subagents = {a: await get_subagent_messages_from_store(store, session, a, directory=key)
+                     for a in agents}  # fmt: skip
+        return main, subagents
+
+    main, subagents = asyncio.run(read_store())
+    assert GREET_PROMPT in [m.message.get("content") for m in main]
+    greeter = [messages for messages in subagents.values() if messages]
+    assert greeter and {m.parent_tool_use_id for m in greeter[0]} == {call}
+    local = {a: get_subagent_messages(session, a, directory=str(workspace))
+             for a in list_subagents(session, directory=str(workspace))}  # fmt: skip
+    assert any({m.parent_tool_use_id for m in ms} == {call} for ms in local.values() if ms)
+
+    shutil.rmtree(claude_folder / "projects")
+    shutil.rmtree(workspace / ".isoagent", ignore_errors=True)
+    sdk_model.requests.clear()
+    again = options_for(cli, sdk_model, tmp_path, workspace, env=env, session_store=store,
+                        resume=session, max_turns=1)  # fmt: skip
+    [after] = converse(again, "Reply with exactly: two")
+    assert isinstance(after[-1], ResultMessage) and after[-1].result == "two"
+    assert after[-1].session_id == session
+    asked = next(r for r in sdk_model.requests if r.tool_names and "two" in r.text())
+    assert GREET_PROMPT in asked.text()  # the conversation came back from the store

@@ -22,7 +22,6 @@ from claude_agent_sdk._internal.transport.subprocess_cli import SubprocessCLITra
 
 import isoagent
 from isoagent.parent.agent.parent_agent import INTERRUPTED
-from isoagent.parent.cli.sdk_options import REFUSED
 from isoagent.parent.model.aliases import CURRENT_MODELS
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
@@ -58,47 +57,6 @@ def run_sdk_args(
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert lines and lines[-1]["type"] == "result", done.stderr
     return lines
-
-
-# every SDK option that becomes a flag isoagent refuses, with a value that sends it
-REFUSED_OPTIONS: dict[str, dict[str, Any]] = {
-    "--resume-session-at": {"resume_session_at": "u1"},
-    "--resume-drops-turn": {"resume_drops_turn": "u1"},
-    "--session-mirror": {"session_store": object()},
-}
-
-
-@pytest.mark.parametrize("flag", sorted(REFUSED))
-def test_an_sdk_option_isoagent_cannot_honour_is_refused_by_name(
-    flag: str, api_server: MessagesServer, tmp_path: Path, workspace: Path
-) -> None:
-    args = sdk_args(**REFUSED_OPTIONS[flag])
-    assert flag in " ".join(args).replace("=", " ").split()
-    env = cli_env(api_server, HOME=str(tmp_path))
-    done = run_cli(["-p", "hi", *args], env, cwd=workspace, input="")
-    assert done.returncode == 1
-    assert done.stderr.startswith(f"isoagent: error: {flag} is not supported: "), done.stderr
-    assert done.stderr.count("\n") == 1
-    assert api_server.requests == []
-
-
-def test_the_sdk_hears_a_refused_option_as_the_answer_to_initialize(
-    api_server: MessagesServer, tmp_path: Path, workspace: Path
-) -> None:
-    options = ClaudeAgentOptions(
-        cli_path=str(ISOAGENT_SCRIPT),
-        cwd=str(workspace),
-        env=cli_env(api_server, HOME=str(tmp_path)),
-        resume_session_at="u1",
-    )
-
-    async def ask() -> None:
-        async for _ in claude_agent_sdk.query(prompt="hi", options=options):
-            pass
-
-    with pytest.raises(Exception, match="--resume-session-at is not supported: isoagent"):
-        asyncio.run(asyncio.wait_for(ask(), 60))
-    assert api_server.requests == []
 
 
 @pytest.mark.parametrize("value", [None, "v", "-v"])

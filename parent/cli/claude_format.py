@@ -25,6 +25,7 @@ from isoagent.parent.agent.parent_agent import INTERRUPTED_ANSWER
 from isoagent.parent.agent.permission_prompt import DENIED
 from isoagent.parent.agent.task_tool import TASK_STATUS
 from isoagent.parent.model.prices import cost_usd
+from isoagent.parent.records.claude_sessions import SessionFiles
 from isoagent.parent.records.events import (
     ChildFinished,
     ChildProgress,
@@ -96,9 +97,13 @@ class ClaudeFormat:
         self.origin: dict[str, Any] | None = None  # the prompt's stamp, for the result
         self.output_style = "default"  # for init: the settings' outputStyle
         self.slash_commands: list[str] = []  # for init: the commands a prompt may invoke
+        self.sessions: SessionFiles | None = None  # print mode's: the session's files
 
     def __call__(self, event: Event) -> None:
         message = self.convert(event)
+        if self.sessions is not None:  # before the stream has it: the result flushes a mirror
+            child = getattr(event, "child", "")
+            self.sessions.add(event, message, self._parent_of(child) if child else None)
         if message is not None and self.write is not None:
             self.write(message)
 

@@ -32,7 +32,14 @@ from isoagent.parent.cli.options import output_options
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
 from isoagent.parent.cli.sdk_options import KnowsItsFlags, sdk_flags, sdk_settings_options
 from isoagent.parent.cli.settings_flag import ClaudeSettings, Unsupported, read_settings
-from isoagent.parent.cli.stream_session import commands, run_prompt, serve_stream, slash_prompt
+from isoagent.parent.cli.stream_session import (
+    Printing,
+    commands,
+    run_prompt,
+    serve_stream,
+    slash_prompt,
+)
+from isoagent.parent.records.claude_sessions import ResumeRefused
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 
@@ -81,6 +88,22 @@ class _PrintModeCommand(OutputErrorsCommand, KnowsItsFlags):
     help="plan: nothing writes (read-only children, no bash in the parent).",
 )
 @click.option("--continue", "-c", "continue_", is_flag=True, help="Continue the latest run.")
+@click.option(
+    "--resume-session-at",
+    metavar="UUID",
+    help="With --resume: go on from the session's file up to and with this message.",
+)
+@click.option(
+    "--resume-drops-turn",
+    metavar="UUID",
+    help="With --resume-session-at: the prompt that must be the first message left out.",
+)
+@click.option(
+    "--session-mirror",
+    is_flag=True,
+    help="Each entry written to the session's file goes to stdout too (transcript_mirror), "
+    "for the claude-agent-sdk's session_store.",
+)
 @click.option("--resume", "-r", "resume", help="Continue this session (a session id or a run id).")
 @click.option(
     "--settings",
@@ -127,6 +150,9 @@ def print_mode(
     permission_mode: str,
     continue_: bool,
     resume: str | None,
+    resume_session_at: str | None,
+    resume_drops_turn: str | None,
+    session_mirror: bool,
     settings_value: str | None,
     plugin_dirs: tuple[Path, ...],
     permission_prompt_tool: str | None,
@@ -196,6 +222,7 @@ def print_mode(
         plugins=tuple(plugins),
         hooks=from_file.hooks,
     )
+    refused = ""  # a resume --resume-drops-turn refuses: each run's result says so
     try:
         settings = _with_settings_file(settings, from_file)
         settings = claude_settings(
@@ -208,14 +235,21 @@ def print_mode(
             permission_mode=permission_mode,
             continue_=continue_,
             resume=resume,
+            resume_at=resume_session_at or "",
+            resume_drops=resume_drops_turn,
         )
+    except ResumeRefused as exc:  # as Claude Code: the run's result says why
+        if input_format != "stream-json":
+            fail(f"error: {exc}")
+        refused = str(exc)
     except ValueError as exc:
         fail(str(exc), ExitCode.USAGE)
     if permission_prompt_tool:
         settings = dataclasses.replace(settings, permission_prompt_tool=permission_prompt_tool)
 
+    printing = Printing(output_format, include_partial_messages, session_mirror)
     if input_format == "stream-json":
-        sys.exit(serve_stream(settings, output_format, unsupported, include_partial_messages))
+        sys.exit(serve_stream(settings, printing, unsupported, refused))
     if prompt is None:
         prompt = read_prompt("-")
     else:
@@ -230,9 +264,7 @@ def print_mode(
         fail(f"error: {exc}")
     if not prompt:  # /clear: one run has no conversation to clear
         sys.exit(ExitCode.OK)
-    sys.exit(
-        run_prompt(asked, prompt, output_format, partial=include_partial_messages, known=known)[0]
-    )
+    sys.exit(run_prompt(asked, prompt, printing, known=known)[0])
 
 
 def _given(name: str) -> click.core.ParameterSource | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from isoagent.parent.claude_code.slash_commands import (
@@ -16,7 +17,7 @@ from isoagent.parent.claude_code.slash_commands import (
     invoked,
     load_commands,
 )
-from isoagent.parent.cli.claude_format import ClaudeFormat
+from isoagent.parent.cli.claude_format import CLAUDE_CODE_PROTOCOL, ClaudeFormat
 from isoagent.parent.cli.control_requests import answer, answer_during_run
 from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import fail, run_session_body
@@ -24,6 +25,7 @@ from isoagent.parent.cli.exit_codes import ExitCode
 from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.sdk_channel import Inbox, respond, send
 from isoagent.parent.model.aliases import resolve_model
+from isoagent.parent.records.claude_sessions import SessionFiles
 from isoagent.parent.records.events import RunFinished
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
@@ -33,28 +35,37 @@ if TYPE_CHECKING:
     from isoagent.parent.records.events import Sink
 
 
+@dataclass(frozen=True)
+class Printing:
+    """How print mode prints its runs: ``--output-format``, ``--include-partial-messages``
+    (every streamed event too), ``--session-mirror`` (the session file's entries too)."""
+
+    output_format: str
+    partial: bool = False
+    mirror: bool = False
+
+
 def run_prompt(
     settings: Settings,
     prompt: str,
-    output_format: str,
+    printing: Printing,
     inbox: Inbox | None = None,
     *,
-    partial: bool = False,
     origin: dict[str, Any] | None = None,
     known: dict[str, Command] | None = None,
 ) -> tuple[int, str]:
-    """One parent run, printed in ``output_format`` (with ``partial``, every streamed
-    event too): its exit status and run id. An ``inbox`` (stream-json input) may
-    interrupt it; ``origin``: the user message's stamp, given back on the result; ``known``:
-    the slash commands, for init (default: the inbox's, or read now)."""
-    from isoagent.parent.agent.parent_agent import parent_tools
+    """One parent run, printed as ``printing`` says: its exit status and run id. An
+    ``inbox`` (stream-json input) may interrupt it; ``origin``: the user message's stamp,
+    given back on the result; ``known``: the slash commands, for init (default: the
+    inbox's, or read now). Its messages go to the session's file too."""
+    from isoagent.parent.agent.parent_agent import conversation_to_resume, parent_tools
     from isoagent.parent.session import Session
 
     output = Output(
-        output_format,
+        printing.output_format,
         tools=parent_tools(settings).tools,
         permission_mode=settings.permission_mode,
-        partial=partial,
+        partial=printing.partial,
         # as Claude Code's print mode: a child's tool calls, its words only if the SDK asks
         subagent_text=inbox is not None and inbox.forward_subagent_text,
         subagent_events=False,
@@ -67,6 +78,15 @@ def run_prompt(
     output.claude.origin = origin
     output.claude.output_style = settings.output_style.name
     output.claude.slash_commands = list(known if known is not None else commands(settings, inbox))
+    mirror = None
+    if printing.mirror and output.streams:
+
+        def mirror(path: str, entries: list[dict[str, Any]]) -> None:
+            output.lines({"type": "transcript_mirror", "filePath": path, "entries": entries})
+
+    output.claude.sessions = SessionFiles(
+        settings.workdir, CLAUDE_CODE_PROTOCOL, conversation_to_resume(settings), mirror
+    )
     if inbox is not None:
         output.claude.cost_before = inbox.cost
         output.claude.context_tokens = inbox.context_tokens
@@ -102,11 +122,12 @@ def run_prompt(
 
 
 def serve_stream(
-    settings: Settings, output_format: str, unsupported: str = "", partial: bool = False
+    settings: Settings, printing: Printing, unsupported: str = "", refused: str = ""
 ) -> int:
     """The SDK's side of the conversation: answer control requests, run each user message
     (the second and later continue the conversation); the last run's status.
-    ``unsupported``: a flag isoagent refuses, the answer to ``initialize``."""
+    ``unsupported``: a flag isoagent refuses, the answer to ``initialize``; ``refused``: why
+    no message can run (a resume refused), each one's result."""
     code: int = ExitCode.OK
     inbox = Inbox(answer_during_run)
     inbox.commands = commands(settings)
@@ -117,6 +138,9 @@ def serve_stream(
             break
         if message.get("type") == "control_request":
             settings = answer(message, settings, inbox)
+        elif message.get("type") == "user" and refused:
+            send(_result(settings.session_id, refused))
+            code = ExitCode.ERROR
         elif message.get("type") == "user" and (text := _user_text(message)).strip():
             try:
                 text, asked = slash_prompt(text, settings, inbox.commands)
@@ -139,7 +163,7 @@ def serve_stream(
             try:
                 origin = message.get("origin")
                 code, run_id = run_prompt(
-                    asked, text, output_format, inbox, partial=partial,
+                    asked, text, printing, inbox,
                     origin=origin if isinstance(origin, dict) else None,
                 )  # fmt: skip
             finally:
@@ -152,7 +176,10 @@ def serve_stream(
                 from isoagent.parent.agent.parent_agent import run_session
 
                 session = settings.session_id or run_session(settings.runs_dir, run_id)
-                settings = dataclasses.replace(settings, resume=run_id, session_id=session)
+                settings = dataclasses.replace(
+                    settings, resume=run_id, session_id=session, resume_file=None, resume_at="",
+                    resume_drops=None,
+                )  # fmt: skip
     if unsupported:
         fail(f"error: {unsupported}")
     return code
