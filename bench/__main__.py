@@ -19,6 +19,8 @@ from pathlib import Path
 from bench import (
     api_batches,
     cli_start,
+    daemon,
+    display_cost,
     flows,
     imports,
     rate_limits,
@@ -40,6 +42,10 @@ ROWS = (
     "rate-limit",
     "task-cpu",
     "one-shot",
+    "daemon-one-shot",
+    "daemon-shared",
+    "daemon-xargs",
+    "display",
     "protocol",
     "cli-start",
 )
@@ -68,7 +74,7 @@ class Sizes:
     import_runs: int
     remote_runs: int
     remote_batch_tasks: int
-    rate_limit_case: str
+    rate_limit_cases: tuple[str, ...]
     api_batch_tasks: int
     api_batch_delay: float  # seconds a Message Batch takes
     api_batch_window: float
@@ -101,7 +107,7 @@ FULL = Sizes(
     import_runs=5,
     remote_runs=15,
     remote_batch_tasks=64,
-    rate_limit_case="batch-20rps",
+    rate_limit_cases=rate_limits.ROW,
     api_batch_tasks=500,
     api_batch_delay=5.0,
     api_batch_window=10.0,
@@ -127,7 +133,7 @@ QUICK = Sizes(  # each row once, as cheaply as it still runs every path
     import_runs=1,
     remote_runs=1,
     remote_batch_tasks=4,
-    rate_limit_case="batch-20rps-quick",
+    rate_limit_cases=("batch-20rps-quick",),
     api_batch_tasks=4,
     api_batch_delay=0.2,
     api_batch_window=1.0,
@@ -143,19 +149,25 @@ def measure(sizes: Sizes, rows: list[str]) -> tuple[list[Line], list[str]]:
         "api-batches": lambda: api_batches.row(
             sizes.api_batch_tasks, sizes.api_batch_delay, sizes.api_batch_window
         ),
-        "rate-limit": lambda: rate_limits.row(sizes.rate_limit_case),
+        "rate-limit": lambda: rate_limits.row(sizes.rate_limit_cases),
         "task-cpu": lambda: references.task_cpu(
             sizes.cpu_tasks, sizes.cpu_jobs, sizes.cpu_repeats, sizes.idle
         ),
         "one-shot": lambda: references.one_shot(
             sizes.one_shot_runs, sizes.one_shot_warmup, skipped
         ),
+        "daemon-one-shot": lambda: daemon.one_shot(max(sizes.one_shot_runs * 2, 1), skipped),
+        "daemon-shared": lambda: daemon.shared(*((48, 16) if sizes is FULL else (8, 4))),
+        "daemon-xargs": lambda: daemon.xargs(*((200, 8) if sizes is FULL else (8, 4))),
         "memory": lambda: spawn.memory(sizes.memory_runs),
         "protocol": lambda: (
             wire.codec(30, sizes.codec_repeats, sizes.codec_seconds)
             + wire.pipe(sizes.pipe_bytes, sizes.pipe_repeats)
         ),
-        "cli-start": lambda: cli_start.cli_start(sizes.cli_runs, skipped),
+        "cli-start": lambda: (
+            cli_start.cli_start(sizes.cli_runs, skipped) + display_cost.help_cpu(sizes.cli_runs)
+        ),
+        "display": lambda: display_cost.task_display(sizes.one_shot_runs),
         "remote-start": lambda: remote_start.remote_start(
             sizes.remote_runs, sizes.remote_batch_tasks, skipped
         ),

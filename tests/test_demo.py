@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from isoagent.parent.cli.demo import (
 )
 from isoagent.parent.model.cassette import ReplaySource
 from tests.conftest import base_env
-from tests.support.cli import ISOAGENT, read_jsonl
+from tests.support.cli import ISOAGENT, read_jsonl, run_cli
 
 STATS = re.compile(
     r"^(?P<n>\d)\. (?P<run>\S+): parent (?P<turns>\d+) turns?, (?P<calls>\d+) tool calls?; "
@@ -148,6 +149,32 @@ def test_demo_reports_each_example_from_its_transcripts(demo: Demo):
         assert not [r for r in tool_results(parent) if r.get("is_error")]
 
 
+CLOSING = re.compile(
+    r"^isoagent: (?P<turns>[\d,]+) turns?, (?P<kids>\d+) child(?:ren)?, (?P<tokens>[\d,]+) "
+    r"tokens, \$(?P<cost>[\d.]+); (?P<run>\S+)$",
+    re.M,
+)
+
+
+def test_each_examples_closing_line_counts_that_example_alone_as_logs_does(demo: Demo):
+    """The figures of an example's closing line are its run's, as ``logs`` reads them back
+    (they once added up every example so far)."""
+    closings = list(CLOSING.finditer(demo.done.stderr))
+    assert len(closings) == len(demo.examples) == 3
+    for closing, example in zip(closings, demo.examples, strict=True):
+        assert Path(closing["run"]).name == example.run_dir.name
+        args = ["logs", example.run_dir.name, "--json", "--run-dir", str(example.run_dir.parent)]
+        logged = json.loads(run_cli(args, {}, cwd=demo.cwd).stdout)
+        assert int(closing["turns"]) == logged["turns"]
+        assert int(closing["kids"]) == logged["children"] == int(example.stats["kids"])
+        assert int(closing["tokens"].replace(",", "")) == logged["tokens"]
+        tree = run_cli([*args[:2], *args[3:]], {}, cwd=demo.cwd).stdout.splitlines()
+        assert f", ${closing['cost']}, " in tree[0]  # the cost as logs says it
+        parent_and_children = re.search(r"parent (\d+) turns?.* (\d+) turns?,", example.stats[0])
+        assert parent_and_children is not None
+        assert sum(map(int, parent_and_children.groups())) == logged["turns"]
+
+
 def test_example_1_child_finds_pytest(demo: Demo):
     example = demo.examples[0]
     [child] = example.children
@@ -213,5 +240,6 @@ def test_demo_recording_matches_the_sample_project_strictly(tmp_path: Path):
     copy_sample_project(tmp_path)
     source = ReplaySource(CASSETTE, "strict")
     outcomes: list[Outcome] = []
-    asyncio.run(run_examples(tmp_path, source, lambda _event: None, lambda _: None, outcomes))
+    quiet = lambda: lambda _event: None  # noqa: E731
+    asyncio.run(run_examples(tmp_path, source, quiet, lambda _: None, outcomes))
     assert [o.result.status for o in outcomes] == ["ok", "ok", "ok"], outcomes[-1].result.error

@@ -83,6 +83,7 @@ class ChildRequest:
     agent: AgentSpec
     depth: int = 1  # 1: the parent's child; 2: a child's (--max-depth 2), ...
     history: tuple[Message, ...] = ()  # an earlier child's conversation it goes on with
+    asked_by: str = ""  # the child whose task call this is ("": the parent's)
 
 
 # children that children may start in one run, in all (--max-depth 2 or more)
@@ -191,6 +192,17 @@ class Supervisor:
         """Children asked for and not yet ended."""
         return len(self._running)
 
+    async def let_answered_finish(self, why: str, grace: float) -> None:
+        """End every running child but those whose last model answer is in (it asked for
+        no tool: their Result is all that is left, and it was paid for), and give those up
+        to ``grace`` seconds to send it, so that their task is not run (and paid) again."""
+        deadline = self._loop.time() + grace
+        for run in list(self.live.values()):
+            if not run.answered:
+                run.end(ChildFailed(why, "cancelled"))
+        while any(run.answered for run in self.live.values()) and self._loop.time() < deadline:
+            await asyncio.sleep(0.02)
+
     async def end_all(self) -> None:
         """End every child still running and wait until each is ended and recorded. A
         session's children may run in tasks of their own (those of the parent's ``Agent``
@@ -228,7 +240,9 @@ class Supervisor:
             refusal = f"the run's token budget ({total}) is used up"
         else:
             self.nested += 1
-            finished = await self.run(ChildRequest(call.description, call.prompt, agent, depth + 1))
+            request = ChildRequest(call.description, call.prompt, agent, depth + 1)
+            request.asked_by = asking.id
+            finished = await self.run(request)
             return TaskReply(call.id, report(finished), not ended_well(finished))
         return TaskReply(call.id, refusal, is_error=True)
 
@@ -334,6 +348,7 @@ class _ChildRun:
         self.usage = Usage()
         self.retries = 0  # of its model calls, by the gateway
         self.last_text = ""  # the child's latest words: its summary so far, if it fails
+        self.answered = False  # its last model answer asked for no tool: its Result is next
         self.cancelled = False
         self.started = asyncio.get_running_loop().time()
         self._finished: ChildFinished | None = None
@@ -381,6 +396,7 @@ class _ChildRun:
                     pid=process.pid,
                     transcript=self.transcript_label,
                     host=launcher.host_name,
+                    parent=self.request.asked_by,
                 )
             )
             result = await self._outcome(process, task)
@@ -581,6 +597,7 @@ class _ChildRun:
                 self.usage = self.usage + reply.usage
                 self.retries += reply.retries
                 self.last_text = text_of(reply.content) or self.last_text
+                self.answered = reply.error is None and reply.stop_reason != "tool_use"
                 if self.ledger is not None:
                     self.ledger.answered(reply)
                 await process.answer(reply)

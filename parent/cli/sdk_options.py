@@ -56,11 +56,6 @@ SDK_SETTINGS_OPTIONS = [
         "(.claude/agents), local; comma separated (default: all).",
     ),
     click.option(
-        "--max-budget-usd", type=click.FloatRange(min=0), default=0.0, metavar="USD",
-        help="What the run's model calls may cost, the children's too (0: no limit); past "
-        "it the run ends with status budget (Claude Code's error_max_budget_usd).",
-    ),
-    click.option(
         "--json-schema", callback=_schema, metavar="SCHEMA",
         help="The parent answers with JSON of this schema, through a StructuredOutput tool: "
         "the result's structured_output.",
@@ -124,7 +119,7 @@ class KnowsItsFlags(click.Command):
     click parses the rest, for ``sdk_flags`` to refuse by name."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        known = {opt for param in self.params for opt in param.opts}
+        known = {opt for param in self.get_params(ctx) for opt in param.opts}  # --help too
         kept: list[str] = []
         unknown: list[str] = []
         rest = iter(args)

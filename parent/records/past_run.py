@@ -53,6 +53,7 @@ class AgentLog:
     events: list[AnyEvent]
     started: ChildStarted | None = None  # a child's start, as run.jsonl has it
     finished: ChildFinished | None = None
+    price_rate: float = 1.0  # the run's (``RunStarted.price_rate``)
 
     @property
     def messages(self) -> list[MessageAdded]:
@@ -73,7 +74,7 @@ class AgentLog:
 
     def price(self, answer: MessageAdded) -> float:
         """What the call that gave ``answer`` cost, priced by the model that gave it."""
-        return cost_usd(answer.model or self.model, answer.usage or Usage())
+        return cost_usd(answer.model or self.model, answer.usage or Usage(), self.price_rate)
 
     @property
     def result(self) -> Result | None:
@@ -87,6 +88,17 @@ class AgentLog:
     def tool_calls(self) -> int:
         return sum(isinstance(b, ToolUseBlock) for m in self.answers for b in m.content)
 
+    @property
+    def turns(self) -> int:
+        """Its model turns in this run: the answers it was given (an earlier conversation a
+        resumed run goes on with is in its transcript, without usage, and is not one)."""
+        return sum(m.usage is not None for m in self.answers)
+
+    @property
+    def asked_by(self) -> str:
+        """The child whose ``task`` call started it ("": the parent's, or the batch's)."""
+        return self.started.parent if self.started else ""
+
 
 @dataclass
 class PastRun:
@@ -99,7 +111,8 @@ class PastRun:
     def read(cls, path: Path) -> PastRun:
         events = read_events(path / "run.jsonl")
         start = next((e for e in events if isinstance(e, RunStarted)), None)
-        parent = AgentLog("", "parent", start.model if start else "", events)
+        rate = start.price_rate if start else 1.0
+        parent = AgentLog("", "parent", start.model if start else "", events, price_rate=rate)
         started = {e.child: e for e in events if isinstance(e, ChildStarted)}
         finished = {e.child: e for e in events if isinstance(e, ChildFinished)}
         children = []
@@ -117,6 +130,7 @@ class PastRun:
                     transcript,
                     begun,
                     own_end or finished.get(child),
+                    rate,
                 )
             )
         return cls(path, events, parent, children)
@@ -131,7 +145,9 @@ class PastRun:
 
     @property
     def final(self) -> RunFinished | None:
-        return next((e for e in self.events if isinstance(e, RunFinished)), None)
+        """How the run ended: its last ``RunFinished`` (a command that failed after its run
+        ended, its answer not written, records a second one that says so)."""
+        return next((e for e in reversed(self.events) if isinstance(e, RunFinished)), None)
 
     @property
     def agents(self) -> list[AgentLog]:
@@ -151,7 +167,12 @@ class PastRun:
 
     @property
     def turns(self) -> int:
-        return sum(len(a.answers) for a in self.agents)
+        """Every agent's model turns, as its tokens and cost are every agent's."""
+        return sum(a.turns for a in self.agents)
+
+    def children_of(self, child: str) -> list[AgentLog]:
+        """The children ``child`` started ("": the parent's own, or a batch's tasks)."""
+        return [c for c in self.children if c.asked_by == child]
 
     @property
     def tool_calls(self) -> int:

@@ -270,8 +270,8 @@ def main() -> int:
     recording = RecordingSource(ScriptedModel(), CASSETTE)
     try:
         copy_sample_project(root)
-        display = ProgressDisplay(verbose=True)
         outcomes: list[Outcome] = []
+        display = lambda: ProgressDisplay(verbose=True)  # noqa: E731
         asyncio.run(run_examples(root, KeptOpen(recording), display, print, outcomes))
     finally:
         asyncio.run(recording.aclose())
