@@ -142,6 +142,11 @@ def serve_stream(
             send(_result(settings.session_id, refused))
             code = ExitCode.ERROR
         elif message.get("type") == "user" and (text := _user_text(message)).strip():
+            if settings.mcp_servers.sdk_names:
+                from isoagent.parent.claude_code.sdk_mcp import with_sdk_servers
+
+                servers = with_sdk_servers(settings.mcp_servers, inbox.control)
+                settings = dataclasses.replace(settings, mcp_servers=servers)
             try:
                 text, asked = slash_prompt(text, settings, inbox.commands)
             except UnknownCommand as exc:
@@ -152,11 +157,6 @@ def serve_stream(
                 settings = _cleared(settings, inbox)
                 code = ExitCode.OK
                 continue
-            if settings.mcp_servers.sdk_names:
-                from isoagent.parent.claude_code.sdk_mcp import with_sdk_servers
-
-                servers = with_sdk_servers(settings.mcp_servers, inbox.control)
-                settings = dataclasses.replace(settings, mcp_servers=servers)
             inbox.settings = settings
             inbox.running.set()
             interrupts = inbox.interrupts
