@@ -20,6 +20,7 @@ import msgspec
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, SEND_MESSAGE, TASK_TOOL
 from isoagent.child.agent.tools.bash import REFUSED
+from isoagent.child.agent.tools.mcp import PREFIX as MCP_PREFIX
 from isoagent.child.agent.tools.task import DEFAULT_AGENT
 from isoagent.parent.agent.parent_agent import INTERRUPTED_ANSWER
 from isoagent.parent.agent.permission_prompt import DENIED
@@ -199,7 +200,7 @@ class ClaudeFormat:
             return self._stamp(
                 {
                     "type": "user",
-                    "message": {"role": "user", "content": content},
+                    "message": {"role": "user", "content": self._mcp_blocks(content)},
                     "parent_tool_use_id": parent,
                 },
                 event.child,
@@ -396,6 +397,16 @@ class ClaudeFormat:
         if not child or self.main_child:
             return None
         return self._children[child].tool_use_id if child in self._children else None
+
+    def _mcp_blocks(self, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``content`` with an MCP call's result as content blocks, as Claude Code gives it
+        (isoagent keeps a tool's result as its words; an error's stays words in both)."""
+        for block in content:
+            call = self._calls.get(block.get("tool_use_id", ""))
+            mcp = call is not None and call.name.startswith(MCP_PREFIX)
+            if mcp and not block.get("is_error") and isinstance(block.get("content"), str):
+                block["content"] = [{"type": "text", "text": block["content"]}]
+        return content
 
     def _note_denials(self, content: list[Any]) -> None:
         """Claude Code's ``permission_denials``: the Bash calls whose rules refused them,
