@@ -652,3 +652,21 @@ def test_a_session_store_gets_the_session_and_brings_it_back(
     assert after[-1].session_id == session
     asked = next(r for r in sdk_model.requests if r.tool_names and "two" in r.text())
     assert GREET_PROMPT in asked.text()  # the conversation came back from the store
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_a_plugins_commands_are_listed_and_run_under_its_name(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """examples/plugin_example.py: a plugin's ``commands/*.md`` are ``/plugin:name``, listed
+    in init and run with their arguments, beside its agents (isoagent refused the plugin)."""
+    plugin = tmp_path / "demo"
+    (plugin / ".claude-plugin").mkdir(parents=True)
+    (plugin / ".claude-plugin" / "plugin.json").write_text('{"name": "demo-plugin"}')
+    (plugin / "commands").mkdir()
+    (plugin / "commands" / "greet.md").write_text("Reply with exactly: $ARGUMENTS\n")
+    options = options_for(cli, sdk_model, tmp_path, workspace, max_turns=1,
+                          plugins=[{"type": "local", "path": str(plugin)}])  # fmt: skip
+    [said] = converse(options, "/demo-plugin:greet hi there")
+    assert "demo-plugin:greet" in init_of(said)["slash_commands"]
+    assert isinstance(said[-1], ResultMessage) and said[-1].result == "hi there"

@@ -4,10 +4,11 @@
 ``/clear`` starts a new conversation (a new session id; the SDK hears a
 ``conversation_reset``). A custom command is a markdown file of ``.claude/commands/``, the
 project's or Claude Code's folder's (``sub/name.md`` is ``/sub:name``; the project's wins a
-name both have): its body, with ``$ARGUMENTS`` (and ``$1``, ``$2``...) filled in, is the
-prompt, after a note naming the command, as Claude Code sends it; its front matter may
-give a ``description``, an ``argument-hint`` and a ``model``. A body with a shell line
-(``!`command```) is refused: isoagent runs no command a file names before the model asks.
+name both have), or of a ``--plugin-dir`` plugin's ``commands/`` (``/plugin:name``): its
+body, with ``$ARGUMENTS`` (and ``$1``, ``$2``...) filled in, is the prompt, after a note
+naming the command, as Claude Code sends it; its front matter may give a ``description``,
+an ``argument-hint`` and a ``model``. A body with a shell line (``!`command```) is
+refused: isoagent runs no command a file names before the model asks.
 Any other ``/NAME`` is refused by name; a prompt that is a path (``/tmp/x ...``) is a prompt.
 """
 
@@ -58,18 +59,26 @@ def _nth(words: list[str], n: int) -> str:
 
 
 def load_commands(
-    workdir: Path, sources: Sequence[str] | None, warn: Callable[[str], None]
+    workdir: Path,
+    sources: Sequence[str] | None,
+    warn: Callable[[str], None],
+    plugins: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Command]:
-    """The commands a prompt may invoke: the built-ins, the user's, then the project's; a
-    file that cannot be read is said to ``warn`` and left out."""
+    """The commands a prompt may invoke: the built-ins, the plugins' (``(name, folder)``),
+    the user's, then the project's; a file that cannot be read is said to ``warn`` and left
+    out."""
     commands = {name: Command(name, about) for name, about in BUILT_IN.items()}
     places = [
+        *((f"plugin:{name}", Path(folder, "commands")) for name, folder in plugins),
         *([("user", config_dir() / "commands")] if uses(sources, "user") else []),
         *([("project", workdir / ".claude" / "commands")] if uses(sources, "project") else []),
     ]
     for source, folder in places:
+        plugin = source.removeprefix("plugin:") if source.startswith("plugin:") else ""
         for path in markdown_files(folder):
-            name = ":".join(path.relative_to(folder).with_suffix("").parts)
+            name = ":".join(
+                (*([plugin] if plugin else []), *path.relative_to(folder).with_suffix("").parts)
+            )
             try:
                 data, body = front_matter(path)
             except (OSError, ValueError) as exc:

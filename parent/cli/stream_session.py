@@ -189,7 +189,7 @@ def commands(settings: Settings, inbox: Inbox | None = None) -> dict[str, Comman
     """The slash commands a prompt may invoke (the session's, once read)."""
     if inbox is not None and inbox.commands is not None:
         return inbox.commands
-    return load_commands(settings.workdir, settings.setting_sources, warn)
+    return load_commands(settings.workdir, settings.setting_sources, warn, settings.plugins)
 
 
 def slash_prompt(text: str, settings: Settings, known: dict[str, Command]) -> tuple[str, Settings]:
