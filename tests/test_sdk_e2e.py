@@ -670,3 +670,26 @@ def test_a_plugins_commands_are_listed_and_run_under_its_name(
     [said] = converse(options, "/demo-plugin:greet hi there")
     assert "demo-plugin:greet" in init_of(said)["slash_commands"]
     assert isinstance(said[-1], ResultMessage) and said[-1].result == "hi there"
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_an_interrupt_sent_as_the_turn_starts_is_not_lost(
+    cli: str, sdk_model: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """examples/streaming_mode.py's interrupt, sent before the turn's first message came
+    back (isoagent may still be starting the run): the turn is interrupted, its answer
+    never comes whole, and the next message is answered."""
+    options = options_for(cli, sdk_model, tmp_path, workspace)
+
+    async def run() -> tuple[list[Any], list[Any]]:
+        async with claude_agent_sdk.ClaudeSDKClient(options) as client:
+            await client.query("Count from 1 to 100 slowly.")
+            await client.interrupt()
+            cut = [m async for m in client.receive_response()]
+            await client.query("Reply with exactly: two")
+            return cut, [m async for m in client.receive_response()]
+
+    cut, after = asyncio.run(asyncio.wait_for(run(), 120))
+    assert isinstance(cut[-1], ResultMessage) and cut[-1].subtype == "error_during_execution"
+    assert SLOW_TEXT not in str(cut)
+    assert isinstance(after[-1], ResultMessage) and after[-1].result == "two"

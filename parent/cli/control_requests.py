@@ -93,9 +93,6 @@ def answer(message: dict[str, Any], settings: Settings, inbox: Inbox) -> Setting
         if not message.get("answered"):
             respond(message, {}, "")
         return settings
-    if subtype == "interrupt":  # between runs: nothing to interrupt
-        respond(message, {}, "")
-        return settings
     if subtype in _ANY_TIME:
         respond(message, _ANY_TIME[subtype](settings, inbox), "")
         return settings
@@ -174,7 +171,7 @@ def answer_during_run(inbox: Inbox, message: dict[str, Any]) -> None:
     ``Session.interrupt``); ``set_model`` is queued for the next run."""
     request = message.get("request")
     if isinstance(request, dict) and request.get("subtype") == "interrupt":
-        inbox.interrupts += 1
+        inbox.interrupted_upto = inbox.prompts_read  # before the run is asked (interrupted)
         if inbox.interrupt is not None:
             inbox.interrupt()
         respond(message, {}, "")

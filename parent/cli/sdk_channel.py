@@ -27,14 +27,18 @@ if TYPE_CHECKING:
 class Inbox:
     """stdin's messages, read by a thread of their own: a control request that comes while
     a run is going is answered at once, not after the run; ``interrupt`` ends the parent's
-    turn at its next step and ends the children running (see ``Session.interrupt``)."""
+    turn at its next step and ends the children running (see ``Session.interrupt``). An
+    interrupt is always answered at once: it is for every prompt read before it (a run
+    still starting, one not started yet), which ``interrupted(prompt)`` tells."""
 
     def __init__(self, during_run: Callable[[Inbox, dict[str, Any]], None]) -> None:
         self.during_run = during_run  # answers a control request that comes during a run
         self.running = threading.Event()
         self.interrupt: Callable[[], None] | None = None  # the running session's
         self.stop_task: Callable[[str], bool] | None = None  # and its stop_child
-        self.interrupts = 0  # interrupt requests so far
+        self.prompts_read = 0  # user messages read from stdin so far
+        self.interrupted_upto = 0  # the prompts read before the last interrupt
+        self.prompt = 0  # the one the running (or last) run is for: its number, from 1
         self.spent = 0.0  # US dollars the session's runs spent, under --max-budget-usd
         self.cost = 0.0  # what the session's runs cost, as their results say
         self.settings: Settings | None = None  # the running (or last) run's
@@ -45,6 +49,11 @@ class Inbox:
         self._asked: dict[str, queue.Queue[dict[str, Any] | None]] = {}  # by request id
         self._ids = itertools.count(1)
         threading.Thread(target=self._read, daemon=True, name="stdin").start()
+
+    def interrupted(self) -> bool:
+        """Whether an interrupt came for the running run's prompt (see ``prompt``); the
+        run asks once its session can be interrupted."""
+        return self.interrupted_upto >= self.prompt > 0
 
     def next(self) -> dict[str, Any] | None:
         """The next message between runs (None at the end of stdin)."""
@@ -64,11 +73,14 @@ class Inbox:
             if not isinstance(message, dict):
                 self._queue.put(line.decode("utf-8", "replace"))
                 return
-            if message.get("type") == "control_request" and self.running.is_set():
+            request = message.get("request")
+            interrupt = isinstance(request, dict) and request.get("subtype") == "interrupt"
+            if message.get("type") == "control_request" and (self.running.is_set() or interrupt):
                 self.during_run(self, message)
             elif message.get("type") == "control_response":
                 self._answered(message.get("response"))
             else:
+                self.prompts_read += message.get("type") == "user"
                 self._queue.put(message)
         for waiting in list(self._asked.values()):  # nobody is left to answer
             waiting.put(None)

@@ -104,6 +104,8 @@ def run_prompt(
                 progress.follow(session)
             if inbox is not None:
                 inbox.interrupt = session.interrupt
+                if inbox.interrupted():  # it came while the session opened, or before
+                    session.interrupt()
                 inbox.stop_task = session.stop_child
                 if settings.permission_prompt_tool:
                     session.ask = inbox.ask
@@ -132,6 +134,7 @@ def serve_stream(
     inbox = Inbox(answer_during_run)
     inbox.commands = commands(settings)
     while (message := inbox.next()) is not None:
+        inbox.prompt += message.get("type") == "user"
         if unsupported:  # refused before anything runs, whatever comes first
             if message.get("type") == "control_request":
                 respond(message, None, unsupported)
@@ -159,7 +162,6 @@ def serve_stream(
                 continue
             inbox.settings = settings
             inbox.running.set()
-            interrupts = inbox.interrupts
             try:
                 origin = message.get("origin")
                 code, run_id = run_prompt(
@@ -169,7 +171,7 @@ def serve_stream(
             finally:
                 inbox.running.clear()
                 inbox.interrupt = inbox.stop_task = None
-            if code > 128 and inbox.interrupts == interrupts:
+            if code > 128 and not inbox.interrupted():
                 return code  # a signal ended it (the SDK's disconnect): start nothing queued
             settings = dataclasses.replace(settings, budget_spent=inbox.spent)
             if run_id and _can_continue(settings, run_id):
