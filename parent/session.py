@@ -78,7 +78,7 @@ from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 from isoagent.parent.telemetry.config import TelemetryUnavailable
 from isoagent.parent.telemetry.run_trace import RunTrace
-from isoagent.protocol import Message, Result, SandboxPolicy, Usage
+from isoagent.protocol import Message, Result, SandboxPolicy, ToolResultBlock, Usage
 
 # the signals that end a run: each cancels the session's task, which ends every child
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -602,7 +602,11 @@ class Session:
             if agent.stopped is not None:  # a hook said continue: false
                 self.terminal_reason = "hook_stopped"
             if result.status == "cancelled" and bridge.aborted:  # the SDK's interrupt
-                self._close_interrupted(agent.messages, result.turns, bridge.cut)
+                last = agent.messages[-1]  # the prompt: no answer had begun (nor a tool run)
+                unasked = last.role == "user" and not any(
+                    isinstance(b, ToolResultBlock) for b in last.content
+                )
+                self._close_interrupted(agent.messages, result.turns, bridge.cut or unasked)
             if self.structured is not None:
                 if result.status == "ok" and self.structured.value is None:  # once more
                     result = await run_in_thread(agent.run, ENFORCE_STRUCTURED, agent.messages)
