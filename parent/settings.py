@@ -14,6 +14,7 @@ from isoagent.protocol import AgentSpec, CallOptions, Limits
 
 if TYPE_CHECKING:
     from isoagent.parent.agent.hooks import Hooks
+    from isoagent.parent.trust.workspace import Trust
 
 DEFAULT_MODEL = "claude-sonnet-5"
 SandboxChoice = Literal["auto", "off", "workspace", "read-only"]
@@ -93,6 +94,8 @@ class Settings:
     # --setting-sources: whose files are read (user, project, local); None: all of them
     setting_sources: tuple[str, ...] | None = None
     output_style: OutputStyle = field(default_factory=OutputStyle)  # the settings' outputStyle
+    # which of the workspace's own files (.mcp.json, settings, agent files' servers) are used
+    workspace_trust: Trust | None = None
 
     @property
     def runs_dir(self) -> Path:

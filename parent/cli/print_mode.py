@@ -31,7 +31,12 @@ from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import output_options
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
 from isoagent.parent.cli.sdk_options import KnowsItsFlags, sdk_flags, sdk_settings_options
-from isoagent.parent.cli.settings_flag import ClaudeSettings, Unsupported, read_settings
+from isoagent.parent.cli.settings_flag import (
+    ClaudeSettings,
+    Unsupported,
+    read_settings,
+    workspace_settings,
+)
 from isoagent.parent.cli.stream_session import (
     Printing,
     commands,
@@ -192,6 +197,9 @@ def print_mode(
             unsupported = unsupported or f"--settings is not supported: {exc}"
         except ValueError as exc:
             fail(f"error: invalid --settings: {exc}", ExitCode.USAGE)
+    from_file, lines = workspace_settings(settings.workspace_trust, from_file)
+    for line in lines:
+        warn(line)
     plugged: dict[str, Any] = {}
     plugins: list[tuple[str, str]] = []  # (name, folder)
     for folder in plugin_dirs:
