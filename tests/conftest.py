@@ -51,6 +51,8 @@ def cli_env(server: MessagesServer, **extra: str) -> dict[str, str]:
     env = base_env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test-key")
     if server is _gateways.server:
         env |= _gateways.env
+    if "HOME" in extra:  # Claude Code's folder is that HOME's, as base_env's would be
+        env.pop("CLAUDE_CONFIG_DIR", None)
     env |= extra
     _gateways.used(env)
     return env
