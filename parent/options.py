@@ -25,6 +25,7 @@ from typing import Any, Literal
 from isoagent.errors import OptionError
 from isoagent.parent.children.hosts import HostSpecError, RemoteSettings, parse_hosts
 from isoagent.parent.claude_code import mcp_servers
+from isoagent.parent.claude_code.output_styles import output_style
 from isoagent.parent.model.aliases import resolve_model
 from isoagent.parent.records.run_folder import RUNS, project_root, runs_dir_for
 from isoagent.parent.records.terminal_text import warn
@@ -393,6 +394,8 @@ def settings_for(
         allow_unsandboxed=options.allow_unsandboxed,
         writable_git=options.writable_git,
         agents=agents,
+        setting_sources=None if options.setting_sources is None else tuple(options.setting_sources),
+        output_style=output_style(workdir, options.setting_sources, warn=on_warning or warn),
         child_command=shlex.split(os.environ.get("ISOAGENT_CHILD_COMMAND", "")) or None,
         verbose=options.verbose,
         record=None if options.record is None else Path(options.record),
@@ -460,25 +463,39 @@ def child_network(
 
 def call_options(options: Options) -> CallOptions | None:
     """What the parent's model calls add to their requests (None: nothing); a
-    ``ValueError`` says what cannot be sent."""
+    ``ValueError`` says what cannot be sent. Unless told, the parent thinks as Claude
+    Code's main agent does: by its model, with ``MAX_THINKING_TOKENS`` as the budget of a
+    model that thinks with one (0: it does not think)."""
     budget = options.max_thinking_tokens or 0
     max_tokens = _LIMITS.max_tokens
     if budget >= max_tokens:
         raise ValueError(
             f"--max-thinking-tokens {budget} must be below the parent's max_tokens ({max_tokens})"
         )
-    thinking: str | None = options.thinking if options.thinking != "disabled" else ""
-    if budget and not thinking:
-        thinking = "enabled"
+    thinking: str = options.thinking or ("enabled" if budget else "")
+    if not thinking and options.max_thinking_tokens is None:
+        thinking, budget = _thinking_from_environment()
     made = CallOptions(
         effort=options.effort or "",
-        thinking=thinking or "",
-        thinking_budget=budget if thinking == "enabled" else 0,
-        thinking_display=(thinking and options.thinking_display) or "",
+        thinking=thinking,
+        thinking_budget=budget if thinking in ("enabled", "auto") else 0,
+        thinking_display=(thinking != "disabled" and options.thinking_display) or "",
         task_budget=options.task_budget or 0,
         betas=_words(options.betas),
     )
     return made if made != CallOptions() else None
+
+
+def _thinking_from_environment() -> tuple[str, int]:
+    """Claude Code's ``MAX_THINKING_TOKENS``: "auto" with it as the budget, "disabled" for
+    0; a value that is no number is said once and left out."""
+    value = os.environ.get("MAX_THINKING_TOKENS", "").strip()
+    if not value:
+        return "auto", 0
+    if not value.isdigit():
+        warn(f"warning: MAX_THINKING_TOKENS={value!r} is not a number of tokens: ignored")
+        return "auto", 0
+    return ("auto", int(value)) if int(value) else ("disabled", 0)
 
 
 def default_model() -> str:

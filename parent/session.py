@@ -38,12 +38,13 @@ from isoagent.parent.agent.hands import HANDS_LOG, Hands, handed
 from isoagent.parent.agent.hooks import SessionHooks
 from isoagent.parent.agent.parent_agent import (
     allowed_spec,
-    earlier_conversation,
+    conversation_to_resume,
+    interrupted_turn,
     parent_mcp_tools,
     parent_prompt,
     parent_tools,
 )
-from isoagent.parent.agent.permission_prompt import Ask, asking_tools
+from isoagent.parent.agent.permission_prompt import Ask, asking_tools, noticed
 from isoagent.parent.agent.send_message import SendMessageTool
 from isoagent.parent.agent.structured_output import ENFORCE as ENFORCE_STRUCTURED
 from isoagent.parent.agent.structured_output import StructuredOutputTool
@@ -79,7 +80,7 @@ from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 from isoagent.parent.telemetry.config import TelemetryUnavailable
 from isoagent.parent.telemetry.run_trace import RunTrace
-from isoagent.protocol import Result, SandboxPolicy, Usage
+from isoagent.protocol import Message, Result, SandboxPolicy, ToolResultBlock, Usage
 
 # the signals that end a run: each cancels the session's task, which ends every child
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -250,8 +251,10 @@ class Session:
         # set (from any thread) to end the parent's turn: it stops at its next step, with
         # status cancelled and its result (see ``interrupt``)
         self.stop_parent = threading.Event()
+        self._bridge: GatewayBridge | None = None  # the parent's, while it runs
         self._loop = asyncio.get_running_loop()
         self.final: RunFinished | None = None  # the run's last record, once written
+        self.terminal_reason = ""  # why the parent's turn ended, where its status does not say
         self.structured: StructuredOutputTool | None = None  # --json-schema's, once made
         self.ask: Ask | None = None  # who the parent's calls are asked of (the SDK's can_use_tool)
         self.hooks: SessionHooks | None = None  # --settings' and the SDK's hooks, if any
@@ -388,6 +391,8 @@ class Session:
         """The SDK's interrupt, from any thread: the parent's turn ends at its next step and
         every running child is ended now (its ``Agent`` call returns cancelled)."""
         self.stop_parent.set()
+        if self._bridge is not None:  # an answer under way is not waited for
+            self._bridge.abort()
         self._loop.call_soon_threadsafe(self._end_children)
 
     def stop_child(self, child: str) -> bool:
@@ -477,12 +482,21 @@ class Session:
             structured_output=answer,
             structured_output_failed=self.structured is not None and self.structured.exhausted,
             trace_id=self.trace_id,
+            api_error=self.gateway.failures.get("") if result.status == "error" else None,
+            terminal_reason=self.terminal_reason,
         )
         if self.trace is not None:
             self.trace.finish(result)
         self.final = final
         self.events(final)
         return final
+
+    def _close_interrupted(self, messages: list[Message], turn: int, answering: bool) -> None:
+        """The turn an interrupt cut stays in the conversation (the next message goes on
+        with it), closed as Claude Code closes it; ``answering``: the model was."""
+        closing = interrupted_turn(messages, answering)
+        self.terminal_reason = "aborted_streaming" if answering else "aborted_tools"
+        self.events(MessageAdded(closing.role, closing.content, turn))
 
     def failed_after(self, final: RunFinished, error: str) -> None:
         """The command failed once its run had ended (its answer could not be written): the
@@ -541,7 +555,10 @@ class Session:
             shutil.rmtree(temp, ignore_errors=True)
             raise
         allowed = allowed_spec(settings.allowed_tools)
-        tools = asking_tools([*tools, *mcp], self.ask, allowed, settings.permission_mode)
+        ask = self.ask
+        if ask is not None and self.hooks is not None:
+            ask = noticed(ask, self.hooks.notify)
+        tools = asking_tools([*tools, *mcp], ask, allowed, settings.permission_mode)
         task_tool = None
         if TASK_TOOL in spec.tools:
             task_tool = TaskTool(ctx, self.supervisor, loop, settings.agents)
@@ -550,7 +567,7 @@ class Session:
             self.structured = StructuredOutputTool(ctx, settings.json_schema)
             tools.append(self.structured)
         emit = self.events
-        history = earlier_conversation(settings.runs_dir, settings.resume)
+        history = conversation_to_resume(settings)
         for message in history:  # run.jsonl holds the whole conversation, for a later resume
             self.log(MessageAdded(message.role, message.content, 0))
 
@@ -561,8 +578,11 @@ class Session:
         hooks = None
         if self.hooks is not None:
             hooks = self.hooks.for_parent((t.name for t in tools), can_ask=self.ask is not None)
+        self._bridge = bridge = GatewayBridge(self.gateway, loop, recorder)
+        if self.stop_parent.is_set():
+            bridge.abort()
         agent = Agent(
-            GatewayBridge(self.gateway, loop, recorder),
+            bridge,
             tools,
             system=parent_prompt(
                 settings,
@@ -588,6 +608,16 @@ class Session:
                     return Result("", "error", 0, 0, Usage(), 0.0, error=refused)
                 prompt = submitted
             result = await run_in_thread(agent.run, prompt, history)
+            for message in agent.messages[recorder.seen :]:  # its last tool results
+                emit(MessageAdded(message.role, message.content, result.turns))
+            if agent.stopped is not None:  # a hook said continue: false
+                self.terminal_reason = "hook_stopped"
+            if result.status == "cancelled" and bridge.aborted:  # the SDK's interrupt
+                last = agent.messages[-1]  # the prompt: no answer had begun (nor a tool run)
+                unasked = last.role == "user" and not any(
+                    isinstance(b, ToolResultBlock) for b in last.content
+                )
+                self._close_interrupted(agent.messages, result.turns, bridge.cut or unasked)
             if self.structured is not None:
                 if result.status == "ok" and self.structured.value is None:  # once more
                     result = await run_in_thread(agent.run, ENFORCE_STRUCTURED, agent.messages)

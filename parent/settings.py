@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from isoagent.parent.children.hosts import RemoteSettings
 from isoagent.parent.claude_code.mcp_servers import McpServers
+from isoagent.parent.claude_code.output_styles import OutputStyle
 from isoagent.protocol import AgentSpec, CallOptions, Limits
 
 if TYPE_CHECKING:
@@ -60,6 +61,11 @@ class Settings:
     disallowed_tools: tuple[str, ...] = ()  # taken from the parent and every agent type
     permission_mode: str = "default"  # plan: nothing writes (see parent_tools)
     resume: str = ""  # a run id whose conversation the parent continues
+    # or a session file it goes on from (parent/records/claude_sessions.py), up to and with
+    # the message resume_at (--resume-session-at); resume_drops: --resume-drops-turn
+    resume_file: Path | None = None
+    resume_at: str = ""
+    resume_drops: str | None = None
     session_id: str = ""  # the session the run belongs to (Claude Code's); "": its run id
     fork_session: bool = False  # resuming starts a new session, not the resumed one's
     permission_prompt_tool: str = ""  # stdio: the parent's calls are asked of the SDK
@@ -85,6 +91,9 @@ class Settings:
     batch_journal: Path | None = None  # the Message Batches sent for -o, for its rerun
     batch_input: str = ""  # isoagent batch: its FILE, as given ("-": stdin), for the run's record
     hooks: Hooks | None = None  # Claude Code's hooks: --settings' commands, the SDK's callbacks
+    # --setting-sources: whose files are read (user, project, local); None: all of them
+    setting_sources: tuple[str, ...] | None = None
+    output_style: OutputStyle = field(default_factory=OutputStyle)  # the settings' outputStyle
     # which of the workspace's own files (.mcp.json, settings, agent files' servers) are used
     workspace_trust: Trust | None = None
 

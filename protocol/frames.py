@@ -234,7 +234,9 @@ class CallOptions(msgspec.Struct, frozen=True, omit_defaults=True):
     ``--betas``). A child's calls carry its agent's effort alone, if it has one."""
 
     effort: str = ""  # output_config.effort
-    thinking: str = ""  # "adaptive" or "enabled" (with thinking_budget); "": none
+    # "adaptive", "enabled" (with thinking_budget), "disabled"; "auto": as Claude Code by the
+    # model (thinking_budget, if any, for a model that thinks with one); "": none sent
+    thinking: str = ""
     thinking_budget: int = 0
     thinking_display: str = ""
     task_budget: int = 0  # output_config.task_budget, in tokens

@@ -25,10 +25,19 @@ atexit.register(shutil.rmtree, _STATE, ignore_errors=True)
 _gateways = WarmGateways()
 
 
+# Claude Code's folder for the commands the tests run with the user's own HOME: print mode
+# keeps its sessions' files there, never in the user's ~/.claude
+_CLAUDE_FOLDER = tempfile.mkdtemp(prefix="isoagent-tests-claude-")
+atexit.register(shutil.rmtree, _CLAUDE_FOLDER, ignore_errors=True)
+
+
 def base_env(**extra: str) -> dict[str, str]:
-    """os.environ minus ANTHROPIC_*/ISOAGENT_*, with the warm gateway off, plus `extra`."""
+    """os.environ minus ANTHROPIC_*/ISOAGENT_*, with the warm gateway off, plus `extra`;
+    without a HOME of the test's own, Claude Code's folder is a temporary one."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ISOAGENT_"))}
     env["ISOAGENT_WARM_GATEWAY"] = "0"
+    if "HOME" not in extra:
+        env["CLAUDE_CONFIG_DIR"] = _CLAUDE_FOLDER
     env["ISOAGENT_WARM_DAEMONS"] = "64"  # the tests' own daemons stop none of the others'
     env.update(extra)
     return env
@@ -42,6 +51,8 @@ def cli_env(server: MessagesServer, **extra: str) -> dict[str, str]:
     env = base_env(ANTHROPIC_BASE_URL=server.base_url, ANTHROPIC_API_KEY="test-key")
     if server is _gateways.server:
         env |= _gateways.env
+    if "HOME" in extra:  # Claude Code's folder is that HOME's, as base_env's would be
+        env.pop("CLAUDE_CONFIG_DIR", None)
     env |= extra
     _gateways.used(env)
     return env

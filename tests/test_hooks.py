@@ -15,7 +15,7 @@ from typing import Any
 
 import claude_agent_sdk
 import pytest
-from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, ResultMessage
+from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, ResultMessage, UserMessage
 
 from isoagent.parent.agent.hooks import Hooks, SessionHooks, Subagent
 from isoagent.protocol import HookPlan
@@ -171,7 +171,9 @@ def test_continue_false_ends_the_agent_before_its_call_runs(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
     """``continue: false`` (the SDK's ``continue_``) from a PreToolUse hook: the call does
-    not run and the parent's turn ends there, with the hook's stopReason."""
+    not run (where Claude Code runs it: the hook did not deny it, but said stop), its
+    result is the hook's stopReason, and the parent's turn ends there as Claude Code's
+    does, a success stopped by a hook."""
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
@@ -184,9 +186,14 @@ def test_continue_false_ends_the_agent_before_its_call_runs(
         return {"continue_": False, "stopReason": "enough for today"}
 
     hooks = {"PreToolUse": [HookMatcher(matcher="Bash", hooks=[stop])]}
-    result = talk("go", workspace, _env(api_server, tmp_path), hooks=hooks)[-1]
-    assert isinstance(result, ResultMessage) and result.is_error
-    assert "stopped by a PreToolUse hook: enough for today" in str(result.errors)
+    messages = talk("go", workspace, _env(api_server, tmp_path), hooks=hooks)
+    result = messages[-1]
+    assert isinstance(result, ResultMessage) and not result.is_error
+    assert result.terminal_reason == "hook_stopped"
+    [refused] = [b for m in messages if isinstance(m, UserMessage) for b in m.content]
+    assert refused.is_error and "stopped by a PreToolUse hook: enough for today" in str(
+        refused.content
+    )
     assert not (workspace / "made.txt").exists()
     assert len(api_server.requests) == 1
 

@@ -298,3 +298,22 @@ def test_a_server_whose_command_fails_is_failed_in_mcp_status_and_one_that_start
     status, result = asyncio.run(asyncio.wait_for(talk(), 120))
     assert status == {"ctx": "connected", "broken": "failed"}
     assert isinstance(result, claude_agent_sdk.ResultMessage) and result.result == "fine"
+
+
+@pytest.mark.parametrize("cli", CLIS)
+def test_an_mcp_tools_result_reaches_the_stream_as_its_content_blocks(
+    api_server: MessagesServer, tmp_path: Path, cli: Path
+) -> None:
+    """As Claude Code gives it: the ``ToolResultBlock`` of an MCP call holds the server's
+    content blocks, not their words joined; a built-in tool's stays a string."""
+    api_server.handler = calls("mcp__calc__add", {"a": 2, "b": 3})  # type: ignore[assignment]
+    messages = ask(
+        cli, api_server, tmp_path, mcp_servers={"calc": sdk_calc()},
+        allowed_tools=["mcp__calc__add"],
+    )  # fmt: skip
+    [result] = [
+        block for m in messages if isinstance(m, claude_agent_sdk.UserMessage)
+        and isinstance(m.content, list) for block in m.content
+        if isinstance(block, claude_agent_sdk.ToolResultBlock)
+    ]  # fmt: skip
+    assert result.content == [{"type": "text", "text": "sum 5"}]

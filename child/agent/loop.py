@@ -9,6 +9,7 @@ exceptions that carry their exit status and message (as in mini-swe-agent).
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -88,9 +89,15 @@ class Cancelled(LoopEnd):
 
 
 class HookStopped(LoopEnd):
-    """A hook said ``continue: false``: the agent ends here."""
+    """A hook said ``continue: false``: the agent ends here, as one that finished (Claude
+    Code's ``hook_stopped``), once the turn's tool calls have their results."""
 
-    status = "cancelled"
+    status = "ok"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        # the result of the tool call it stopped at: the reason, unless the call ran
+        self.output = ToolOutput(message, is_error=True)
 
 
 @dataclass(frozen=True)
@@ -149,6 +156,8 @@ class Agent:
         self.tool_calls = 0
         self.usage = Usage()
         self.started = time.monotonic()
+        self.stopped: HookStopped | None = None  # a hook ended it (continue: false)
+        self._answered = False  # a tool gave the agent's answer (StructuredOutput)
 
     def run(self, prompt: str, history: Sequence[Message] = ()) -> Result:
         """Run to the end, after ``history`` (an earlier conversation, ended by the model's
@@ -178,6 +187,8 @@ class Agent:
         except LoopEnd as end:
             status, error = end.status, str(end)
             summary = self.last_text()
+            if isinstance(end, HookStopped):
+                self.stopped = end
         return Result(
             summary=summary,
             status=status,
@@ -245,6 +256,11 @@ class Agent:
                 self.messages.append(Message("user", [TextBlock(feedback)]))
                 continue
             self.messages.append(Message("user", self._run_tools(uses)))
+            if self.stopped is not None:  # a tool's hook said continue: false
+                raise self.stopped
+            if self._answered:  # the turn that would have read the results counts, as
+                self.turns += 1  # in Claude Code's num_turns
+                return self.last_text()
 
     def _stop_feedback(self, again: bool) -> str | None:
         """What a Stop hook says the agent must go on with (None: it may end); ``again``: a
@@ -297,11 +313,20 @@ class Agent:
             if output.is_error:  # what it said may hold what telemetry should not carry
                 span.error = "the tool answered with an error"
         self._progress("tool_end", use.name, "error" if output.is_error else "")
+        self._answered |= output.ends_turn
         text = as_read(output.text, self.output_cap)
         return ToolResultBlock(use.id, text or "(no output)", output.is_error)
 
     def _run_tool(self, tool: Tool, use: ToolUseBlock) -> ToolOutput:
-        """``tool``'s run, between the hooks that its plan names."""
+        """``tool``'s run, between the hooks that its plan names. A hook that stops the
+        agent leaves the call its result (a PreToolUse one: the call does not run)."""
+        try:
+            return self._run_hooked(tool, use)
+        except HookStopped as stop:
+            self.stopped = stop
+            return stop.output
+
+    def _run_hooked(self, tool: Tool, use: ToolUseBlock) -> ToolOutput:
         hooks = self.hooks
         if hooks is None:
             return tool.run(use.input)
@@ -315,14 +340,20 @@ class Agent:
         output = tool.run(args)
         if hooks.plan.asks("PostToolUse", use.name):  # the output as the model would read it
             seen = as_read(output.text, self.output_cap)
-            after = hooks.check(
-                HookCall(0, "PostToolUse", use.name, use.id, args, seen, output.is_error)
-            )
+            try:
+                after = hooks.check(
+                    HookCall(0, "PostToolUse", use.name, use.id, args, seen, output.is_error)
+                )
+            except HookStopped as stop:
+                stop.output = output  # it ran: its result stands
+                raise
             if after.output is not None:
-                output = ToolOutput(after.output, output.is_error)
+                output = dataclasses.replace(output, text=after.output)
             notes += [after.reason if after.block else "", after.context]
         if any(notes):
-            output = ToolOutput("\n\n".join([output.text, *filter(None, notes)]), output.is_error)
+            output = dataclasses.replace(
+                output, text="\n\n".join([output.text, *filter(None, notes)])
+            )
         return output
 
     def _progress(self, event: ProgressEvent, tool: str = "", detail: str = "") -> None:

@@ -8,6 +8,7 @@ children, the gateway and the signals; its model turns cross back through ``Gate
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
 import threading
@@ -16,13 +17,18 @@ from typing import TypeVar
 
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway
-from isoagent.protocol import ModelCall, ModelReply
+from isoagent.protocol import ModelCall, ModelError, ModelReply
 
 T = TypeVar("T")
 
 
+INTERRUPTED_CALL = "interrupted while the model answered"
+
+
 class GatewayBridge:
-    """The parent loop runs in a thread; its model turns go through the loop's gateway."""
+    """The parent loop runs in a thread; its model turns go through the loop's gateway.
+    ``abort`` (the SDK's interrupt) cancels the call under way, and every later one: the
+    gateway stops reading its answer and the loop hears a cancelled call."""
 
     def __init__(
         self, gateway: Gateway, loop: asyncio.AbstractEventLoop, recorder: ConversationRecorder
@@ -30,12 +36,36 @@ class GatewayBridge:
         self.gateway = gateway
         self.loop = loop
         self.recorder = recorder
+        self.aborted = False
+        self.cut = False  # a call was cancelled: the model was answering (or about to)
+        self._lock = threading.Lock()
+        self._call: concurrent.futures.Future[ModelReply] | None = None
 
     def complete(self, call: ModelCall) -> ModelReply:
         self.recorder.before(call)
-        reply = asyncio.run_coroutine_threadsafe(self.gateway.call(call), self.loop).result()
+        with self._lock:
+            if not self.aborted:
+                self._call = asyncio.run_coroutine_threadsafe(self.gateway.call(call), self.loop)
+            asked = self._call
+        try:
+            if asked is None:
+                raise concurrent.futures.CancelledError
+            reply = asked.result()
+        except concurrent.futures.CancelledError:
+            self.cut = True
+            return ModelReply(turn=call.turn, error=ModelError("cancelled", INTERRUPTED_CALL))
+        finally:
+            with self._lock:
+                self._call = None
         self.recorder.after(call, reply)
         return reply
+
+    def abort(self) -> None:
+        """Cancel the model call under way and any to come (from any thread)."""
+        with self._lock:
+            self.aborted = True
+            if self._call is not None:
+                self._call.cancel()
 
 
 async def run_in_thread(fn: Callable[..., T], *args: object) -> T:

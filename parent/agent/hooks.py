@@ -10,10 +10,11 @@ with a ``HookCall`` frame and waits for the ``HookReply`` (``supervisor.py``), o
 the steps its Task's ``HookPlan`` names.
 
 Events: PreToolUse, PostToolUse, PostToolUseFailure (the parent's and every child's tool
-calls, ``agent_id``/``agent_type`` for a child's), SubagentStart, SubagentStop, Stop and
-UserPromptSubmit. Tools, their names and inputs, are Claude Code's. Any other event, or a
-hook that is not a command, is refused by name: a hook meant to guard something must not be
-dropped.
+calls, ``agent_id``/``agent_type`` for a child's), SubagentStart, SubagentStop, Stop,
+UserPromptSubmit and Notification (when the parent asks the SDK's ``can_use_tool``, as
+Claude Code notifies its user that it waits for a permission). Tools, their names and
+inputs, are Claude Code's. Any other event, or a hook that is not a command, is refused by
+name: a hook meant to guard something must not be dropped.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from isoagent.protocol import (
 
 EVENTS = frozenset(
     {"PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop",
-     "SubagentStart", "SubagentStop"}
+     "SubagentStart", "SubagentStop", "Notification"}
 )  # fmt: skip
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 _AGENT_EVENTS = frozenset({"SubagentStart", "SubagentStop"})  # matched on the agent type
@@ -96,10 +97,14 @@ class Verdict:
     context: list[str] = field(default_factory=list)  # additionalContext
     stop: str | None = None  # continue: false, and its stopReason
 
-    def take(self, out: Mapping[str, Any]) -> str:
-        """Add one hook's JSON output; what is wrong with it ("": nothing)."""
+    def take(self, out: Mapping[str, Any], event: str = "") -> str:
+        """Add one hook's JSON output for ``event``; what is wrong with it ("": nothing).
+        An output whose ``hookSpecificOutput`` names another event is taken not at all."""
         specific = out.get("hookSpecificOutput")
         specific = specific if isinstance(specific, dict) else {}
+        named = specific.get("hookEventName")
+        if event and named is not None and named != event:
+            return f"its hookSpecificOutput is for {named}, not {event}"
         if out.get("continue") is False and self.stop is None:
             self.stop = str(out.get("stopReason") or "")
         permission = specific.get("permissionDecision")
@@ -195,8 +200,8 @@ class Hooks:
             out = self._command(hook, event, payload) if hook.command else self._sdk(hook, payload)
             if out is None:
                 continue
-            if wrong := verdict.take(out):
-                verdict.take(_failed(hook, event, wrong))
+            if wrong := verdict.take(out, event):  # a guard that answers wrong fails closed
+                verdict.take(_failed(hook, event, wrong, closed=event == "PreToolUse"))
         return verdict
 
     def _command(self, hook: Hook, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
@@ -246,11 +251,12 @@ class Hooks:
         return out if isinstance(out, dict) else {}
 
 
-def _failed(hook: Hook, event: str, why: str) -> dict[str, Any]:
+def _failed(hook: Hook, event: str, why: str, closed: bool = False) -> dict[str, Any]:
     """A hook that failed, said on stderr, as its output: nothing, or a block where the
-    SDK set it to (``on_failure="block"``)."""
+    SDK set it to (``on_failure="block"``) or the failure is ``closed`` (a PreToolUse hook's
+    answer that is wrong: its call does not run, as in Claude Code)."""
     warn(f"warning: {event} hook {hook.name} failed: {why}")
-    if not hook.blocks_on_failure:
+    if not (closed or hook.blocks_on_failure):
         return {}
     return {"decision": "block", "reason": f"{event} hook {hook.name} failed: {why}"}
 
@@ -396,6 +402,12 @@ class SessionHooks:
             why = verdict.stop or verdict.reason or "no reason"
             return None, f"the prompt was blocked by a UserPromptSubmit hook: {why}"
         return "\n\n".join([prompt, *verdict.context]), ""
+
+    def notify(self, message: str, kind: str) -> None:
+        """Notification: what the session tells its user (``kind``: Claude Code's
+        notification_type); the hooks' answers change nothing."""
+        fields = {"message": message, "notification_type": kind}
+        self.hooks.run("Notification", self._input("Notification", None, **fields))
 
     def subagent_start(self, agent: Subagent) -> str:
         """SubagentStart: what its hooks add to the child's prompt."""

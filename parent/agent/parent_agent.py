@@ -33,13 +33,21 @@ from isoagent.parent.claude_code.agent_files import (
 )
 from isoagent.parent.claude_code.mcp_servers import PREFIX as MCP_PREFIX
 from isoagent.parent.claude_code.mcp_servers import whole_server
+from isoagent.parent.records.claude_sessions import conversation_in_file, session_path
 from isoagent.parent.records.events import AnyEvent, MessageAdded, RunStarted, decode_event
 from isoagent.parent.records.figures import plural
 from isoagent.parent.records.past_run import read_events
 from isoagent.parent.records.run_seal import LOG, first_line, sealed_events
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
-from isoagent.protocol import AgentSpec, McpReply, Message, ToolResultBlock, ToolUseBlock
+from isoagent.protocol import (
+    AgentSpec,
+    McpReply,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 
 _NEVER_ASKS = ("Read", "Glob", "Grep")  # Claude Code runs reads without permission
 
@@ -59,10 +67,14 @@ def claude_settings(
     permission_mode: str = "default",
     continue_: bool = False,
     resume: str | None = None,
+    resume_at: str = "",
+    resume_drops: str | None = None,
 ) -> Settings:
     """``settings`` with Claude Code's flags applied (``isoagent -p``, the Python API).
     Tool lists take comma or space separated rules; ``agents`` is ``--agents`` JSON (or
-    its dict). Raises ValueError with a one-line reason."""
+    its dict); ``resume_at``, ``resume_drops``: ``--resume-session-at``,
+    ``--resume-drops-turn``. Raises ValueError with a one-line reason (a ``ResumeRefused``
+    for a resume those two refuse)."""
     catalog = dict(settings.agents)
     if agents is not None:
         text = agents if isinstance(agents, str) else json.dumps(agents)
@@ -94,21 +106,58 @@ def claude_settings(
         permission_mode=permission_mode,
     )
     if continue_ or resume:
-        try:
-            runs = settings.runs_dir
-            run_id = find_run(runs, resume) if resume else latest_run(runs)
-            earlier_conversation(runs, run_id)  # it exists and can go on
-        except ResumeError as exc:
-            raise ValueError(str(exc)) from None
         if settings.session_id and not settings.fork_session:
             raise ValueError(
                 "--session-id can be used with --continue or --resume only with --fork-session"
             )
-        session = settings.session_id if settings.fork_session else run_session(runs, run_id)
-        settings = dataclasses.replace(settings, resume=run_id, session_id=session)
+        try:
+            settings = _resumed(settings, resume, resume_at, resume_drops)
+        except ResumeError as exc:
+            raise ValueError(str(exc)) from None
     elif settings.session_id:
         _check_new_session(settings.runs_dir, settings.session_id)
     return settings
+
+
+def _resumed(settings: Settings, resume: str | None, at: str, drops: str | None) -> Settings:
+    """``settings`` going on with ``resume`` (a run or session id; None: the latest run):
+    from its run folder, or from its session file (one a ``SessionStore`` brought back, or
+    any with ``at``: ``--resume-session-at`` names a message of it). ``ResumeError``: there
+    is nothing to go on with; ``ResumeRefused``: ``drops`` does not allow cutting at ``at``."""
+    runs = settings.runs_dir
+    fork = settings.session_id if settings.fork_session else ""
+    try:
+        if at:
+            raise ResumeError(f"--resume-session-at needs the session's file: {resume}")
+        run_id = find_run(runs, resume) if resume else latest_run(runs)
+        earlier_conversation(runs, run_id)  # it exists and can go on
+    except ResumeError:
+        file = session_path(settings.workdir, resume) if resume and _is_uuid(resume) else None
+        if file is None or not file.is_file():
+            raise
+        conversation_in_file(file, at, drops)  # it can be cut there
+        return dataclasses.replace(
+            settings, resume_file=file, resume_at=at, resume_drops=drops,
+            session_id=fork if settings.fork_session else str(resume),
+        )  # fmt: skip
+    session = fork if settings.fork_session else run_session(runs, run_id)
+    return dataclasses.replace(settings, resume=run_id, session_id=session)
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def conversation_to_resume(settings: Settings) -> list[Message]:
+    """The conversation the parent goes on with ([]: none)."""
+    if settings.resume_file is not None:
+        at, drops = settings.resume_at, settings.resume_drops
+        return go_on_from(conversation_in_file(settings.resume_file, at, drops))
+    return earlier_conversation(settings.runs_dir, settings.resume)
 
 
 def _check_new_session(runs_dir: Path, session: str) -> None:
@@ -310,8 +359,12 @@ def _both(agent: list[str], session: list[str]) -> list[str] | None:
 
 
 def parent_prompt(settings: Settings, default: str) -> str:
-    """``--system-prompt`` replaces isoagent's prompt, ``--append-system-prompt`` adds to it."""
-    prompt = settings.system_prompt or default
+    """``--system-prompt`` replaces isoagent's prompt (and the settings' output style, which
+    follows it), ``--append-system-prompt`` adds to it."""
+    prompt = settings.system_prompt
+    if not prompt:
+        style = settings.output_style.prompt
+        prompt = f"{default}\n\n{style}" if style else default
     if settings.append_system_prompt:
         prompt = f"{prompt}\n\n{settings.append_system_prompt}"
     return prompt
@@ -360,7 +413,9 @@ def _last_written(run: Path) -> int:
         return 0
 
 
-INTERRUPTED = "[Request interrupted by user for tool use]"  # Claude Code's words for it
+# Claude Code's words for a turn its user interrupted: in its tools, or while its model answered
+INTERRUPTED = "[Request interrupted by user for tool use]"
+INTERRUPTED_ANSWER = "[Request interrupted by user]"
 
 
 def earlier_conversation(runs_dir: Path, run_id: str) -> list[Message]:
@@ -397,9 +452,27 @@ def go_on_from(messages: list[Message]) -> list[Message]:
     """A conversation to go on with. A turn cut off (an interrupt, an error) stays in it,
     as in Claude Code: tool calls it left unanswered are answered as interrupted, and a
     prompt the model never answered is kept (the API joins it with the next one)."""
-    last = messages[-1] if messages else None
-    unanswered = [b for b in last.content if isinstance(b, ToolUseBlock)] if last else []
-    if last is not None and last.role == "assistant" and unanswered:
-        results = [ToolResultBlock(use.id, INTERRUPTED, is_error=True) for use in unanswered]
-        return [*messages, Message("user", list(results))]
+    if unanswered := _unanswered(messages):
+        return [*messages, Message("user", list(_interrupted(unanswered)))]
     return messages
+
+
+def interrupted_turn(messages: list[Message], answering: bool) -> Message:
+    """The user message that closes a turn the SDK's interrupt cut, as Claude Code keeps
+    it: the tool calls it left unanswered answered as interrupted, and its words for it
+    (``answering``: the model was answering, not a tool running)."""
+    if unanswered := _unanswered(messages):
+        return Message("user", [*_interrupted(unanswered), TextBlock(INTERRUPTED)])
+    return Message("user", [TextBlock(INTERRUPTED_ANSWER if answering else INTERRUPTED)])
+
+
+def _unanswered(messages: list[Message]) -> list[ToolUseBlock]:
+    """The tool calls of a conversation's last message, if it is the model's."""
+    last = messages[-1] if messages else None
+    if last is None or last.role != "assistant":
+        return []
+    return [b for b in last.content if isinstance(b, ToolUseBlock)]
+
+
+def _interrupted(uses: list[ToolUseBlock]) -> list[ToolResultBlock]:
+    return [ToolResultBlock(use.id, INTERRUPTED, is_error=True) for use in uses]

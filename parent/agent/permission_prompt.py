@@ -26,6 +26,7 @@ from isoagent.child.agent.tools import TOOL_CLASSES
 from isoagent.child.agent.tools.base import Tool, ToolOutput, ToolWrapper
 from isoagent.child.agent.tools.bash_rules import CommandRefused, check
 from isoagent.child.agent.tools.mcp import ServerTool, granted
+from isoagent.parent.agent.permission_questions import question, reads_only
 from isoagent.parent.claude_code.agent_files import PLAN_MODE
 from isoagent.protocol import AgentSpec
 
@@ -43,8 +44,9 @@ class Decision:
     message: str = ""  # why not, for the model
 
 
-# (the tool's name, the call's input, set when the run is cancelled) -> the answer
-Ask = Callable[[str, dict[str, Any], threading.Event], Decision]
+# (the tool's name, the call's input, set when the run is cancelled, the question's other
+# fields: permission_questions.question) -> the answer
+Ask = Callable[[str, dict[str, Any], threading.Event, dict[str, Any]], Decision]
 
 
 def asking_tools(
@@ -73,10 +75,25 @@ def asking_tools(
     return wrapped
 
 
+def noticed(ask: Ask, notify: Callable[[str, str], None]) -> Ask:
+    """``ask``, after telling ``notify`` (the Notification hooks) that a permission is
+    awaited, in Claude Code's words."""
+
+    def asking(
+        tool: str, args: dict[str, Any], cancelled: threading.Event, asked: dict[str, Any]
+    ) -> Decision:
+        notify(f"Claude needs your permission to use {tool}", "permission_prompt")
+        return ask(tool, args, cancelled, asked)
+
+    return asking
+
+
 def _refusal(why: str) -> Ask:
     """An answer of no, for ``why``, whatever is asked."""
 
-    def refuse(name: str, args: dict[str, Any], cancelled: threading.Event) -> Decision:
+    def refuse(
+        name: str, args: dict[str, Any], cancelled: threading.Event, asked: dict[str, Any]
+    ) -> Decision:
         return Decision(False, args, why)
 
     return refuse
@@ -84,7 +101,7 @@ def _refusal(why: str) -> Ask:
 
 class AskingTool(ToolWrapper):
     """``tool``, whose calls are asked about first (a bash command that its ``rules``
-    allow is not)."""
+    allow is not, nor one that only reads in the working folders, as in Claude Code)."""
 
     def __init__(self, tool: Tool[Any], ask: Ask, rules: list[str]) -> None:
         super().__init__(tool)
@@ -92,9 +109,14 @@ class AskingTool(ToolWrapper):
         self.rules = rules
 
     def run(self, args: dict[str, Any]) -> ToolOutput:
-        if self.rules and _allowed(args.get("command"), self.rules):
+        places = [self.ctx.workdir, *self.ctx.add_dirs]
+        if self.name == "Bash" and (
+            (self.rules and _allowed(args.get("command"), self.rules))
+            or reads_only(args.get("command"), places)
+        ):
             return self.tool.run(args)
-        decision = self.ask(self.name, args, self.ctx.cancelled)
+        asked = question(self.name, args, places)
+        decision = self.ask(self.name, args, self.ctx.cancelled, asked)
         if not decision.allow:
             why = decision.message or "the permission prompt refused it"
             return ToolOutput(f"{DENIED}{self.name} denied: {why}", True)

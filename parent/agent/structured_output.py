@@ -69,8 +69,8 @@ class StructuredOutputTool(Tool[Any]):
     def run(self, args: dict[str, Any]) -> ToolOutput:
         error = next(iter(sorted(self.validator.iter_errors(args), key=str)), None)
         if error is None:
-            self.value = args
-            return ToolOutput("Structured output provided successfully")
+            self.value = args  # the answer: the turn ends with it, as in Claude Code
+            return ToolOutput("Structured output provided successfully", ends_turn=True)
         where = "".join(f"/{part}" for part in error.absolute_path)
         problem = f"Output does not match required schema: {where or '/'}: {error.message}"
         self.failures += 1

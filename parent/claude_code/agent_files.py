@@ -46,7 +46,6 @@ Within one directory files load in path order.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -67,6 +66,7 @@ from isoagent.child.agent.builtin_agents import (
 from isoagent.child.agent.tools import TOOL_CLASSES
 from isoagent.parent.claude_code.mcp_servers import PREFIX as MCP_PREFIX
 from isoagent.parent.claude_code.mcp_servers import agent_entry, server_of, whole_server
+from isoagent.parent.claude_code.user_files import markdown_files
 from isoagent.parent.model.aliases import agent_model
 from isoagent.protocol import AgentSpec, McpServer
 
@@ -202,7 +202,7 @@ def load_agents(
     ]
     for directory in dirs:
         seen: set[str] = set()
-        for path in agent_paths(directory):
+        for path in markdown_files(directory):
             try:
                 spec, missing = parse_agent_file(path)
             except AgentFileErrorException as exc:
@@ -219,16 +219,6 @@ def load_agents(
     if summary := notes.summary():
         catalog.warnings.append(summary)
     return catalog
-
-
-def agent_paths(directory: Path) -> list[Path]:
-    """Every ``*.md`` file in ``directory`` and its subfolders (symlinked folders not
-    followed), in path order."""
-    found = []
-    for root, dirs, files in os.walk(directory):
-        dirs.sort()
-        found += [Path(root, name) for name in files if name.endswith(".md")]
-    return sorted(p for p in found if p.is_file())
 
 
 def parse_agent_file(path: Path) -> tuple[AgentSpec, list[str]]:

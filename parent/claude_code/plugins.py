@@ -1,9 +1,11 @@
-"""``--plugin-dir``: a Claude Code plugin's agent types, as Claude Code names them
-(``plugin:agent``); a plugin with parts isoagent cannot run is refused by name.
+"""``--plugin-dir``: a Claude Code plugin's agent types and slash commands, as Claude Code
+names them (``plugin:agent``, ``/plugin:command``); a plugin with parts isoagent cannot run
+is refused by name.
 
 A plugin is a folder with ``.claude-plugin/plugin.json`` (its ``name``; without it, the
 folder's name) and components in conventional folders or where the manifest says. isoagent
-runs its ``agents``. Hooks, MCP servers, commands, skills, output styles and LSP servers it
+runs its ``agents`` and the commands of its ``commands`` folder
+(``slash_commands.load_commands``). Hooks, MCP servers, skills, output styles and LSP servers it
 cannot run, and a plugin is made of them for a reason: such a plugin is refused rather
 than half loaded.
 """
@@ -19,10 +21,10 @@ from isoagent.parent.claude_code.agent_files import load_agents
 from isoagent.protocol import AgentSpec
 
 # component -> (its conventional place, why isoagent does not load it)
-_REFUSED = {
+_REFUSED: dict[str, tuple[str | None, str]] = {
     "hooks": ("hooks/hooks.json", "isoagent does not load a plugin's hooks"),
     "mcpServers": (".mcp.json", "isoagent does not start a plugin's MCP servers"),
-    "commands": ("commands", "isoagent has no slash commands"),
+    "commands": (None, "isoagent reads a plugin's commands folder only"),  # the manifest's
     "skills": ("skills", "isoagent has no skills"),
     "outputStyles": ("output-styles", "isoagent has no output styles"),
     "lspServers": (".lsp.json", "isoagent runs no LSP servers"),
@@ -48,7 +50,7 @@ def plugin_agents(folder: Path) -> tuple[str, dict[str, AgentSpec]]:
         manifest = loaded if isinstance(loaded, dict) else {}
     name = str(manifest.get("name") or folder.name)
     for component, (place, why) in _REFUSED.items():
-        if manifest.get(component) or (folder / place).exists():
+        if manifest.get(component) or (place is not None and (folder / place).exists()):
             raise PluginRefused(f"plugin {name!r} has {component}: {why}")
     places = manifest.get("agents") or []
     places = [places] if isinstance(places, str) else places

@@ -20,10 +20,13 @@ import msgspec
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, SEND_MESSAGE, TASK_TOOL
 from isoagent.child.agent.tools.bash import REFUSED
+from isoagent.child.agent.tools.mcp import PREFIX as MCP_PREFIX
 from isoagent.child.agent.tools.task import DEFAULT_AGENT
+from isoagent.parent.agent.parent_agent import INTERRUPTED_ANSWER
 from isoagent.parent.agent.permission_prompt import DENIED
 from isoagent.parent.agent.task_tool import TASK_STATUS
 from isoagent.parent.model.prices import cost_usd
+from isoagent.parent.records.claude_sessions import SessionFiles
 from isoagent.parent.records.events import (
     ChildFinished,
     ChildProgress,
@@ -33,7 +36,7 @@ from isoagent.parent.records.events import (
     RunFinished,
     RunStarted,
 )
-from isoagent.protocol import Result, ThinkingBlock, ToolUseBlock, Usage
+from isoagent.protocol import ModelError, Result, ThinkingBlock, ToolUseBlock, Usage
 
 Message = dict[str, Any]
 
@@ -41,6 +44,7 @@ Message = dict[str, Any]
 # that release's CLI beside isoagent); init reports it, as the SDK asks, next to isoagent's own.
 CLAUDE_CODE_PROTOCOL = "2.1.330"
 _SUBTYPES = {"ok": "success", "max_turns": "error_max_turns", "budget": "error_max_budget_usd"}
+_CALLS = ("tool_use", "server_tool_use")  # what of a child's answer shows by default
 _TERMINAL = {"ok": "completed", "max_turns": "max_turns", "budget": "budget_exhausted"}
 
 
@@ -56,7 +60,9 @@ class ClaudeFormat:
 
     ``main_child``: the run has no parent agent (``isoagent task``), so the child's
     messages are the main conversation (``parent_tool_use_id`` None). ``tools``: the main
-    agent's (default: the parent's full set); ``permission_mode``: the run's.
+    agent's (default: the parent's full set); ``permission_mode``: the run's;
+    ``subagent_text``: a child's text and thinking are shown, not only its tool calls (off:
+    Claude Code's print mode, unless the SDK's ``forward_subagent_text`` asks).
     """
 
     def __init__(
@@ -66,8 +72,10 @@ class ClaudeFormat:
         main_child: bool = False,
         tools: Sequence[str] | None = None,
         permission_mode: str = "default",
+        subagent_text: bool = True,
     ) -> None:
         self.write = write
+        self.subagent_text = subagent_text
         self.permission_mode = permission_mode
         self.main_child = main_child
         self.tools = [*BASE_TOOLS, TASK_TOOL] if tools is None else list(tools)
@@ -87,9 +95,16 @@ class ClaudeFormat:
         self.cost_before = 0.0
         self.plugins: list[dict[str, str]] = []  # for init: the plugins loaded
         self.mcp_servers: list[dict[str, str]] = []  # for init: the MCP servers and status
+        self.origin: dict[str, Any] | None = None  # the prompt's stamp, for the result
+        self.output_style = "default"  # for init: the settings' outputStyle
+        self.slash_commands: list[str] = []  # for init: the commands a prompt may invoke
+        self.sessions: SessionFiles | None = None  # print mode's: the session's files
 
     def __call__(self, event: Event) -> None:
         message = self.convert(event)
+        if self.sessions is not None:  # before the stream has it: the result flushes a mirror
+            child = getattr(event, "child", "")
+            self.sessions.add(event, message, self._parent_of(child) if child else None)
         if message is not None and self.write is not None:
             self.write(message)
 
@@ -144,6 +159,8 @@ class ClaudeFormat:
         if isinstance(event, ChildFinished):
             return self._notification(event)
         if isinstance(event, RunFinished):
+            if event.api_error is not None and self.write is not None:
+                self.write(self._api_error(event.api_error))
             return self.result(event)
         return None
 
@@ -159,9 +176,9 @@ class ClaudeFormat:
             mcp_servers=self.mcp_servers,
             model=event.model,
             permissionMode=self.permission_mode,
-            slash_commands=[],
+            slash_commands=self.slash_commands,
             apiKeySource="ANTHROPIC_API_KEY",
-            output_style="default",
+            output_style=self.output_style,
             agents=event.agents,
             skills=[],
             plugins=self.plugins,
@@ -175,13 +192,15 @@ class ClaudeFormat:
         content = [_block(block) for block in event.content]
         parent = self._parent_of(event.child)
         if event.role == "user":
-            if not any(block["type"] == "tool_result" for block in content):
+            said = [b.get("text", "") for b in content if b["type"] == "text"]
+            interrupted = any(text.startswith(INTERRUPTED_ANSWER) for text in said)
+            if not interrupted and not any(block["type"] == "tool_result" for block in content):
                 return None  # the prompt itself: Claude Code does not echo it
             self._note_denials(event.content)
             return self._stamp(
                 {
                     "type": "user",
-                    "message": {"role": "user", "content": content},
+                    "message": {"role": "user", "content": self._mcp_blocks(content)},
                     "parent_tool_use_id": parent,
                 },
                 event.child,
@@ -206,6 +225,10 @@ class ClaudeFormat:
             self._pending_tasks += tasks
         else:
             self._nested_tasks += tasks
+        if event.child and not (self.subagent_text or self.main_child):
+            content = [b for b in content if b["type"] in _CALLS]
+            if not content:
+                return None
         return self._stamp(
             {
                 "type": "assistant",
@@ -223,6 +246,31 @@ class ClaudeFormat:
             },
             event.child,
         )
+
+    def _api_error(self, error: ModelError) -> Message:
+        """The assistant message Claude Code makes of the API error that ended its turn."""
+        message = self._stamp(
+            {
+                "type": "assistant",
+                "message": {
+                    "id": str(uuid.uuid4()),
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "<synthetic>",
+                    "content": [{"type": "text", "text": _said(error)}],
+                    "stop_reason": "stop_sequence",
+                    "stop_sequence": "",
+                    "usage": _usage(Usage()),
+                },
+                "parent_tool_use_id": None,
+                "error": _ERROR_KINDS.get(error.kind, "unknown"),
+                "is_api_error_message": True,
+            },
+            "",
+        )
+        if error.status_code:
+            message["api_error_status"] = error.status_code
+        return message
 
     def _notification(self, event: ChildFinished) -> Message:
         child = self._child(event.child, event.description, "", event.agent)
@@ -272,6 +320,8 @@ class ClaudeFormat:
             "terminal_reason": _TERMINAL.get(result.status, "error"),
             "uuid": str(uuid.uuid4()),
         }
+        if self.origin is not None:  # as Claude Code: who the prompt came from, given back
+            message["origin"] = self.origin
         if final.structured_output is not None:
             message["structured_output"] = final.structured_output
         if final.structured_output_failed:
@@ -279,6 +329,15 @@ class ClaudeFormat:
             message["terminal_reason"] = "structured_output_retry_exhausted"
         if is_error:
             message["errors"] = [_error_text(result)]
+        message["api_error_status"] = None
+        if final.terminal_reason:
+            message["terminal_reason"] = final.terminal_reason
+        if final.api_error is not None:  # as Claude Code: the turn "succeeded" with an error
+            message.update(
+                subtype="success", terminal_reason="api_error", result=_said(final.api_error)
+            )
+            message["api_error_status"] = final.api_error.status_code or None
+            del message["errors"]
         # isoagent's own facts
         message["status"] = result.status
         message["error"] = result.error
@@ -339,6 +398,16 @@ class ClaudeFormat:
             return None
         return self._children[child].tool_use_id if child in self._children else None
 
+    def _mcp_blocks(self, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``content`` with an MCP call's result as content blocks, as Claude Code gives it
+        (isoagent keeps a tool's result as its words; an error's stays words in both)."""
+        for block in content:
+            call = self._calls.get(block.get("tool_use_id", ""))
+            mcp = call is not None and call.name.startswith(MCP_PREFIX)
+            if mcp and not block.get("is_error") and isinstance(block.get("content"), str):
+                block["content"] = [{"type": "text", "text": block["content"]}]
+        return content
+
     def _note_denials(self, content: list[Any]) -> None:
         """Claude Code's ``permission_denials``: the Bash calls whose rules refused them,
         and the calls the SDK's ``can_use_tool`` refused."""
@@ -394,6 +463,17 @@ def _task_usage(usage: Usage, tool_uses: int, seconds: float) -> dict[str, int]:
         "tool_uses": tool_uses,
         "duration_ms": round(seconds * 1000),
     }
+
+
+# the SDK's AssistantMessage.error, by isoagent's kind of model error
+_ERROR_KINDS = {"auth": "authentication_failed", "rate_limit": "rate_limit",
+                "bad_request": "invalid_request", "overloaded": "server_error",
+                "server": "server_error"}  # fmt: skip
+
+
+def _said(error: ModelError) -> str:
+    """An API error as Claude Code's result says it."""
+    return f"API Error: {error.message}"
 
 
 def _error_text(result: Result) -> str:

@@ -109,18 +109,24 @@ class Output:
         tools: Sequence[str] | None = None,
         permission_mode: str = "default",
         partial: bool = False,
+        subagent_text: bool = True,
+        subagent_events: bool = True,
     ) -> None:
         """``main_child``: the run has no parent agent (``isoagent task``); ``tools`` and
         ``permission_mode``: the main agent's, for ``init``; ``partial``: stream-json prints
-        every event of every model call too (``--include-partial-messages``)."""
+        every event of every model call too (``--include-partial-messages``);
+        ``subagent_text``: the children's text and thinking too, not only their tool calls;
+        ``subagent_events``: with ``partial``, the children's streamed events too."""
         self.format = output_format
         self.partial = partial
+        self.subagent_events = subagent_events
         self.lines = JsonLines()
         self.claude = ClaudeFormat(
             self.lines if self.streams else None,
             main_child=main_child,
             tools=tools,
             permission_mode=permission_mode,
+            subagent_text=subagent_text,
         )
 
     @property
@@ -129,9 +135,10 @@ class Output:
         return self.format == "stream-json"
 
     def hear(self, gateway: Gateway) -> None:
-        """With ``partial``, every streamed event of ``gateway``'s calls is printed."""
+        """With ``partial``, every streamed event of ``gateway``'s calls is printed (the
+        children's too, with ``subagent_events``)."""
         if self.partial:
-            gateway.listen(self.claude.stream_event, children=True)
+            gateway.listen(self.claude.stream_event, children=self.subagent_events)
 
     def sinks(self) -> list[Sink]:
         """json and stream-json follow every event (stream-json prints them)."""

@@ -14,16 +14,9 @@ warnings and errors, as with ``claude -p``. The SDK's other flags: ``sdk_options
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import itertools
-import json
 import os
-import queue
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -31,11 +24,11 @@ import click
 
 from isoagent.parent.claude_code.mcp_servers import SDK_ONLY
 from isoagent.parent.claude_code.plugins import PluginRefused, plugin_agents
-from isoagent.parent.cli.display import ProgressDisplay
-from isoagent.parent.cli.errors import OutputErrorsCommand, fail, run_session_body
+from isoagent.parent.claude_code.slash_commands import UnknownCommand
+from isoagent.parent.cli.control_requests import PERMISSION_MODES
+from isoagent.parent.cli.errors import OutputErrorsCommand, fail
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
 from isoagent.parent.cli.options import output_options
-from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
 from isoagent.parent.cli.sdk_options import KnowsItsFlags, sdk_flags, sdk_settings_options
 from isoagent.parent.cli.settings_flag import (
@@ -44,17 +37,19 @@ from isoagent.parent.cli.settings_flag import (
     read_settings,
     workspace_settings,
 )
+from isoagent.parent.cli.stream_session import (
+    Printing,
+    commands,
+    run_prompt,
+    serve_stream,
+    slash_prompt,
+)
+from isoagent.parent.records.claude_sessions import ResumeRefused
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 
 if TYPE_CHECKING:
-    from isoagent.parent.agent.permission_prompt import Decision
-    from isoagent.parent.records.events import Sink
-
-# the permission modes, and how much each lets run unasked where --allowedTools names what does
-_WIDTH = {"default": 1, "acceptEdits": 2, "plan": 0, "bypassPermissions": 3, "dontAsk": 1,
-          "auto": 1}  # fmt: skip
-PERMISSION_MODES = list(_WIDTH)
+    pass
 
 
 class _PrintModeCommand(OutputErrorsCommand, KnowsItsFlags):
@@ -105,6 +100,22 @@ class _PrintModeCommand(OutputErrorsCommand, KnowsItsFlags):
     "about); the sandbox still holds.",
 )
 @click.option("--continue", "-c", "continue_", is_flag=True, help="Continue the latest run.")
+@click.option(
+    "--resume-session-at",
+    metavar="UUID",
+    help="With --resume: go on from the session's file up to and with this message.",
+)
+@click.option(
+    "--resume-drops-turn",
+    metavar="UUID",
+    help="With --resume-session-at: the prompt that must be the first message left out.",
+)
+@click.option(
+    "--session-mirror",
+    is_flag=True,
+    help="Each entry written to the session's file goes to stdout too (transcript_mirror), "
+    "for the claude-agent-sdk's session_store.",
+)
 @click.option("--resume", "-r", "resume", help="Continue this session (a session id or a run id).")
 @click.option(
     "--settings",
@@ -152,6 +163,9 @@ def print_mode(
     skip_permissions: bool,
     continue_: bool,
     resume: str | None,
+    resume_session_at: str | None,
+    resume_drops_turn: str | None,
+    session_mirror: bool,
     settings_value: str | None,
     plugin_dirs: tuple[Path, ...],
     permission_prompt_tool: str | None,
@@ -227,6 +241,7 @@ def print_mode(
         hooks=from_file.hooks,
         budget_between_calls=True,  # Claude Code's --max-budget-usd: the call that crosses ends
     )
+    refused = ""  # a resume --resume-drops-turn refuses: each run's result says so
     try:
         settings = _with_settings_file(settings, from_file)
         settings = claude_settings(
@@ -239,14 +254,21 @@ def print_mode(
             permission_mode=permission_mode,
             continue_=continue_,
             resume=resume,
+            resume_at=resume_session_at or "",
+            resume_drops=resume_drops_turn,
         )
+    except ResumeRefused as exc:  # as Claude Code: the run's result says why
+        if input_format != "stream-json":
+            fail(f"error: {exc}")
+        refused = str(exc)
     except ValueError as exc:
         fail(str(exc), ExitCode.USAGE)
     if permission_prompt_tool:
         settings = dataclasses.replace(settings, permission_prompt_tool=permission_prompt_tool)
 
+    printing = Printing(output_format, include_partial_messages, session_mirror)
     if input_format == "stream-json":
-        sys.exit(_serve_stream(settings, output_format, unsupported, include_partial_messages))
+        sys.exit(serve_stream(settings, printing, unsupported, refused))
     if prompt is None:
         prompt = read_prompt("-")
     else:
@@ -254,407 +276,14 @@ def print_mode(
         piped = read_piped_stdin()
         if piped.strip():
             prompt = f"{prompt}\n{piped}"
-    sys.exit(run_prompt(settings, prompt, output_format, partial=include_partial_messages)[0])
-
-
-def _given(name: str) -> click.core.ParameterSource | None:
-    """Where parameter ``name`` came from, unless it is its default (None then)."""
-    source = click.get_current_context().get_parameter_source(name)
-    return None if source in (None, click.core.ParameterSource.DEFAULT) else source
-
-
-def _with_settings_file(settings: Settings, from_file: ClaudeSettings) -> Settings:
-    """``settings`` with a ``--settings`` model (below ``--model`` and the environment),
-    added folders and allowed domains; a ``ValueError`` says what cannot be used."""
-    from isoagent.parent.model.aliases import resolve_model
-    from isoagent.parent.options import added_dirs, child_network
-
-    if from_file.model and _given("model") is None:
-        settings = dataclasses.replace(settings, model=resolve_model(from_file.model))
-    if from_file.add_dirs:
-        more = added_dirs([*settings.add_dirs, *from_file.add_dirs])
-        settings = dataclasses.replace(settings, add_dirs=more)
-    if from_file.allowed_domains:  # an empty list lets nothing out: the network stays off
-        domains = (*settings.allowed_domains, *from_file.allowed_domains)
-        network = child_network(settings.child_network, domains, settings.remote is not None)
-        settings = dataclasses.replace(settings, child_network=network, allowed_domains=domains)
-    return settings
-
-
-def run_prompt(
-    settings: Settings,
-    prompt: str,
-    output_format: str,
-    inbox: _Inbox | None = None,
-    *,
-    partial: bool = False,
-) -> tuple[int, str]:
-    """One parent run, printed in ``output_format`` (with ``partial``, every streamed
-    event too): its exit status and run id. An ``inbox`` (stream-json input) may
-    interrupt it."""
-    from isoagent.parent.agent.parent_agent import parent_tools
-    from isoagent.parent.session import Session
-
-    output = Output(
-        output_format,
-        tools=parent_tools(settings).tools,
-        permission_mode=settings.permission_mode,
-        partial=partial,
-    )
-    run_id = ""
-    output.claude.plugins = [
-        {"name": name, "path": path, "source": f"{name}@inline"} for name, path in settings.plugins
-    ]  # as Claude Code's init lists a --plugin-dir
-    output.claude.mcp_servers = settings.mcp_servers.status()
-    if inbox is not None:
-        output.claude.cost_before = inbox.cost
-        output.claude.context_tokens = inbox.context_tokens
-    # -v: progress on stderr as run shows it (stream-json is the SDK's, which sends -v always)
-    progress = ProgressDisplay(verbose=True) if settings.verbose and not output.streams else None
-    sinks: list[Sink] = [*output.sinks(), *([progress] if progress is not None else [])]
-
-    async def main() -> int:
-        nonlocal run_id
-        async with Session.open(settings, sinks=sinks) as session:
-            run_id = session.run.run_id
-            end_when_reader_goes(session, output.lines)
-            output.hear(session.gateway)
-            if progress is not None:
-                progress.follow(session)
-            if inbox is not None:
-                inbox.interrupt = session.interrupt
-                inbox.stop_task = session.stop_child
-                if settings.permission_prompt_tool:
-                    session.ask = inbox.ask
-            result = await session.run_parent(prompt)
-            if inbox is not None and session.cost_budget is not None:
-                inbox.spent = session.cost_budget.spent  # the session's next run goes on
-            if inbox is not None:  # the run is over: what comes from now on is for the next
-                inbox.running.clear()
-            final = session.finish(result)
-            if inbox is not None:
-                inbox.cost = output.claude.cost_before + output.claude.run_cost
-                inbox.context_tokens = output.claude.context_tokens
-            return output.finish(final, session)
-
-    return run_session_body(main), run_id
-
-
-def _serve_stream(
-    settings: Settings, output_format: str, unsupported: str = "", partial: bool = False
-) -> int:
-    """The SDK's side of the conversation: answer control requests, run each user message
-    (the second and later continue the conversation); the last run's status.
-    ``unsupported``: a flag isoagent refuses, the answer to ``initialize``."""
-    code: int = ExitCode.OK
-    inbox = _Inbox()
-    while (message := inbox.next()) is not None:
-        if unsupported:  # refused before anything runs, whatever comes first
-            if message.get("type") == "control_request":
-                _respond(message, None, unsupported)
-            break
-        if message.get("type") == "control_request":
-            settings = _answer(message, settings, inbox)
-        elif message.get("type") == "user" and (text := _user_text(message)).strip():
-            if settings.mcp_servers.sdk_names:
-                from isoagent.parent.claude_code.sdk_mcp import with_sdk_servers
-
-                servers = with_sdk_servers(settings.mcp_servers, inbox.control)
-                settings = dataclasses.replace(settings, mcp_servers=servers)
-            inbox.settings = settings
-            inbox.running.set()
-            interrupts = inbox.interrupts
-            try:
-                code, run_id = run_prompt(settings, text, output_format, inbox, partial=partial)
-            finally:
-                inbox.running.clear()
-                inbox.interrupt = inbox.stop_task = None
-            if code > 128 and inbox.interrupts == interrupts:
-                return code  # a signal ended it (the SDK's disconnect): start nothing queued
-            settings = dataclasses.replace(settings, budget_spent=inbox.spent)
-            if run_id and _can_continue(settings, run_id):
-                from isoagent.parent.agent.parent_agent import run_session
-
-                session = settings.session_id or run_session(settings.runs_dir, run_id)
-                settings = dataclasses.replace(settings, resume=run_id, session_id=session)
-    if unsupported:
-        fail(f"error: {unsupported}")
-    return code
-
-
-class _Inbox:
-    """stdin's messages, read by a thread of their own: a control request that comes while
-    a run is going is answered at once, not after the run; ``interrupt`` ends the parent's
-    turn at its next step and ends the children running (see ``Session.interrupt``)."""
-
-    def __init__(self) -> None:
-        self.running = threading.Event()
-        self.interrupt: Callable[[], None] | None = None  # the running session's
-        self.stop_task: Callable[[str], bool] | None = None  # and its stop_child
-        self.interrupts = 0  # interrupt requests so far
-        self.spent = 0.0  # US dollars the session's runs spent, under --max-budget-usd
-        self.cost = 0.0  # what the session's runs cost, as their results say
-        self.settings: Settings | None = None  # the running (or last) run's
-        self.context_tokens = 0  # the parent's context after its last answer
-        self._queue: queue.Queue[dict[str, Any] | str | None] = queue.Queue()
-        self._asked: dict[str, queue.Queue[dict[str, Any] | None]] = {}  # by request id
-        self._ids = itertools.count(1)
-        threading.Thread(target=self._read, daemon=True, name="stdin").start()
-
-    def next(self) -> dict[str, Any] | None:
-        """The next message between runs (None at the end of stdin)."""
-        item = self._queue.get()
-        if isinstance(item, str):
-            fail(f"--input-format stream-json: not a JSON object: {item[:80]!r}", ExitCode.USAGE)
-        return item
-
-    def _read(self) -> None:
-        for line in _lines(0 if sys.stdin is not None else -1):
-            if not line.strip():
-                continue
-            try:
-                message = json.loads(line)
-            except ValueError:
-                message = None
-            if not isinstance(message, dict):
-                self._queue.put(line.decode("utf-8", "replace"))
-                return
-            if message.get("type") == "control_request" and self.running.is_set():
-                self._during_run(message)
-            elif message.get("type") == "control_response":
-                self._answered(message.get("response"))
-            else:
-                self._queue.put(message)
-        for waiting in list(self._asked.values()):  # nobody is left to answer
-            waiting.put(None)
-        self._queue.put(None)
-
-    def ask(self, tool: str, tool_input: dict[str, Any], cancelled: threading.Event) -> Decision:
-        """Claude Code's ``can_use_tool`` request, and the SDK's answer (a cancelled run, or
-        stdin's end, is a no)."""
-        from isoagent.parent.agent.permission_prompt import Decision
-
-        request = {"subtype": "can_use_tool", "tool_name": tool, "input": tool_input}
-        response = self.control(request, cancelled)
-        if response is None:
-            why = "cancelled" if cancelled.is_set() else "the SDK has gone"
-            return Decision(False, tool_input, why)
-        if response.get("subtype") != "success":
-            return Decision(False, tool_input, str(response.get("error", "")))
-        verdict = response.get("response") or {}
-        if verdict.get("behavior") == "allow":
-            updated = verdict.get("updatedInput")
-            return Decision(True, updated if isinstance(updated, dict) else tool_input)
-        if verdict.get("interrupt") and self.interrupt is not None:
-            self.interrupt()
-        return Decision(False, tool_input, str(verdict.get("message", "")))
-
-    def control(
-        self,
-        request: dict[str, Any],
-        cancelled: threading.Event | None = None,
-        timeout: float | None = None,
-    ) -> dict[str, Any] | None:
-        """Send the SDK a control request; its response (None: ``cancelled``, no answer
-        within ``timeout`` seconds, or stdin ended). Any thread may ask."""
-        request_id = f"isoagent-{next(self._ids)}"
-        answer: queue.Queue[dict[str, Any] | None] = queue.Queue(1)
-        self._asked[request_id] = answer
-        _send({"type": "control_request", "request_id": request_id, "request": request})
-        deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            while True:
-                with contextlib.suppress(queue.Empty):
-                    return answer.get(timeout=0.2)
-                if cancelled is not None and cancelled.is_set():
-                    return None
-                if deadline is not None and time.monotonic() > deadline:
-                    return None
-        finally:
-            del self._asked[request_id]
-
-    def hook_callback(self, request: dict[str, Any], timeout: float) -> dict[str, Any] | None:
-        """An SDK hook callback's answer (``parent/agent/hooks.py``)."""
-        return self.control(request, timeout=timeout)
-
-    def _answered(self, response: object) -> None:
-        if isinstance(response, dict):
-            waiting = self._asked.get(str(response.get("request_id")))
-            if waiting is not None:
-                waiting.put(response)
-
-    def _during_run(self, message: dict[str, Any]) -> None:
-        request = message.get("request")
-        if isinstance(request, dict) and request.get("subtype") == "interrupt":
-            self.interrupts += 1
-            if self.interrupt is not None:
-                self.interrupt()
-            _respond(message, {}, "")
-        elif isinstance(request, dict) and request.get("subtype") == "stop_task":
-            task = str(request.get("task_id"))
-            if self.stop_task is not None and self.stop_task(task):
-                _respond(message, {}, "")
-            else:
-                _respond(message, None, f"no task {task!r} is running")
-        elif isinstance(request, dict) and request.get("subtype") in _ANY_TIME:
-            assert self.settings is not None  # set before a run starts
-            _respond(message, _ANY_TIME[request["subtype"]](self.settings, self), "")
-        elif isinstance(request, dict) and request.get("subtype") == "set_model":
-            _respond(message, {}, "")  # the next run's model: set when this one ends
-            self._queue.put({**message, "answered": True})
-        else:
-            _respond(message, None, "isoagent cannot do this while a run is going")
-
-
-def _lines(fd: int) -> Iterator[bytes]:
-    """The lines of ``fd``, read with ``os.read``: a thread blocked here holds no lock of
-    ``sys.stdin``'s, which would abort the interpreter's exit."""
-    pending = b""
-    while fd >= 0:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:
-            chunk = b""
-        if not chunk:
-            break
-        *lines, pending = (pending + chunk).split(b"\n")
-        yield from lines
-    if pending:
-        yield pending
-
-
-def _can_continue(settings: Settings, run_id: str) -> bool:
-    """Whether run ``run_id`` holds a conversation the next message can go on with (a
-    first turn that was interrupted does not)."""
-    from isoagent.parent.agent.parent_agent import ResumeError, earlier_conversation
-
+    known = commands(settings)
     try:
-        return bool(earlier_conversation(settings.runs_dir, run_id))
-    except ResumeError:
-        return False
-
-
-def _mcp_status(settings: Settings, inbox: _Inbox) -> dict[str, Any]:
-    """``get_mcp_status``: the session's servers (an SDK's not yet listed before a run)."""
-    return {"mcpServers": settings.mcp_servers.status(sdk=not inbox.running.is_set())}
-
-
-def _context_usage(settings: Settings, inbox: _Inbox) -> dict[str, Any]:
-    """``get_context_usage``: the parent's context as the API counted it at its last
-    answer (system prompt, tools and messages: isoagent does not count them apart)."""
-    betas = settings.call_options.betas if settings.call_options is not None else ()
-    window = 1_000_000 if any("context-1m" in beta for beta in betas) else 200_000
-    used = inbox.context_tokens
-    return {
-        "categories": [
-            {"name": "Context, as the API counted it", "tokens": used, "color": "claude"},
-            {"name": "Free space", "tokens": max(window - used, 0), "color": "promptBorder"},
-        ],
-        "totalTokens": used, "maxTokens": window, "rawMaxTokens": window,
-        "percentage": round(100 * used / window, 1), "model": settings.model,
-        "isAutoCompactEnabled": False, "memoryFiles": [], "mcpTools": [], "gridRows": [],
-        "agents": [{"agentType": name, "source": a.source} for name, a in settings.agents.items()],
-    }  # fmt: skip
-
-
-# control requests that have nothing to act on in isoagent, and why (README: the SDK)
-_NOTHING_TO_DO = {
-    "rewind_files": "isoagent keeps no file checkpoints to rewind to: a writing child "
-    "changes the workspace itself, as Claude Code's tools do without checkpointing; use git",
-    "mcp_reconnect": "isoagent's parent holds no MCP connection to renew: each turn of the "
-    "parent and each child starts the servers it uses, so the next one tries a failed server "
-    "again",
-}
-
-# control requests answered during a run as between runs
-_ANY_TIME: dict[str, Callable[[Settings, _Inbox], dict[str, Any]]] = {
-    "mcp_status": _mcp_status,
-    "get_context_usage": _context_usage,
-}
-
-
-def _answer(message: dict[str, Any], settings: Settings, inbox: _Inbox) -> Settings:
-    """Claude Code's reply to a control request: ``initialize`` succeeds (adding the agent
-    types and the hook callbacks it carries) unless it registers a hook isoagent cannot run
-    (a hook meant to block a tool call must not be ignored) or asks for skills;
-    ``set_model`` sets the next run's model; anything else is refused by name, so the SDK
-    does not wait for an answer that never comes. The settings the session runs with."""
-    from isoagent.parent.agent.parent_agent import restrict_agents
-    from isoagent.parent.claude_code.agent_files import inline_agents
-    from isoagent.parent.model.aliases import resolve_model
-    from isoagent.parent.options import default_model
-
-    request = message.get("request")
-    request = request if isinstance(request, dict) else {}
-    subtype = request.get("subtype")
-    error = f"isoagent does not support the control request {subtype!r}"
-    if subtype == "initialize" and request.get("hooks"):
-        from isoagent.parent.agent.hooks import Hooks, UnsupportedHook
-
-        try:
-            hooks = (settings.hooks or Hooks()).with_sdk(request["hooks"], inbox.hook_callback)
-        except (ValueError, UnsupportedHook) as exc:
-            subtype, error = None, f"hooks are not supported: {exc}"
-        else:
-            settings = dataclasses.replace(settings, hooks=hooks)
-    if subtype == "initialize" and request.get("skills"):
-        subtype, error = None, "skills is not supported: isoagent has no skills"
-    if subtype == "set_model":  # for the next message's run, as in Claude Code
-        settings = dataclasses.replace(
-            settings, model=resolve_model(str(request.get("model") or default_model()))
-        )
-        if not message.get("answered"):
-            _respond(message, {}, "")
-        return settings
-    if subtype == "interrupt":  # between runs: nothing to interrupt
-        _respond(message, {}, "")
-        return settings
-    if subtype in _ANY_TIME:
-        _respond(message, _ANY_TIME[subtype](settings, inbox), "")
-        return settings
-    if subtype == "mcp_toggle":
-        try:
-            servers = settings.mcp_servers.toggled(
-                str(request.get("serverName")), bool(request.get("enabled"))
-            )
-        except ValueError as exc:
-            subtype, error = None, str(exc)
-        else:
-            _respond(message, {}, "")
-            return dataclasses.replace(settings, mcp_servers=servers)
-    error = _NOTHING_TO_DO.get(str(subtype), error)
-    if subtype == "stop_task":  # between runs
-        error = f"no task {str(request.get('task_id'))!r} is running"
-    if subtype == "set_permission_mode":
-        mode = str(request.get("mode", ""))
-        try:
-            settings = _with_permission_mode(settings, mode)
-        except ValueError as exc:
-            subtype, error = None, str(exc)
-        else:
-            _respond(message, {}, "")
-            return settings
-    if subtype == "initialize" and request.get("agents"):
-        try:
-            added = inline_agents(json.dumps(request["agents"]))
-        except ValueError as exc:
-            subtype, error = None, f"invalid agents: {exc}"
-        else:  # under the session's --disallowedTools, --allowedTools and plan mode too
-            added = restrict_agents(
-                added,
-                settings.disallowed_tools,
-                settings.permission_mode,
-                settings.allowed_tools,
-                settings.tools,
-            )
-            settings = dataclasses.replace(settings, agents={**settings.agents, **added})
-    if subtype == "initialize":
-        answer = {"commands": [], "output_style": "default", "models": [], "account": {},
-                  "hook_on_failure_supported": True}  # fmt: skip
-        _respond(message, answer, "")
-    else:
-        _respond(message, None, error)
-    return settings
+        prompt, asked = slash_prompt(prompt, settings, known)
+    except UnknownCommand as exc:
+        fail(f"error: {exc}")
+    if not prompt:  # /clear: one run has no conversation to clear
+        sys.exit(ExitCode.OK)
+    sys.exit(run_prompt(asked, prompt, printing, known=known)[0])
 
 
 def bypass_permissions(asked: str) -> str:
@@ -674,53 +303,31 @@ def bypass_permissions(asked: str) -> str:
     return "bypassPermissions"
 
 
-def _with_permission_mode(settings: Settings, mode: str) -> Settings:
-    """``settings`` in permission ``mode`` from the next run on (``set_permission_mode``).
-    Agent types are narrowed to it; one that would widen them (out of plan mode, or to
-    more than ``--allowedTools`` gave) is a ``ValueError``: what they lost is not kept."""
-    from isoagent.parent.agent.parent_agent import restrict_agents
+def _given(name: str) -> click.core.ParameterSource | None:
+    """Where parameter ``name`` came from, unless it is its default (None then)."""
+    source = click.get_current_context().get_parameter_source(name)
+    return None if source in (None, click.core.ParameterSource.DEFAULT) else source
 
-    if mode not in _WIDTH:
-        raise ValueError(f"unknown permission mode {mode!r}")
-    now = _WIDTH.get(settings.permission_mode, 1)
-    wider = _WIDTH[mode] > now if settings.allowed_tools else now == 0 and mode != "plan"
-    if wider:
-        raise ValueError(
-            f"isoagent cannot widen a session from {settings.permission_mode} to {mode}: "
-            "start a new session in that mode"
+
+def _with_settings_file(settings: Settings, from_file: ClaudeSettings) -> Settings:
+    """``settings`` with a ``--settings`` model (below ``--model`` and the environment),
+    added folders and allowed domains; a ``ValueError`` says what cannot be used."""
+    from isoagent.parent.claude_code.output_styles import output_style
+    from isoagent.parent.model.aliases import resolve_model
+    from isoagent.parent.options import added_dirs, child_network
+
+    if from_file.model and _given("model") is None:
+        settings = dataclasses.replace(settings, model=resolve_model(from_file.model))
+    if from_file.output_style:  # above the settings files' own
+        style = output_style(
+            settings.workdir, settings.setting_sources, from_file.output_style, warn
         )
-    agents = restrict_agents(
-        settings.agents, settings.disallowed_tools, mode, settings.allowed_tools, settings.tools
-    )
-    return dataclasses.replace(settings, permission_mode=mode, agents=agents)
-
-
-def _respond(request: dict[str, Any], answer: dict[str, Any] | None, error: str) -> None:
-    """A control response: ``answer`` (success) or ``error``, as one line in one write (the
-    stdin thread may answer while a run writes its stream)."""
-    response: dict[str, Any] = {"request_id": request.get("request_id")}
-    if answer is not None:
-        response.update(subtype="success", response=answer)
-    else:
-        response.update(subtype="error", error=error)
-    _send({"type": "control_response", "response": response})
-
-
-def _send(message: dict[str, Any]) -> None:
-    """One line to the SDK, in one write (the stdin thread may write while a run writes
-    its stream)."""
-    line = json.dumps(message) + "\n"
-    with contextlib.suppress(BrokenPipeError, ValueError):  # the SDK has gone
-        sys.stdout.buffer.write(line.encode())
-        sys.stdout.buffer.flush()
-
-
-def _user_text(message: dict[str, Any]) -> str:
-    content = (message.get("message") or {}).get("content", "")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-        )
-    return ""
+        settings = dataclasses.replace(settings, output_style=style)
+    if from_file.add_dirs:
+        more = added_dirs([*settings.add_dirs, *from_file.add_dirs])
+        settings = dataclasses.replace(settings, add_dirs=more)
+    if from_file.allowed_domains:  # an empty list lets nothing out: the network stays off
+        domains = (*settings.allowed_domains, *from_file.allowed_domains)
+        network = child_network(settings.child_network, domains, settings.remote is not None)
+        settings = dataclasses.replace(settings, child_network=network, allowed_domains=domains)
+    return settings

@@ -1,9 +1,9 @@
 """Claude Code's flags that the claude-agent-sdk sends, beyond print mode's own.
 
-Each works as in Claude Code (most become ``Options`` fields through ``settings_options``),
-or is refused by name: ``isoagent: error: --session-mirror is not supported: <why>`` (the
-answer to the SDK's ``initialize`` with ``--input-format stream-json``), never click's "no
-such option".
+Each works as in Claude Code (most become ``Options`` fields through ``settings_options``);
+one isoagent does not know is refused by name: ``isoagent: error: --flag is not supported:
+<why>`` (the answer to the SDK's ``initialize`` with ``--input-format stream-json``), never
+click's "no such option".
 """
 
 from __future__ import annotations
@@ -76,11 +76,13 @@ SDK_SETTINGS_OPTIONS = [
     ),
     click.option(
         "--thinking", type=click.Choice(["adaptive", "disabled"]),
-        help="The parent's thinking (default: none).",
+        help="The parent's thinking (default: as Claude Code's, by the model: adaptive from "
+        "Claude 4.6 on, with a budget before, none for a model that is not Claude's).",
     ),
     click.option(
         "--max-thinking-tokens", type=click.IntRange(0), metavar="N",
-        help="The parent thinks with this budget (0: not at all).",
+        help="The parent thinks with this budget (0: not at all; default: "
+        "MAX_THINKING_TOKENS, for a model that thinks with a budget).",
     ),
     click.option("--thinking-display", metavar="MODE", help="Its thinking's display."),
     click.option(
@@ -103,13 +105,6 @@ def sdk_settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return settings_options(fn, extra=SDK_SETTINGS_OPTIONS, print_mode=True)
 
 
-# flag -> why isoagent refuses it (the flag's value names the SDK option it comes from)
-REFUSED = {
-    "--resume-session-at": "isoagent resumes a conversation where it ended",
-    "--resume-drops-turn": "isoagent resumes a conversation where it ended",
-    "--session-mirror": "isoagent keeps its sessions in its run folders",
-}
-_FLAGS = {"--session-mirror"}  # the rest take a value
 # flags that change nothing in isoagent, accepted as Claude Code accepts them
 ACCEPTED = {
     "--include-hook-events": "isoagent does not print hook events: what a hook decided is "
@@ -162,30 +157,19 @@ def _unknown_flag(ctx: click.Context, stream_json: bool) -> str:
 
 
 def sdk_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The SDK's flags isoagent refuses or has nothing to do for, and those it does not
-    know; the command gets ``unsupported``: the first refused flag given, as one line
-    ("" when none)."""
+    """The SDK's flags isoagent has nothing to do for, and those it does not know; the
+    command gets ``unsupported``: the first unknown flag given, as one line ("" when none)."""
     options = [
-        click.option(
-            flag, f"refused_{flag[2:].replace('-', '_')}", hidden=True, is_flag=flag in _FLAGS
-        )
-        for flag in REFUSED
-    ] + [
         click.option(flag, f"accepted_{flag[2:].replace('-', '_')}", is_flag=True, help=why)
         for flag, why in ACCEPTED.items()
-    ]  # fmt: skip
+    ]
 
     @functools.wraps(fn)
     def command(*args: Any, **kwargs: Any) -> Any:
-        unsupported = ""
-        for flag, why in REFUSED.items():
-            value = kwargs.pop(f"refused_{flag[2:].replace('-', '_')}")
-            if value not in (None, False) and not unsupported:
-                unsupported = f"{flag} is not supported: {why}"
         for flag in ACCEPTED:
             kwargs.pop(f"accepted_{flag[2:].replace('-', '_')}")
         stream_json = kwargs.get("input_format") == "stream-json"
-        unsupported = unsupported or _unknown_flag(click.get_current_context(), stream_json)
+        unsupported = _unknown_flag(click.get_current_context(), stream_json)
         return fn(*args, unsupported=unsupported, **kwargs)
 
     for option in reversed(options):

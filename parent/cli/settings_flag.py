@@ -5,8 +5,9 @@ Applied: ``permissions`` (``allow`` adds to ``--allowedTools``; ``deny`` and ``a
 nobody to ask, to ``--disallowedTools``; ``defaultMode`` unless ``--permission-mode`` is
 given; ``additionalDirectories`` as ``--add-dir``), ``model`` (below ``--model`` and
 ``ANTHROPIC_MODEL``, as in Claude Code), ``sandbox`` (isoagent always sandboxes its
-children and the parent's commands; ``network.allowedDomains`` as ``--allowed-domains``)
-and ``hooks`` (command hooks, run by the parent: ``parent/agent/hooks.py``).
+children and the parent's commands; ``network.allowedDomains`` as ``--allowed-domains``),
+``hooks`` (command hooks, run by the parent: ``parent/agent/hooks.py``) and ``outputStyle``
+(``parent/claude_code/output_styles.py``).
 Keys that change only Claude Code's screen are ignored. Any other key is refused: a hook or
 a sandbox setting must not be dropped quietly.
 
@@ -32,7 +33,7 @@ from isoagent.parent.trust.workspace import Trust, read_file
 # keys about Claude Code's own screen and housekeeping: nothing to do in a -p run
 _IGNORED = frozenset(
     {
-        "$schema", "statusLine", "outputStyle", "theme", "cleanupPeriodDays",
+        "$schema", "statusLine", "theme", "cleanupPeriodDays",
         "includeCoAuthoredBy", "spinnerTipsEnabled", "preferredNotifChannel", "verbose",
         "autoUpdates", "feedbackSurveyState",
     }
@@ -41,7 +42,7 @@ _REFUSED = {
     "env": "isoagent takes its environment from its process, not from settings",
     "apiKeyHelper": "isoagent takes its key from ANTHROPIC_API_KEY",
 }
-_APPLIED = frozenset({"permissions", "model", "sandbox", "hooks"})
+_APPLIED = frozenset({"permissions", "model", "sandbox", "hooks", "outputStyle"})
 _PERMISSIONS = frozenset({"allow", "deny", "ask", "defaultMode", "additionalDirectories"})
 # what isoagent's sandbox already is (on, nothing to ask), and its one network setting
 _SANDBOX = frozenset({"enabled", "autoAllowBashIfSandboxed", "network"})
@@ -61,6 +62,7 @@ class ClaudeSettings:
     model: str = ""
     allowed_domains: tuple[str, ...] | None = None  # sandbox.network's; None: not given
     hooks: Hooks | None = None  # its command hooks; None: none
+    output_style: str = ""  # outputStyle (parent/claude_code/output_styles.py)
 
 
 def read_settings(value: str) -> ClaudeSettings:
@@ -119,6 +121,7 @@ def _parse(data: dict[str, Any], not_applied: list[str] | None = None) -> Claude
         add_dirs=_rules(permissions, "additionalDirectories"),
         model=str(data.get("model") or ""),
         allowed_domains=_allowed_domains(data.get("sandbox"), unsupported),
+        output_style=str(data.get("outputStyle") or ""),
     )
 
 

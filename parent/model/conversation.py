@@ -22,6 +22,11 @@ class ConversationRecorder:
         self.child = child
         self._seen = seen
 
+    @property
+    def seen(self) -> int:
+        """How many messages of the conversation are recorded."""
+        return self._seen
+
     def before(self, call: ModelCall) -> None:
         calling_for.set(self.child)
         for message in call.messages[self._seen :]:

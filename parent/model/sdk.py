@@ -223,17 +223,19 @@ def request_body(call: ModelCall) -> dict[str, Any]:
         body["system"] = [{"type": "text", "text": call.system, "cache_control": EPHEMERAL}]
     body["messages"] = messages
     if call.options is not None:
-        body.update(_option_fields(call.options))
+        body.update(_option_fields(call.options, call.model, call.max_tokens))
     return body
 
 
-def _option_fields(options: CallOptions) -> dict[str, Any]:
+def _option_fields(options: CallOptions, model: str, max_tokens: int) -> dict[str, Any]:
     """The request fields of the parent's ``CallOptions``, as Claude Code sends them."""
     fields: dict[str, Any] = {}
-    if options.thinking:
-        thinking: dict[str, Any] = {"type": options.thinking}
-        if options.thinking == "enabled":
-            thinking["budget_tokens"] = options.thinking_budget
+    kind = default_thinking(model) if options.thinking == "auto" else options.thinking
+    if kind:
+        thinking: dict[str, Any] = {"type": kind}
+        if kind == "enabled":  # "auto"'s budget: MAX_THINKING_TOKENS, else all it may
+            budget = options.thinking_budget or max_tokens - 1
+            thinking["budget_tokens"] = min(budget, max_tokens - 1)
         if options.thinking_display:
             thinking["display"] = options.thinking_display
         fields["thinking"] = thinking
@@ -245,6 +247,20 @@ def _option_fields(options: CallOptions) -> dict[str, Any]:
     if output:
         fields["output_config"] = output
     return fields
+
+
+def default_thinking(model: str) -> str:
+    """How Claude Code's model calls think when nobody says: adaptively from Claude 4.6
+    on, with a budget on Claude 3.7 to 4.5, not at all before; "" too for a model that is
+    not Claude's (a local server's, which may know no thinking), where Claude Code would
+    send adaptive thinking."""
+    numbers = [int(part) for part in model.split("-")[1:] if part.isdigit() and len(part) < 3]
+    if not model.startswith("claude-") or not numbers:
+        return ""
+    version = (numbers[0], numbers[1] if len(numbers) > 1 else 0)
+    if version >= (4, 6):
+        return "adaptive"
+    return "enabled" if version >= (3, 7) else ""
 
 
 def call_betas(call: ModelCall) -> tuple[str, ...]:

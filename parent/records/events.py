@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from isoagent.protocol import Block, Progress, Result, Status, Usage
+from isoagent.protocol import Block, ModelError, Progress, Result, Status, Usage
 
 
 class Event(msgspec.Struct, tag_field="type", omit_defaults=True, kw_only=True):
@@ -87,6 +87,10 @@ class RunFinished(Event, tag="result"):
     structured_output: Any = None  # --json-schema: the parent's last valid answer
     structured_output_failed: bool = False  # it gave no valid answer in five tries
     trace_id: str = ""  # its OpenTelemetry trace, when telemetry is on
+    api_error: ModelError | None = None  # the parent's model call that ended it, if one did
+    # why the parent's turn ended, where the status does not say it: hook_stopped,
+    # aborted_streaming, aborted_tools (Claude Code's terminal_reason)
+    terminal_reason: str = ""
 
 
 class TaskRecord(msgspec.Struct):

@@ -17,7 +17,8 @@ Replacing ``server.handler`` resets those per-key counters.
 A request with ``"stream": true`` is answered with the API's SSE events; a Reply's
 ``cut_after=N`` closes the connection after N of them, ``fail_after=N`` sends an ``error``
 event (overloaded_error) after N and ends the stream, and ``streams=False`` answers one
-JSON message anyway, as some proxies do; ``sse=b"..."`` sends that event stream as it is.
+JSON message anyway, as some proxies do; ``sse=b"..."`` sends that event stream as it is;
+``pace=S`` sends each event S seconds after the one before (a client that hangs up ends it).
 
 429/408/409/5xx error replies carry ``retry-after-ms: 1`` (the anthropic SDK reads
 ``retry-after-ms`` first and ignores a zero ``retry-after``), so SDK retries are
@@ -95,6 +96,7 @@ class Request:
     body: dict[str, Any]
     headers: dict[str, str]
     custom_id: str = ""  # a batched request's; "" for POST /v1/messages
+    pace: float = 0.0  # its reply's, once the handler answered
 
     @property
     def system(self) -> str:
@@ -199,6 +201,7 @@ class Reply:
     cut_after: int | None = None
     fail_after: int | None = None
     streams: bool = True  # False: a whole JSON message even when asked to stream
+    pace: float = 0.0  # seconds before each event of a streamed answer (a slow model)
     sse: bytes = b""  # an event stream sent as it is, in place of the message's events
     # in a Message Batch, this request's result is expired or canceled instead
     batch_result: Literal["", "expired", "canceled"] = ""
@@ -465,6 +468,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         content_type: str = "application/json",
         headers: Mapping[str, str] | None = None,
         sent: int | None = None,
+        pace: float = 0.0,
     ) -> None:
         self.send_response(status)
         self.send_header("content-type", content_type)
@@ -473,6 +477,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
+        if pace:
+            for event in body.split(b"\n\n")[:-1]:
+                time.sleep(pace)
+                self.wfile.write(event + b"\n\n")
+                self.wfile.flush()
+            return
         if sent is None:
             self.wfile.write(body)
             return
@@ -521,7 +531,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
             return
         request = Request(body=body, headers={k.lower(): v for k, v in self.headers.items()})
         status, payload, content_type, headers, sent = self.server.owner._serve(request)
-        self._send(status, payload, content_type=content_type, headers=headers, sent=sent)
+        pace = request.pace if content_type == "text/event-stream" else 0.0
+        self._send(
+            status, payload, content_type=content_type, headers=headers, sent=sent, pace=pace
+        )
 
 
 # every server this process started: a warm daemon still serving one after the session is
@@ -717,6 +730,7 @@ class MessagesServer:
             body = _error_body(reply.error_type, reply.error_message)
             return reply.status, body, "application/json", dict(reply.headers), None
         message = self._message(request, reply)
+        request.pace = reply.pace
         if request.stream and reply.sse:
             return reply.status, reply.sse, "text/event-stream", dict(reply.headers), None
         if request.stream and reply.streams:

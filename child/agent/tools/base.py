@@ -31,6 +31,7 @@ class ToolError(Exception):
 class ToolOutput:
     text: str
     is_error: bool = False
+    ends_turn: bool = False  # the agent's answer is given: no model call follows its result
 
 
 @dataclass
