@@ -17,7 +17,8 @@ import claude_agent_sdk
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, ResultMessage
 
-from isoagent.parent.agent.hooks import Hooks, SessionHooks, Subagent
+from isoagent.parent.agent.hooks import Hooks, SessionHooks
+from isoagent.parent.children.child_hooks import Subagent
 from isoagent.protocol import HookPlan
 from tests.conftest import cli_env
 from tests.support.cli import run_cli

@@ -25,8 +25,8 @@ import msgspec
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL
 from isoagent.child.agent.loop import text_of
-from isoagent.parent.agent.hooks import HookLedger, SessionHooks, Subagent
 from isoagent.parent.children.call_limits import CallLimits
+from isoagent.parent.children.child_hooks import ChildHooks, HookLedger, Subagent
 from isoagent.parent.children.cleanup import describe_exit
 from isoagent.parent.children.connection import FrameRefused, StderrLog, log_cap, write_frame
 from isoagent.parent.children.forkserver import ForkServer
@@ -158,7 +158,7 @@ class Supervisor:
         # every child asked for and not ended, by id: one not live waits for a slot or starts
         self._asked: dict[str, asyncio.Task[ChildFinished]] = {}
         self.nested = 0  # children that children started
-        self.hooks: SessionHooks | None = None  # the session's, asked about its children
+        self.hooks: ChildHooks | None = None  # the session's, asked about its children
         self.planted = None
         self._planted_lock = asyncio.Lock()
         # the repositories and .claude folders below the workspace's top, read-only to
