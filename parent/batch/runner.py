@@ -189,7 +189,7 @@ class BatchRun:
         return True
 
     async def _worker(self, session: Session, queue: Iterator[BatchTask]) -> None:
-        from isoagent.parent.children.supervisor import ChildRequest, describe
+        from isoagent.parent.children.child_run import ChildRequest, describe
 
         while self.stdout_error is None and (task := next(queue, None)) is not None:
             if _spent(session):  # the rest wait for a resume: no line, so not done

@@ -1,0 +1,178 @@
+"""What a child asks of the parent, frame by frame, and the parent's answers.
+
+A child is untrusted: a prompt-injected one can write any frame. This is the one place
+where what a frame claims meets what the child's Task granted: each ``ModelCall``,
+``McpCall``, ``HookCall`` and ``TaskCall`` is checked against the grants and the parent's
+own record of the conversation before the parent acts on it, and answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from isoagent.child.agent.loop import text_of
+from isoagent.parent.children.call_limits import CallLimits
+from isoagent.parent.children.child_hooks import ChildHooks, HookLedger, Subagent
+from isoagent.parent.children.launchers import ChildFailed
+from isoagent.parent.children.process import ChildProcess
+from isoagent.parent.claude_code.mcp_servers import McpServers
+from isoagent.parent.model.conversation import ConversationRecorder
+from isoagent.parent.model.gateway import Gateway
+from isoagent.parent.records.events import ChildProgress, Sink
+from isoagent.protocol import (
+    HookCall,
+    HookReply,
+    McpCall,
+    McpReply,
+    ModelCall,
+    ModelError,
+    ModelReply,
+    Progress,
+    Result,
+    Task,
+    TaskCall,
+    TaskReply,
+    Usage,
+)
+
+ChildFrameIn = ModelCall | McpCall | HookCall | TaskCall | Progress | Result
+
+
+@dataclass
+class CallContext:
+    """What a child's calls reach: the session's gateway, hooks and MCP servers, and its
+    ``task`` calls' way to the supervisor."""
+
+    gateway: Gateway
+    hooks: ChildHooks | None
+    mcp_servers: McpServers
+    sink: Sink
+    delegate: Callable[[TaskCall], Awaitable[TaskReply]]
+
+
+class ChildCalls:
+    """One child's frames after its Hello, each acted on and answered; what the parent
+    knows of its conversation (usage, retries, its latest words, its latest progress)."""
+
+    def __init__(
+        self,
+        context: CallContext,
+        child: str,
+        agent: str,
+        description: str,
+        recorder: ConversationRecorder,
+        subagent: Subagent,
+    ) -> None:
+        self.context = context
+        self.child = child
+        self.agent = agent
+        self.description = description
+        self.recorder = recorder
+        self.subagent = subagent
+        self.usage = Usage()
+        self.retries = 0  # of its model calls, by the gateway
+        self.last_text = ""  # the child's latest words: its summary so far, if it fails
+        self.last_progress: Progress | None = None
+        self.cancelled = False  # the parent asked it to stop: no more tokens for it
+        self.task: Task | None = None
+        self.limits: CallLimits | None = None  # its model calls' limits, from its Task
+        self.ledger: HookLedger | None = None  # what it asked the hooks, with a plan
+        self._delegations: set[asyncio.Future[None]] = set()  # its task calls under way
+
+    def granted(self, task: Task, ledger: HookLedger | None) -> None:
+        """The Task it is sent: what its calls are held to."""
+        self.task = task
+        self.limits = CallLimits(task)
+        self.ledger = ledger
+
+    async def talk(self, process: ChildProcess) -> Result:
+        """Answer its frames until its Result."""
+        try:
+            while True:
+                frame = await self.answer(process)
+                if isinstance(frame, Result):
+                    return frame
+        finally:  # a child's child ends with it
+            for delegation in self._delegations:
+                delegation.cancel()
+            await asyncio.gather(*self._delegations, return_exceptions=True)
+
+    async def answer(self, process: ChildProcess) -> ChildFrameIn:
+        """Take the next frame and act on it: answer a model call, forward progress."""
+        frame = await process.frames.next()
+        if frame is None:
+            raise ChildFailed("exited before sending its Result")
+        match frame:
+            case ModelCall():
+                await process.answer(await self._model_call(process, frame))
+            case McpCall():
+                answer = await self._call_sdk_tool(frame)
+                await process.answer(answer)
+            case TaskCall():  # its frames are read on while its child runs
+                delegation = asyncio.ensure_future(self._delegate(process, frame))
+                self._delegations.add(delegation)
+                delegation.add_done_callback(self._delegations.discard)
+            case HookCall():
+                decided = await self._ask_hooks(frame)
+                await process.answer(decided)
+            case Progress():
+                self.last_progress = frame
+                event = ChildProgress(self.child, self.agent, self.description, frame)
+                self.context.sink(event)
+            case Result():
+                if self.ledger is not None and (broke := self.ledger.refusal(None)):
+                    raise ChildFailed(broke, "error")
+            case _:
+                raise ChildFailed(f"sent an unexpected {type(frame).__name__} frame")
+        return frame
+
+    async def _model_call(self, process: ChildProcess, call: ModelCall) -> ModelReply:
+        assert self.limits is not None
+        if refused := self.limits.refusal(call):  # a child is untrusted
+            error = ModelError("bad_request", f"refused by the parent: {refused}")
+            await process.answer(ModelReply(call.turn, error=error))
+            raise ChildFailed(f"sent a model call its Task does not allow: {refused}", "error")
+        if self.ledger is not None and (broke := self.ledger.refusal(call.messages)):
+            raise ChildFailed(broke, "error")
+        self.recorder.before(call)
+        if self.cancelled:  # it asked before it saw the Cancel: no more tokens for it
+            reply = ModelReply(call.turn, error=ModelError("cancelled", "cancelled"))
+        else:
+            reply = await self.context.gateway.call(call)
+        self.recorder.after(call, reply)
+        self.usage = self.usage + reply.usage
+        self.retries += reply.retries
+        self.last_text = text_of(reply.content) or self.last_text
+        if self.ledger is not None:
+            self.ledger.answered(reply)
+        return reply
+
+    async def _delegate(self, process: ChildProcess, call: TaskCall) -> None:
+        reply = await self.context.delegate(call)
+        await process.answer(reply)
+
+    async def _call_sdk_tool(self, call: McpCall) -> McpReply:
+        """A tool of an SDK's in-process server, for a child whose Task gives it (a child
+        is untrusted), called through the SDK."""
+        assert self.limits is not None
+        if refused := self.limits.mcp_refusal(call):
+            raise ChildFailed(f"called an MCP tool its Task does not give it: {refused}", "error")
+        relay = self.context.mcp_servers.relay
+        assert relay is not None  # a Task holds an SDK server's tools only once it was listed
+        text, is_error = await asyncio.to_thread(relay, call.server, call.tool, call.arguments)
+        return McpReply(call.id, text, is_error)
+
+    async def _ask_hooks(self, call: HookCall) -> HookReply:
+        """The session's hooks on one of the child's steps, one its Task's plan names (a
+        child is untrusted)."""
+        assert self.task is not None
+        hooks = self.context.hooks
+        if hooks is None or not self.task.hooks.asks(call.event, call.tool):
+            asked = f"{call.event} of {call.tool}" if call.tool else call.event
+            raise ChildFailed(f"asked the hooks about what its Task does not: {asked}", "error")
+        decided = await asyncio.to_thread(hooks.answer, call, self.subagent)
+        if self.ledger is not None:
+            self.ledger.heard(call, decided)
+        return decided
