@@ -174,6 +174,9 @@ class AgentSpec(msgspec.Struct, omit_defaults=True):
     mcp_servers: list[McpServer] = []
     effort: str = ""  # its requests' output_config.effort (low, medium, high, max); "": none
     background: bool = False  # its children run in the background (the parent's alone reads it)
+    # its children may start children where --max-depth allows: Claude Code's Task (Agent)
+    # among its tools, or no tools list (the parent's alone reads it)
+    delegates: bool = False
 
 
 # room for a thinking model's thinking and its answer (claude-sonnet-5 thinks by default)

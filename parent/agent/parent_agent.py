@@ -25,6 +25,7 @@ from isoagent.child.agent.tools.mcp import (
 )
 from isoagent.parent.claude_code.agent_files import (
     PLAN_MODE,
+    TASK_NAMES,
     InvalidAgent,
     build_spec,
     inline_agents,
@@ -38,7 +39,6 @@ from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 from isoagent.protocol import AgentSpec, McpReply, Message, ToolResultBlock, ToolUseBlock
 
-_TASK_NAMES = frozenset({"Task", "Agent", TASK_TOOL})
 _NEVER_ASKS = ("read_file", "glob", "grep")  # Claude Code runs reads without permission
 
 
@@ -151,7 +151,7 @@ def parent_tools(settings: Settings) -> AgentSpec:
         "disallowedTools": [
             r
             for r in settings.disallowed_tools
-            if not (r in _TASK_NAMES or r.startswith(MCP_PREFIX))
+            if not (r in TASK_NAMES or r.startswith(MCP_PREFIX))
         ],
         "permissionMode": settings.permission_mode,
     }
@@ -162,8 +162,8 @@ def parent_tools(settings: Settings) -> AgentSpec:
         tools = [t for t in tools if t in base.tools]
     if settings.permission_mode == PLAN_MODE:
         tools = [t for t in tools if t != "bash"]
-    offered = settings.tools is None or _TASK_NAMES & set(settings.tools)
-    if offered and not _TASK_NAMES & set(settings.disallowed_tools):
+    offered = settings.tools is None or TASK_NAMES & set(settings.tools)
+    if offered and not TASK_NAMES & set(settings.disallowed_tools):
         tools.append(TASK_TOOL)
     return msgspec.structs.replace(spec, tools=tools)
 
@@ -254,6 +254,7 @@ def restrict_agents(
             tools=tools,
             bash_allow=bash_allow or [],
             bash_deny=[*spec.bash_deny, *narrowed.bash_deny],
+            delegates=spec.delegates and TASK_NAMES.isdisjoint(disallowed),
         )
     return restricted
 
@@ -265,13 +266,13 @@ def _unasked(allowed: Sequence[str], permission_mode: str) -> list[str] | None:
     if not allowed or permission_mode == "bypassPermissions":
         return None
     edits = ["Write", "Edit"] if permission_mode == "acceptEdits" else []
-    return [*_NEVER_ASKS, *(rule for rule in allowed if rule not in _TASK_NAMES), *edits]
+    return [*_NEVER_ASKS, *(rule for rule in allowed if rule not in TASK_NAMES), *edits]
 
 
 def allowed_spec(allowed: Sequence[str]) -> AgentSpec:
     """What an agent may do without asking: the read-only tools and what the
     ``--allowedTools`` rules name (its ``bash_allow``: the commands they match)."""
-    rules = [rule for rule in allowed if rule not in _TASK_NAMES]
+    rules = [rule for rule in allowed if rule not in TASK_NAMES]
     spec, _ = build_spec("", "", "", {"tools": [*_NEVER_ASKS, *rules]}, source="")
     return spec
 

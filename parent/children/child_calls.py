@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from isoagent.child.agent.loop import text_of
-from isoagent.parent.children.call_limits import CallLimits
 from isoagent.parent.children.child_hooks import ChildHooks, HookLedger, Subagent
+from isoagent.parent.children.grants import Grants
 from isoagent.parent.children.launchers import ChildFailed
 from isoagent.parent.children.process import ChildProcess
 from isoagent.parent.claude_code.mcp_servers import McpServers
@@ -31,7 +31,6 @@ from isoagent.protocol import (
     ModelReply,
     Progress,
     Result,
-    Task,
     TaskCall,
     TaskReply,
     Usage,
@@ -76,15 +75,13 @@ class ChildCalls:
         self.last_text = ""  # the child's latest words: its summary so far, if it fails
         self.last_progress: Progress | None = None
         self.cancelled = False  # the parent asked it to stop: no more tokens for it
-        self.task: Task | None = None
-        self.limits: CallLimits | None = None  # its model calls' limits, from its Task
+        self.grants: Grants | None = None  # what its Task granted
         self.ledger: HookLedger | None = None  # what it asked the hooks, with a plan
         self._delegations: set[asyncio.Future[None]] = set()  # its task calls under way
 
-    def granted(self, task: Task, ledger: HookLedger | None) -> None:
-        """The Task it is sent: what its calls are held to."""
-        self.task = task
-        self.limits = CallLimits(task)
+    def granted(self, grants: Grants, ledger: HookLedger | None) -> None:
+        """What the Task it is sent grants: its calls are held to it."""
+        self.grants = grants
         self.ledger = ledger
 
     async def talk(self, process: ChildProcess) -> Result:
@@ -111,6 +108,7 @@ class ChildCalls:
                 answer = await self._call_sdk_tool(frame)
                 await process.answer(answer)
             case TaskCall():  # its frames are read on while its child runs
+                await self._check_delegation(process, frame)
                 delegation = asyncio.ensure_future(self._delegate(process, frame))
                 self._delegations.add(delegation)
                 delegation.add_done_callback(self._delegations.discard)
@@ -129,8 +127,8 @@ class ChildCalls:
         return frame
 
     async def _model_call(self, process: ChildProcess, call: ModelCall) -> ModelReply:
-        assert self.limits is not None
-        if refused := self.limits.refusal(call):  # a child is untrusted
+        assert self.grants is not None
+        if refused := self.grants.refusal(call):  # a child is untrusted
             error = ModelError("bad_request", f"refused by the parent: {refused}")
             await process.answer(ModelReply(call.turn, error=error))
             raise ChildFailed(f"sent a model call its Task does not allow: {refused}", "error")
@@ -149,6 +147,13 @@ class ChildCalls:
             self.ledger.answered(reply)
         return reply
 
+    async def _check_delegation(self, process: ChildProcess, call: TaskCall) -> None:
+        """A ``task`` call its Task grants: refused, and the child ended, if not."""
+        assert self.grants is not None
+        if refused := self.grants.delegation_refusal(call):
+            await process.answer(TaskReply(call.id, f"refused by the parent: {refused}", True))
+            raise ChildFailed(refused, "error")
+
     async def _delegate(self, process: ChildProcess, call: TaskCall) -> None:
         reply = await self.context.delegate(call)
         await process.answer(reply)
@@ -156,8 +161,8 @@ class ChildCalls:
     async def _call_sdk_tool(self, call: McpCall) -> McpReply:
         """A tool of an SDK's in-process server, for a child whose Task gives it (a child
         is untrusted), called through the SDK."""
-        assert self.limits is not None
-        if refused := self.limits.mcp_refusal(call):
+        assert self.grants is not None
+        if refused := self.grants.mcp_refusal(call):
             raise ChildFailed(f"called an MCP tool its Task does not give it: {refused}", "error")
         relay = self.context.mcp_servers.relay
         assert relay is not None  # a Task holds an SDK server's tools only once it was listed
@@ -167,9 +172,9 @@ class ChildCalls:
     async def _ask_hooks(self, call: HookCall) -> HookReply:
         """The session's hooks on one of the child's steps, one its Task's plan names (a
         child is untrusted)."""
-        assert self.task is not None
+        assert self.grants is not None
         hooks = self.context.hooks
-        if hooks is None or not self.task.hooks.asks(call.event, call.tool):
+        if hooks is None or not self.grants.task.hooks.asks(call.event, call.tool):
             asked = f"{call.event} of {call.tool}" if call.tool else call.event
             raise ChildFailed(f"asked the hooks about what its Task does not: {asked}", "error")
         decided = await asyncio.to_thread(hooks.answer, call, self.subagent)

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from isoagent.child.agent.builtin_agents import BASE_TOOLS, TASK_TOOL
+from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.parent.children.child_calls import CallContext, ChildCalls
 from isoagent.parent.children.child_hooks import ChildHooks, HookLedger, Subagent
 from isoagent.parent.children.cleanup import describe_exit
 from isoagent.parent.children.connection import FrameRefused, StderrLog, log_cap, write_frame
+from isoagent.parent.children.grants import Grants, startable
 from isoagent.parent.children.large_results import ResultFiles
 from isoagent.parent.children.launch import child_identity
 from isoagent.parent.children.launchers import CANCEL_GRACE, ChildFailed, ChildLauncher
@@ -69,12 +70,6 @@ def describe(prompt: str, width: int = 50) -> str:
 def child_id(number: int) -> str:
     """A child's id in its run: its number, as its transcript's name begins."""
     return f"{number:03d}"
-
-
-def delegates(agent: AgentSpec) -> bool:
-    """Whether a child of ``agent`` gets ``task`` when ``--max-depth`` allows: one with every
-    base tool, as Claude Code's general-purpose (``tools: *``) has its delegation tool."""
-    return set(BASE_TOOLS) <= set(agent.tools)
 
 
 class Supervising(Protocol):
@@ -208,20 +203,26 @@ class ChildRun:
     async def _task_with_hooks(self) -> Task:
         """Its Task, with what SubagentStart hooks add to its prompt, and what it asks the
         session's hooks about; its calls are held to it from here on."""
-        task = self._task()
+        settings = self.sup.settings
+        subagents, no_delegation = startable(
+            self.agent, self.request.depth, settings.max_depth, settings.agents
+        )
+        task = self._task(subagents)
+        grants = Grants(task, no_delegation)
         hooks = self.sup.hooks
         if hooks is None:
-            self.calls.granted(task, None)
+            self.calls.granted(grants, None)
             return task
         context = await asyncio.to_thread(hooks.subagent_start, self.subagent)
         tools = [t for t in [*self.agent.tools, *self.agent.mcp_tools] if t != TASK_TOOL]
         plan = hooks.plan(tools, self.subagent)
         prompt = "\n\n".join(filter(None, [task.prompt, context]))
         task = msgspec.structs.replace(task, prompt=prompt, hooks=plan)
-        self.calls.granted(task, HookLedger(plan, task.limits.output_cap))
+        self.calls.granted(grants, HookLedger(plan, task.limits.output_cap))
         return task
 
-    def _task(self) -> Task:
+    def _task(self, subagents: dict[str, str]) -> Task:
+        """Its Task; ``subagents``: the agent types it may start (``startable``)."""
         sup = self.sup
         settings = sup.settings
         try:
@@ -245,7 +246,7 @@ class ChildRun:
             heartbeat=launcher.heartbeat,
             add_dirs=[str(path) for path in settings.add_dirs],
             mcp_servers=settings.mcp_servers.for_agent(self.agent),
-            subagents=self._subagents(),
+            subagents=subagents,
             trace=self.span is not None,
             history=list(self.request.history),
         )
@@ -253,14 +254,6 @@ class ChildRun:
     def _identity(self, tag: str, run_id: str) -> Identity:
         identity = child_identity(tag, run_id=run_id, child=self.id)
         return msgspec.structs.replace(identity, depth=identity.depth + self.request.depth - 1)
-
-    def _subagents(self) -> dict[str, str]:
-        """The agent types it may delegate to: none, unless ``--max-depth`` leaves it a level
-        and its agent has every tool."""
-        settings = self.sup.settings
-        if self.request.depth >= settings.max_depth or not delegates(self.agent):
-            return {}
-        return {name: agent.description for name, agent in settings.agents.items()}
 
     async def _outcome(self, process: ChildProcess, task: Task) -> Result:
         """The child's Result, or one that says how the child failed."""

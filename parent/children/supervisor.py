@@ -27,7 +27,7 @@ from isoagent.parent.records.events import ChildFinished, Sink
 from isoagent.parent.records.run_folder import RunFolder
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
-from isoagent.protocol import AgentSpec, TaskCall, TaskReply
+from isoagent.protocol import TaskCall, TaskReply
 
 if TYPE_CHECKING:
     from isoagent.parent.telemetry.run_trace import RunTrace
@@ -35,11 +35,6 @@ if TYPE_CHECKING:
 
 # children that children may start in one run, in all (--max-depth 2 or more)
 NESTED_CHILDREN = 64
-
-
-def unknown_type(name: str, agents: dict[str, AgentSpec]) -> str:
-    """What a ``task`` call for an agent type there is not is told."""
-    return f"unknown subagent_type {name!r}; choose one of: {', '.join(agents)}"
 
 
 def ended_well(finished: ChildFinished) -> bool:
@@ -142,24 +137,19 @@ class Supervisor:
                 run.end(failure)
 
     async def delegate(self, asking: ChildRun, call: TaskCall) -> TaskReply:
-        """A child's ``task`` call: a request, checked against the run's limits (depth,
-        children in all, budget) before its child runs, as a process of this parent's."""
-        depth, settings = asking.request.depth, self.settings
-        if depth >= settings.max_depth:  # its Task gave it no task tool: a forged call
-            why = f"asked for a child at depth {depth + 1}, past --max-depth {settings.max_depth}"
-            asking.end(ChildFailed(why, "error"))
-            return TaskReply(call.id, f"refused by the parent: {why}", is_error=True)
-        agent = settings.agents.get(call.subagent_type)
-        total = settings.max_tokens_total
-        if agent is None:
-            refusal = unknown_type(call.subagent_type, settings.agents)
-        elif self.nested >= NESTED_CHILDREN:
+        """A child's ``task`` call, one its Task grants (``child_calls.py`` checked): a
+        request, checked against the run's limits (children in all, budget) before its
+        child runs, as a process of this parent's."""
+        agent = self.settings.agents[call.subagent_type]
+        total = self.settings.max_tokens_total
+        if self.nested >= NESTED_CHILDREN:
             refusal = f"this run's children have started {NESTED_CHILDREN} children, its limit"
         elif total and self.gateway.usage.total >= total:
             refusal = f"the run's token budget ({total}) is used up"
         else:
             self.nested += 1
-            finished = await self.run(ChildRequest(call.description, call.prompt, agent, depth + 1))
+            depth = asking.request.depth + 1
+            finished = await self.run(ChildRequest(call.description, call.prompt, agent, depth))
             return TaskReply(call.id, report(finished), not ended_well(finished))
         return TaskReply(call.id, refusal, is_error=True)
 

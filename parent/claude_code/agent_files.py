@@ -111,9 +111,10 @@ REFUSED_FIELDS = {
     "hooks": "isoagent runs an agent's own hooks nowhere (give them in --settings)",
     "isolation": "each isoagent child is isolated by its own sandbox, not a git worktree",
 }
+TASK_NAMES = frozenset({"Task", "Agent", "task"})  # Claude Code's delegation tool, ours
 KNOWN_ELSEWHERE = frozenset(
     {
-        "Task", "Agent", "task", "TodoRead",
+        *TASK_NAMES, "TodoRead",
         "NotebookEdit", "NotebookRead", "BashOutput", "KillShell", "KillBash", "ExitPlanMode",
         "SlashCommand", "Skill", "AskUserQuestion", "ListMcpResourcesTool",
         "ReadMcpResourceTool", "LSP", "ToolSearch", "SendMessage", "TaskStop", "Monitor",
@@ -365,6 +366,10 @@ def build_spec(
     mcp: list[str] = []
     listed, own = _mcp_servers(fields.get("mcpServers"))
     tools = fields.get("tools")
+    named = {_split_rule(entry)[0] for entry in tool_entries(tools)}
+    kept_from = {_split_rule(entry)[0] for entry in tool_entries(fields.get("disallowedTools"))}
+    # nesting is the type's: Claude Code's Task (or Agent) among its tools, or no tools list
+    delegates = not isinstance(tools, str | list) or bool(named & TASK_NAMES)
     if isinstance(tools, str | list):
         granted, allow = _grant(tool_entries(tools), missing, mcp)
     else:  # absent, or of a type Claude Code ignores too
@@ -395,6 +400,7 @@ def build_spec(
         mcp_servers=own,
         effort=effort or "",
         background=fields.get("background") is True,
+        delegates=delegates and not kept_from & TASK_NAMES,
     )
     return spec, missing
 
@@ -452,7 +458,7 @@ def _grant(entries: list[str], missing: list[str], mcp: list[str]) -> tuple[list
             mcp.append(tool)
             continue
         if ours is None:
-            if tool not in ("Task", "Agent", "task"):  # children never start children
+            if tool not in TASK_NAMES:  # the type's nesting: its ``delegates``
                 missing.append(tool)
             continue
         if rule is not None and rule not in ("", "*") and ours != "bash":
