@@ -120,7 +120,7 @@ class ChildCalls:
                 event = ChildProgress(self.child, self.agent, self.description, frame)
                 self.context.sink(event)
             case Result():
-                if self.ledger is not None and (broke := self.ledger.refusal(None)):
+                if self.ledger is not None and (broke := self.ledger.refusal(None, self.cancelled)):
                     raise ChildFailed(broke, "error")
             case _:
                 raise ChildFailed(f"sent an unexpected {type(frame).__name__} frame")
@@ -143,8 +143,8 @@ class ChildCalls:
         self.usage = self.usage + reply.usage
         self.retries += reply.retries
         self.last_text = text_of(reply.content) or self.last_text
-        if self.ledger is not None:
-            self.ledger.answered(reply)
+        if self.ledger is not None and reply.error is None:
+            self.ledger.answered(call, reply)
         return reply
 
     async def _check_delegation(self, process: ChildProcess, call: TaskCall) -> None:
@@ -173,11 +173,13 @@ class ChildCalls:
         """The session's hooks on one of the child's steps, one its Task's plan names (a
         child is untrusted)."""
         assert self.grants is not None
-        hooks = self.context.hooks
-        if hooks is None or not self.grants.task.hooks.asks(call.event, call.tool):
-            asked = f"{call.event} of {call.tool}" if call.tool else call.event
-            raise ChildFailed(f"asked the hooks about what its Task does not: {asked}", "error")
-        decided = await asyncio.to_thread(hooks.answer, call, self.subagent)
-        if self.ledger is not None:
-            self.ledger.heard(call, decided)
+        hooks, ledger = self.context.hooks, self.ledger
+        if hooks is None or ledger is None or not ledger.plan.asks(call.event, call.tool):
+            what = f"{call.event} of {call.tool}" if call.tool else call.event
+            raise ChildFailed(f"asked the hooks about what its Task does not: {what}", "error")
+        asked, refused = ledger.claim(call, self.last_text)
+        if refused:
+            raise ChildFailed(refused, "error")
+        decided = await asyncio.to_thread(hooks.answer, asked, self.subagent)
+        ledger.heard(asked, decided)
         return decided

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
+from isoagent.child.agent.loop import text_of
 from isoagent.parent.children.child_calls import CallContext, ChildCalls
 from isoagent.parent.children.child_hooks import ChildHooks, HookLedger, Subagent
 from isoagent.parent.children.cleanup import describe_exit
@@ -133,6 +134,8 @@ class ChildRun:
             ConversationRecorder(self.emit, self.id),
             self.subagent,
         )
+        answers = [m.content for m in request.history if m.role == "assistant"]
+        self.calls.last_text = next(filter(None, map(text_of, reversed(answers))), "")
         self.started = asyncio.get_running_loop().time()
         self._finished: ChildFinished | None = None
         # how the parent ended it before its Result (a budget broken, stop_task), if it did
