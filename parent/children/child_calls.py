@@ -12,6 +12,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import msgspec
+
 from isoagent.child.agent.loop import text_of
 from isoagent.parent.children.child_hooks import ChildHooks, HookLedger, Subagent
 from isoagent.parent.children.grants import Grants
@@ -21,6 +23,7 @@ from isoagent.parent.claude_code.mcp_servers import McpServers
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway
 from isoagent.parent.records.events import ChildProgress, Sink
+from isoagent.parent.records.terminal_text import plural, warn
 from isoagent.protocol import (
     HookCall,
     HookReply,
@@ -70,7 +73,10 @@ class ChildCalls:
         self.description = description
         self.recorder = recorder
         self.subagent = subagent
+        # its tokens and turns, as the gateway relayed its answers: its Result's say is not
+        # taken (a child is untrusted), only compared
         self.usage = Usage()
+        self.turns = 0
         self.retries = 0  # of its model calls, by the gateway
         self.last_text = ""  # the child's latest words: its summary so far, if it fails
         self.last_progress: Progress | None = None
@@ -83,6 +89,17 @@ class ChildCalls:
         """What the Task it is sent grants: its calls are held to it."""
         self.grants = grants
         self.ledger = ledger
+
+    def accounted(self, result: Result) -> Result:
+        """``result`` with the tokens and turns the gateway relayed for this child; where
+        the child said otherwise, a line says so (once: it ends here)."""
+        if (result.usage, result.turns) != (self.usage, self.turns):
+            warn(
+                f"warning: child {self.child} said it used {result.usage.total:,} tokens in "
+                f"{plural(result.turns, 'turn')}; the gateway relayed {self.usage.total:,} in "
+                f"{self.turns}, which its records keep"
+            )
+        return msgspec.structs.replace(result, usage=self.usage, turns=self.turns)
 
     async def talk(self, process: ChildProcess) -> Result:
         """Answer its frames until its Result."""
@@ -141,6 +158,7 @@ class ChildCalls:
             reply = await self.context.gateway.call(call)
         self.recorder.after(call, reply)
         self.usage = self.usage + reply.usage
+        self.turns += reply.error is None
         self.retries += reply.retries
         self.last_text = text_of(reply.content) or self.last_text
         if self.ledger is not None and reply.error is None:

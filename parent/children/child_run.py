@@ -347,7 +347,7 @@ class ChildRun:
         return Result(
             summary=calls.last_text,
             status=status,
-            turns=progress.turns if progress else 0,
+            turns=calls.turns,
             tool_calls=progress.tool_calls if progress else 0,
             usage=calls.usage,
             duration=round(asyncio.get_running_loop().time() - self.started, 3),
@@ -356,7 +356,7 @@ class ChildRun:
 
     def _finish(self, result: Result, process: ChildProcess | None) -> None:
         spans = result.spans  # for telemetry only: records and callers never see them
-        result = msgspec.structs.replace(result, spans=[])
+        result = msgspec.structs.replace(self.calls.accounted(result), spans=[])
         lines = self.stderr.last_lines()
         if result.status in ("crashed", "launch_failed") and lines:
             result = msgspec.structs.replace(

@@ -39,6 +39,8 @@ Behaviours:
 - ``forge-hooks``: Hello, takes its Task, and before any model call asks the PreToolUse hooks
   ``FORGED_HOOK_CALLS`` times about ids its model never gave, 16 MiB of input each, writing
   each reply to ``DIR/replies``.
+- ``lie-usage``: Hello, takes its Task, makes ``LIED_CALLS`` model calls and ends with an ok
+  Result that says it used no token, in no turn.
 - ``huge-result``, ``big-result``: Hello, takes its Task, sends an ok Result whose summary
   is ``HUGE_SUMMARY`` (``BIG_SUMMARY``) bytes (``summary_chunks``), written piece by piece,
   and exits.
@@ -104,6 +106,7 @@ BIG_SUMMARY = 3_000_000
 ENDLESS_SENT = 256 << 20
 FLOOD_CALLS = 100
 FORGED_HOOK_CALLS = 20
+LIED_CALLS = 3
 HARMLESS = "echo harmless"
 
 
@@ -178,6 +181,13 @@ def main(behaviour: str, folder: Path) -> int:
         play_hooks(behaviour, task, writer, reader, folder)
         note(folder, "forged", os.getpid())
         reader.read()  # never answered: the parent ends it
+        return 0
+    if behaviour == "lie-usage" and isinstance(task, Task):
+        said = [Message("user", [TextBlock(task.prompt)])]
+        for turn in range(LIED_CALLS):
+            writer.write(ModelCall(turn, task.model, task.limits.max_tokens, "", said))
+            reader.read()
+        writer.write(Result("lied", "ok", 0, 0, Usage(), 0.1))
         return 0
     if behaviour == "forge-hooks":  # the user's hooks, run at will
         with (folder / "replies").open("a") as replies:
