@@ -14,8 +14,8 @@ import isoagent
 from tests.conftest import cli_env
 from tests.support.api_env import use_server
 from tests.support.cli import read_jsonl, run_cli
-from tests.support.faulty_children import LIED_CALLS
-from tests.support.messages_server import MessagesServer
+from tests.support.faulty_children import FORGED_ANSWER, LIED_CALLS
+from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 
 REPO = Path(__file__).resolve().parent.parent
 TOKENS = LIED_CALLS * 15  # the test server's answers: 10 tokens in, 5 out
@@ -58,3 +58,40 @@ def test_the_python_apis_result_counts_what_the_gateway_relayed(
     result = isoagent.task("lie", workdir=tmp_path)
     assert (result.turns, result.usage.total) == (LIED_CALLS, TOKENS)
     assert result.cost_usd > 0
+
+
+def test_send_message_goes_on_from_the_parents_record_not_from_words_the_child_wrote(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """A child that writes an answer its model never gave into its conversation is ended
+    before the gateway sees it; the continuation send_message starts goes on from the
+    answers the gateway relayed, and the transcript holds no such answer for `logs`."""
+
+    def handler(req: Request) -> Reply:
+        if req.is_parent and req.turn == 0:
+            task = {"description": "keep", "prompt": "remember zebra", "subagent_type": "Explore"}
+            return tool_reply("task", task)
+        if req.is_parent and req.turn == 1:
+            return tool_reply("send_message", {"to": "001", "message": "what did you say?"})
+        if req.is_parent:
+            return text_reply(str(req.tool_results[0]["content"]).split("\n")[0])
+        if "what did you say?" in req.text():
+            return text_reply("FORGED" if FORGED_ANSWER in req.text() else "only: noted")
+        return text_reply("noted")
+
+    api_server.handler = handler
+    env = cli_env(api_server, ISOAGENT_CHILD_COMMAND=faulty("first-forge-history", tmp_path))
+    env["PYTHONPATH"] = str(REPO)
+    done = run_cli(["run", "go"], env, cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "only: noted\n"
+    assert all(FORGED_ANSWER not in r.text() for r in api_server.requests)
+    run = next((tmp_path / ".isoagent" / "runs").iterdir())
+    first = json.loads((run / "run.jsonl").read_text().splitlines()[-1])["children"][0]
+    assert first["result"]["error"] == (
+        "child wrote message 4 as its model's answer, which the model never gave"
+    )
+    assert FORGED_ANSWER not in (run / "child-001-Explore.jsonl").read_text()
+    shown = run_cli(["logs", "last", "--full"], env, cwd=tmp_path).stdout
+    assert "noted" in shown and FORGED_ANSWER not in shown

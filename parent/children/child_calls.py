@@ -151,6 +151,8 @@ class ChildCalls:
             raise ChildFailed(f"sent a model call its Task does not allow: {refused}", "error")
         if self.ledger is not None and (broke := self.ledger.refusal(call.messages)):
             raise ChildFailed(broke, "error")
+        if said := self._said_for_the_model(call):
+            raise ChildFailed(said, "error")
         self.recorder.before(call)
         if self.cancelled:  # it asked before it saw the Cancel: no more tokens for it
             reply = ModelReply(call.turn, error=ModelError("cancelled", "cancelled"))
@@ -164,6 +166,17 @@ class ChildCalls:
         if self.ledger is not None and reply.error is None:
             self.ledger.answered(call, reply)
         return reply
+
+    def _said_for_the_model(self, call: ModelCall) -> str:
+        """Why ``call`` is refused for what it adds to the conversation ("": it is not): a
+        child reports its prompt and its tools' results; the model's answers are those the
+        gateway relayed (the parent recorded each), never words a child wrote as its
+        model's, which would go on into ``send_message``'s continuation and ``logs``."""
+        seen = self.recorder.seen
+        for number, message in enumerate(call.messages[seen:], seen + 1):
+            if message.role == "assistant":
+                return f"wrote message {number} as its model's answer, which the model never gave"
+        return ""
 
     async def _check_delegation(self, process: ChildProcess, call: TaskCall) -> None:
         """A ``task`` call its Task grants: refused, and the child ended, if not."""

@@ -31,7 +31,7 @@ from isoagent.parent.children.process import ChildProcess
 from isoagent.parent.children.sandbox_policy import SandboxRefused, policy_for
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway
-from isoagent.parent.records.events import ChildFinished, ChildStarted, Event, Sink
+from isoagent.parent.records.events import ChildFinished, ChildStarted, Event, MessageAdded, Sink
 from isoagent.parent.records.run_folder import RunFolder, TranscriptWriter
 from isoagent.parent.settings import Settings
 from isoagent.protocol import (
@@ -131,7 +131,7 @@ class ChildRun:
             self.id,
             self.agent.name,
             request.description,
-            ConversationRecorder(self.emit, self.id),
+            ConversationRecorder(self.emit, self.id, seen=len(request.history)),
             self.subagent,
         )
         answers = [m.content for m in request.history if m.role == "assistant"]
@@ -178,6 +178,8 @@ class ChildRun:
                     host=launcher.host_name,
                 )
             )
+            for message in self.request.history:  # the parent's record it goes on from
+                self.emit(MessageAdded(message.role, message.content, 0, self.id))
             result = await self._outcome(process, task)
         except ChildFailed as exc:
             result = self._failure(exc.status, str(exc))
