@@ -40,6 +40,7 @@ from isoagent.protocol.framing import HEADER
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.faulty_children import (
+    AMPLIFIERS,
     BIG_SUMMARY,
     ENDLESS_SENT,
     HUGE_SUMMARY,
@@ -160,6 +161,35 @@ def test_a_child_that_pipelines_model_calls_is_ended_and_its_siblings_calls_comp
     assert len(api_server.requests) - len(flood) == 2  # each sibling's call
 
 
+_honest_peaks: list[int] = []
+
+
+def honest_peak(server: MessagesServer, folder: Path) -> int:
+    """The CLI's peak for a batch with no hostile child in it, measured once per worker."""
+    if not _honest_peaks:
+        _honest_peaks.append(hostile_batch(server, folder, "amplify-x", hostile=False)[1])
+    return _honest_peaks[0]
+
+
+@pytest.mark.parametrize("field", AMPLIFIERS)
+def test_a_frame_whose_items_decode_into_far_more_than_its_bytes_is_refused_undecoded(
+    field: str, api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """A frame's bytes do not bound what it decodes into: a few MiB of empty lists in a tool's
+    input would take the parent past a GB. Each field where items amplify is counted before
+    it is decoded; the child is ended with the bound named, its siblings end ok, and the
+    parent's peak stays within 64 MiB of an honest batch's."""
+    baseline = honest_peak(api_server, tmp_path)
+    lines, peak = hostile_batch(api_server, tmp_path, f"amplify-{field}")
+
+    hostile, honest = split(lines)
+    assert_honest_ones_ok(honest)
+    assert peak - baseline <= GROWTH, (peak, baseline)
+    assert hostile["status"] == "error"
+    bound = "that would take more than 32 MiB of the parent's memory decoded, a frame's bound"
+    assert bound in hostile["error"], hostile["error"]
+
+
 def test_the_task_tool_result_says_the_summary_was_cut_and_where_it_is_whole(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
@@ -246,7 +276,7 @@ def test_only_a_result_may_be_larger_than_a_frame_held_in_memory(inbox: FrameInb
     (refused,) = received(inbox, big)
     assert isinstance(refused, FrameRefused)
     assert str(refused) == (
-        f"sent a ModelCall of {len(big) - 4} bytes: only a Result may be over 64 MiB"
+        f"sent a ModelCall of {len(big) - 4} bytes: only a Result may be over 32 MiB"
     )
 
 

@@ -26,21 +26,13 @@ from typing import Any
 import msgspec
 
 from isoagent.child.agent.truncate import MARKER_ROOM, mark_cut
-from isoagent.parent.children.connection import FRAME_IN_MEMORY, FrameRefused
+from isoagent.parent.children.connection import FRAME_IN_MEMORY, FrameRefused, check_decoded
 from isoagent.parent.records.run_folder import RunFolder, write_all
-from isoagent.protocol import FrameError, Result
+from isoagent.protocol import FrameError, Result, Span
+from isoagent.protocol.framing import frame_kind
 
 SUMMARY_LIMIT = 1 << 20  # bytes of a child's summary, or of its error, the parent holds
 WINDOW = 8 << 20  # bytes of a spooled summary mapped at once while it is copied to its file
-
-
-class _Kind(msgspec.Struct):
-    """A frame's tag alone: its other fields are skipped, not decoded."""
-
-    type: str = ""
-
-
-_KIND = msgspec.msgpack.Decoder(_Kind)
 
 
 def _default(field: msgspec.structs.FieldInfo) -> Any:
@@ -50,17 +42,22 @@ def _default(field: msgspec.structs.FieldInfo) -> Any:
     return field.default
 
 
-# a Result whose texts stay undecoded: views of the buffer it is decoded from
+# a Result whose texts and spans stay undecoded: views of the buffer it is decoded from
 _RAW_TEXTS = msgspec.msgpack.Decoder(
     msgspec.defstruct(
         "Result",
         [
-            (field.name, msgspec.Raw if field.type is str else field.type, _default(field))
+            (
+                field.name,
+                msgspec.Raw if field.type is str or field.name == "spans" else field.type,
+                _default(field),
+            )
             for field in msgspec.structs.fields(Result)
         ],
         tag=True,
     )
 )
+_SPANS = msgspec.msgpack.Decoder(list[Span])
 
 
 class ResultFiles:
@@ -139,9 +136,13 @@ class Spool:
 
     def _result(self, body: mmap.mmap) -> Result:
         try:
+            kind = frame_kind(body)
             try:
-                kind = _KIND.decode(body).type
                 fields = msgspec.structs.asdict(_RAW_TEXTS.decode(body)) if kind == "Result" else {}
+                if isinstance(spans := fields.get("spans"), msgspec.Raw):
+                    with memoryview(spans) as view:
+                        check_decoded(view, f"a Result whose spans take {len(view)} bytes")
+                    fields["spans"] = _SPANS.decode(spans)
             except (msgspec.DecodeError, RecursionError) as exc:
                 raise FrameError(f"undecodable frame ({self.length} bytes): {exc}") from None
             if not fields:
