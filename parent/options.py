@@ -110,6 +110,7 @@ class Options:
     memory_mb: int = _LIMITS.address_space_mb
     max_processes: int = _LIMITS.max_processes
     max_file_size_mb: int = _LIMITS.file_size_mb
+    child_disk_mb: int = Settings.child_disk_mb  # what the parent writes for one child
     # children on other hosts (see ``isoagent run --help``)
     hosts: str | None = None  # name[:slots],... or @FILE
     launcher: str = _REMOTE.launcher
@@ -236,7 +237,8 @@ _AT_LEAST = {
     "max_turns": 0, "timeout": 1, "max_parallel": 1, "max_tokens_total": 0, "cpu_seconds": 0,
     "max_depth": 1, "max_budget_usd": 0, "max_thinking_tokens": 0, "task_budget": 1,
     "api_retry_deadline": 1, "batch_window": 0,
-    "memory_mb": 0, "max_processes": 0, "max_file_size_mb": 0, "heartbeat": 0.1, "retries": 0,
+    "memory_mb": 0, "max_processes": 0, "max_file_size_mb": 0, "child_disk_mb": 0,
+    "heartbeat": 0.1, "retries": 0,
     "launch_timeout": 1,
 }  # fmt: skip
 
@@ -282,6 +284,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
             file_size_mb=options.max_file_size_mb,
         ),
         timeout=options.timeout,
+        child_disk_mb=options.child_disk_mb,
         max_parallel=max_parallel,
         max_depth=options.max_depth,
         max_tokens_total=options.max_tokens_total,

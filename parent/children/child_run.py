@@ -22,6 +22,7 @@ from isoagent.parent.children.child_calls import CallContext, ChildCalls
 from isoagent.parent.children.child_hooks import ChildHooks, HookLedger, Subagent
 from isoagent.parent.children.cleanup import describe_exit
 from isoagent.parent.children.connection import FrameRefused, StderrLog, log_cap, write_frame
+from isoagent.parent.children.disk_budget import DiskBudget
 from isoagent.parent.children.grants import Grants, startable
 from isoagent.parent.children.large_results import ResultFiles
 from isoagent.parent.children.launch import child_identity
@@ -113,8 +114,9 @@ class ChildRun:
         self.stderr = StderrLog(
             log, cap=log_cap(sup.settings.limits.file_size_mb), create=sup.run_folder.opener(log)
         )
+        self.disk = DiskBudget(sup.settings.child_disk_mb << 20)
         self.transcript = TranscriptWriter(
-            self.transcript_path, sup.run_folder.opener(self.transcript_path)
+            self.transcript_path, sup.run_folder.opener(self.transcript_path), self.disk.spend
         )
         self.transcript_label = sup.run_folder.display(self.transcript_path)
         self.pid = 0
@@ -162,7 +164,9 @@ class ChildRun:
         try:
             task = await self._task_with_hooks()
             process = await launcher.start()
-            process.frames.results = ResultFiles(self.sup.run_folder, self.transcript_path)
+            process.frames.results = ResultFiles(
+                self.sup.run_folder, self.transcript_path, self.disk
+            )
             self.pid = process.pid  # on its host: the launcher's here (the child's is there)
             self.sup.live[self.id] = self
             drain = asyncio.create_task(self.stderr.drain(process.stderr))

@@ -27,6 +27,7 @@ import msgspec
 
 from isoagent.child.agent.truncate import MARKER_ROOM, mark_cut
 from isoagent.parent.children.connection import FRAME_IN_MEMORY, FrameRefused, check_decoded
+from isoagent.parent.children.disk_budget import DiskBudget
 from isoagent.parent.records.run_folder import RunFolder, write_all
 from isoagent.protocol import FrameError, Result, Span
 from isoagent.protocol.framing import frame_kind
@@ -63,8 +64,10 @@ _SPANS = msgspec.msgpack.Decoder(list[Span])
 class ResultFiles:
     """Where a child's Result goes when it is too large to hold: its transcript's folder."""
 
-    def __init__(self, folder: RunFolder, transcript: Path) -> None:
+    def __init__(self, folder: RunFolder, transcript: Path, disk: DiskBudget | None = None) -> None:
+        """``disk``: the child's budget, which the spool and the summary file count against."""
         self.folder = folder
+        self.disk = disk or DiskBudget(0)
         self.summary_path = transcript.with_suffix(".summary.txt")
         self._spool_name = transcript.with_suffix(".frame").name
 
@@ -104,6 +107,10 @@ class ResultFiles:
     def _keep(self, text: memoryview, release: Callable[[], None] | None) -> str:
         """Write ``text`` to ``summary_path`` a window at a time; where it is, for people."""
         try:
+            self.disk.spend(len(text))
+        except FrameRefused as exc:
+            return f"the whole text could not be kept: the child {exc}"
+        try:
             with self.folder.create_file(self.summary_path.name) as file:
                 for start in range(0, len(text), WINDOW):
                     write_all(file, text[start : start + WINDOW])
@@ -121,8 +128,11 @@ class Spool:
         self.files = files
         self.file = file
         self.length = length
+        self.written = 0
 
     def write(self, piece: memoryview) -> None:
+        self.files.disk.spend(len(piece))
+        self.written += len(piece)
         try:
             write_all(self.file, piece)
         except OSError as exc:
@@ -157,6 +167,7 @@ class Spool:
 
     def close(self) -> None:
         self.file.close()
+        self.files.disk.give_back(self.written)  # a nameless file: gone once closed
 
 
 def _unkept(length: int, exc: OSError) -> FrameRefused:

@@ -187,9 +187,16 @@ class TranscriptWriter:
     the run goes on.
     """
 
-    def __init__(self, path: Path, create: Callable[[], FileIO] | None = None) -> None:
-        """``create``: makes the file (``RunFolder.opener``); default: append to ``path``."""
+    def __init__(
+        self,
+        path: Path,
+        create: Callable[[], FileIO] | None = None,
+        spend: Callable[[int], None] | None = None,
+    ) -> None:
+        """``create``: makes the file (``RunFolder.opener``); default: append to ``path``.
+        ``spend``: told each line's size before it is written; it may raise to refuse it."""
         self.path = path
+        self._spend = spend
         self._file: FileIO | None = None
         self._end = 0  # end of the last complete line
         try:
@@ -205,6 +212,8 @@ class TranscriptWriter:
             event = msgspec.structs.replace(event, timestamp=datetime.now(UTC))
         try:
             line = _encoder.encode(event) + b"\n"  # text that is not UTF-8 cannot be encoded
+            if self._spend is not None:
+                self._spend(len(line))
             write_all(self._file, line)
             self._end += len(line)
         except (OSError, UnicodeEncodeError) as exc:

@@ -46,6 +46,8 @@ Behaviours:
 - ``amplify-FIELD``: Hello, takes its Task, sends one frame whose FIELD (``AMPLIFIERS``)
   holds a few MiB of items each a byte or a few long that decode into tens of bytes each
   (empty lists and maps, empty messages, bare spans), and waits.
+- ``flood-transcript``: Hello, takes its Task, and makes model call after model call, each
+  adding a message of ``FLOOD_MESSAGE`` bytes to its conversation.
 - ``huge-result``, ``big-result``: Hello, takes its Task, sends an ok Result whose summary
   is ``HUGE_SUMMARY`` (``BIG_SUMMARY``) bytes (``summary_chunks``), written piece by piece,
   and exits.
@@ -116,6 +118,7 @@ ENDLESS_SENT = 256 << 20
 FLOOD_CALLS = 100
 FORGED_HOOK_CALLS = 20
 LIED_CALLS = 3
+FLOOD_MESSAGE = 4 << 20
 SMALL_ITEMS = 2 << 20  # bytes of one-byte items: decoded, over 160 MB
 TYPED_ITEMS = 28 << 20  # bytes of typed items (empty messages, bare spans): over 100 MB
 SPOOLED_ITEMS = 40 << 20  # past what the parent holds in memory: a Result spooled to disk
@@ -219,6 +222,15 @@ def main(behaviour: str, folder: Path) -> int:
     if behaviour.startswith("amplify-") and isinstance(task, Task):
         os.write(writer.fd, amplifying_frame(behaviour.removeprefix("amplify-"), task))
         reader.read()  # the parent ends it
+        return 0
+    if behaviour == "flood-transcript" and isinstance(task, Task):
+        said = [Message("user", [TextBlock(task.prompt)])]
+        for turn in range(20):
+            said.append(Message("user", [TextBlock(f"{turn}" * FLOOD_MESSAGE)]))
+            writer.write(ModelCall(turn, task.model, task.limits.max_tokens, "", said))
+            if not isinstance(reply := reader.read(), ModelReply):
+                return 0
+            said.append(Message("assistant", reply.content))
         return 0
     if behaviour == "forge-hooks":  # the user's hooks, run at will
         with (folder / "replies").open("a") as replies:
