@@ -117,6 +117,99 @@ def test_a_child_flooding_its_proxy_is_ended_and_its_siblings_finish(
     assert budget in flood["error"]
 
 
+# a child's bash: 31 connections to its proxy (one fewer than ends a child), each an
+# unfinished request head, held while its siblings fetch; those answered at once (503) are
+# counted; then it lets them go and fetches a page of its own
+HOARD = """
+import os, socket, sys, time, urllib.parse, urllib.request
+proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+held = []
+for _ in range(31):
+    s = socket.create_connection((proxy.hostname, proxy.port), timeout=5)
+    s.sendall(b"GET http://a")
+    held.append(s)
+time.sleep(1)
+refused = 0
+for s in held:
+    s.settimeout(0.2)
+    try:
+        refused += s.recv(12).startswith(b"HTTP/1.1 503")
+    except TimeoutError:
+        pass
+time.sleep(4)
+for s in held:
+    s.close()
+time.sleep(2)
+try:
+    page = urllib.request.urlopen(sys.argv[1], timeout=20).read().decode()
+except Exception as e:
+    page = f"FAILED {e}"
+print(f"refused {refused}, then {page}", flush=True)
+"""
+
+
+@needs_namespaces
+def test_children_hoarding_proxy_connections_leave_their_siblings_a_share(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """Six children each hold 31 connections under a limit of 256 open files: the pool (a
+    quarter of them) is shared, so past its share each hoarder's connections are answered
+    503, its honest siblings fetch during the flood and after it, and each hoarder gets its
+    connections back once it lets the others go; nobody is ended, the parent's files stay
+    within its limit."""
+
+    def handler(req: Request) -> Reply:
+        prompt = req.first_user_text
+        if req.turn == 0 and prompt.startswith("hoard"):
+            script = f"{sys.executable} -c {shlex.quote(HOARD)} {url}{prompt}"
+            return tool_reply("bash", {"command": script})
+        if req.turn == 0:  # an honest task: a page mid-flood, and one after it
+            again = f"sleep 2; {fetch(url + prompt)}; sleep 10; {fetch(url + prompt + '-after')}"
+            return tool_reply("bash", {"command": again})
+        return text_reply(
+            "SAW " + " | ".join(req.tool_results[0]["content"].split("\n")).strip(" |")
+        )
+
+    tasks = tmp_path / "tasks.jsonl"
+    lines = [{"id": f"hoard{n}", "prompt": f"hoard{n}"} for n in range(6)]
+    lines += [{"id": f"honest{n}", "prompt": f"honest{n}"} for n in range(2)]
+    tasks.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "out.jsonl"
+    with Site() as site:
+        url = f"http://{SITE_HOST}:{site.port}/"
+        api_server.handler = handler  # type: ignore[assignment]
+        cli = subprocess.Popen(
+            [*ISOAGENT, "batch", str(tasks), "-o", str(out), "-j", "8", *LET_OUT],
+            env=cli_env(api_server, HOME=str(tmp_path / "home")),
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: open_files_limit(160, 160),  # ulimit -n 160
+        )
+        files, _ = sample_until_exit(cli, 120)
+        if cli.poll() is None:
+            cli.kill()
+        _, stderr = cli.communicate()
+    records = {r["id"]: r for r in read_jsonl(out)}
+    for n in range(2):
+        assert records[f"honest{n}"]["summary"] == (
+            f"SAW page /honest{n} | page /honest{n}-after"
+        ), records[f"honest{n}"]
+    assert cli.returncode == 0, stderr
+    assert files < 160, files
+    refused = 0
+    for n in range(6):
+        said = records[f"hoard{n}"]["summary"]
+        assert said.endswith(f"then page /hoard{n}"), said
+        refused += int(said.split()[2].rstrip(","))
+    assert refused > 0  # 6 x 31 connections, in a pool of 64
+    assert (
+        "warning: the egress proxy refused a child's connection: a child holds its share" in stderr
+    )
+
+
 def test_a_child_gets_a_bounded_file_limit_and_the_parent_its_own_hard_one(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
