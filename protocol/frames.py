@@ -23,7 +23,9 @@ import msgspec
 # call that a hook denies)
 # 15: Task.subagents, TaskCall, TaskReply (an older child would not delegate)
 # 16: Task.history (an older child would start a continued conversation afresh)
-PROTOCOL_VERSION = 16
+# 17: AgentSpec.delegates; a child's task tool refuses a type its Task does not list (the
+# parent ends a child that asks for one: an older child's model would end it)
+PROTOCOL_VERSION = 17
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
