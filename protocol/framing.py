@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import struct
 from collections.abc import Callable, Iterator
 from typing import Protocol
@@ -70,7 +71,7 @@ def decode_frame(body: bytes | bytearray | mmap.mmap, union: object) -> object:
 # slot in its container; a str's characters (at most its UTF-8 bytes) and a bin's bytes come
 # on top. A map is counted as a dict (a Struct's is smaller, its field names are not made).
 SCALAR_BYTES = 48  # an int (a 64-bit one takes 36) or a float
-TEXT_BYTES = 88  # a str around its characters (latin-1, two or four bytes each), or bytes
+TEXT_BYTES = 88  # a str around its characters (one, two or four bytes each), or bytes
 ARRAY_BYTES, ITEM_BYTES = 88, 10  # a list, and each item's slot (with what a list keeps spare)
 MAP_BYTES, ENTRY_BYTES = 208, 40  # a dict, and each entry's share of its table
 # at most that many bytes of objects per body byte, whatever the body: msgspec's own bound
@@ -103,6 +104,19 @@ def frame_kind(body: bytes | bytearray | memoryview | mmap.mmap) -> str:
         return ""
 
 
+_WIDER = re.compile(rb"[\xc4-\xff]")  # a UTF-8 lead byte of a character past U+00FF
+_WIDEST = re.compile(rb"[\xf0-\xff]")  # and of one past U+FFFF
+
+
+def _text_width(body: bytes | bytearray | memoryview | mmap.mmap, start: int, end: int) -> int:
+    """Bytes a character of the UTF-8 text ``body[start:end]`` takes in a str: 1, 2 or 4
+    (one character past U+00FF makes every character of its str two bytes; one past
+    U+FFFF, four). Searched in C, nothing copied."""
+    if not _WIDER.search(body, start, end):
+        return 1
+    return 4 if _WIDEST.search(body, start, end) else 2
+
+
 def decoded_size(body: bytes | bytearray | memoryview | mmap.mmap, limit: int) -> int:
     """About how many bytes of Python objects decoding msgpack ``body`` makes (at least what
     it makes), counted item by item without making any: what a body's bytes alone cannot
@@ -116,10 +130,10 @@ def decoded_size(body: bytes | bytearray | memoryview | mmap.mmap, limit: int) -
             left -= 1
             kind = body[at]
             at += 1
-            if 0xA0 <= kind < 0xC0:  # a fixstr
+            if 0xA0 <= kind < 0xC0:  # a fixstr: at most 31 bytes, each a character of 4
                 count = kind & 0x1F
                 at += count
-                size += TEXT_BYTES + count
+                size += TEXT_BYTES + 4 * count
             elif 0x80 <= kind < 0x90:  # a fixmap
                 count = kind & 0x0F
                 left += 2 * count
@@ -143,8 +157,10 @@ def decoded_size(body: bytes | bytearray | memoryview | mmap.mmap, limit: int) -
             elif kind in _BYTES:
                 width, typed = _BYTES[kind]
                 count = int.from_bytes(body[at : at + width], "big")
-                at += width + typed + count
-                size += TEXT_BYTES + count
+                at += width + typed
+                wide = kind >= 0xD9 and _text_width(body, at, at + count)
+                at += count
+                size += TEXT_BYTES + (wide or 1) * count
             elif kind in _SCALARS:
                 at += _SCALARS[kind]
                 size += SCALAR_BYTES

@@ -208,6 +208,8 @@ def test_a_child_flooding_its_transcript_is_ended_at_its_disk_budget(
     assert BUDGET.format(10) in hostile["error"], hostile["error"]
     transcript = tmp_path / "hostile" / hostile["transcript"]
     assert 8 << 20 < transcript.stat().st_size <= 10 << 20
+    last = json.loads(transcript.read_bytes().splitlines()[-1])
+    assert last["type"] == "child_result"  # the record of its end is always written
     assert len([r for r in api_server.requests if r.first_user_text == "first task"]) < 3
 
 

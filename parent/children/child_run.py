@@ -187,6 +187,8 @@ class ChildRun:
             result = await self._outcome(process, task)
         except ChildFailed as exc:
             result = self._failure(exc.status, str(exc))
+        except FrameRefused as exc:  # its record passed its disk budget
+            result = self._failure("error", str(exc))
         except asyncio.CancelledError:
             result = self._failure("cancelled", "interrupted")
             raise
@@ -368,6 +370,7 @@ class ChildRun:
             result = msgspec.structs.replace(
                 result, error=result.error + "; last stderr: " + " | ".join(lines)
             )
+        self.disk.ending = True  # the record of its end is always written
         finished = ChildFinished(
             child=self.id,
             agent=self.agent.name,

@@ -19,14 +19,15 @@ class DiskBudget:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.held = 0
-        self._passed = False
+        # the child is ending (it passed the budget, or its run is over): what the parent
+        # still writes of its end (its last record) is counted, never refused
+        self.ending = False
 
     def spend(self, size: int) -> None:
         """Count ``size`` more bytes, to be written; ``FrameRefused`` if they would pass the
-        budget. Once passed, the child is ending: what the parent still writes of its end
-        (its last record) is counted, never refused."""
-        if self.limit and self.held + size > self.limit and not self._passed:
-            self._passed = True
+        budget (once: the child ends with it)."""
+        if self.limit and self.held + size > self.limit and not self.ending:
+            self.ending = True
             raise FrameRefused(
                 f"went past its disk budget: the parent writes at most {self.limit >> 20} MiB "
                 "for a child in the run folder (its transcript, a Result too large to hold and "
