@@ -19,6 +19,7 @@ from pathlib import Path
 from bench import (
     api_batches,
     cli_start,
+    display_cost,
     flows,
     imports,
     rate_limits,
@@ -40,6 +41,7 @@ ROWS = (
     "rate-limit",
     "task-cpu",
     "one-shot",
+    "display",
     "protocol",
     "cli-start",
 )
@@ -155,7 +157,10 @@ def measure(sizes: Sizes, rows: list[str]) -> tuple[list[Line], list[str]]:
             wire.codec(30, sizes.codec_repeats, sizes.codec_seconds)
             + wire.pipe(sizes.pipe_bytes, sizes.pipe_repeats)
         ),
-        "cli-start": lambda: cli_start.cli_start(sizes.cli_runs, skipped),
+        "cli-start": lambda: (
+            cli_start.cli_start(sizes.cli_runs, skipped) + display_cost.help_cpu(sizes.cli_runs)
+        ),
+        "display": lambda: display_cost.task_display(sizes.one_shot_runs),
         "remote-start": lambda: remote_start.remote_start(
             sizes.remote_runs, sizes.remote_batch_tasks, skipped
         ),

@@ -1,6 +1,6 @@
 """``batch --api-batches``: a fleet's turns as Message Batches, beside the normal mode.
 
-The same ``isoagent batch`` of three-turn tasks (two bash calls, then the answer), every
+The same ``isoagent batch`` of three-turn tasks (two Bash calls, then the answer), every
 task at once (``-j`` = tasks), against the in-test server: once through ``/v1/messages``,
 once with ``--api-batches``, whose Message Batches end a fixed delay after they are sent.
 The row gives the Message Batches sent, the wall time, the tokens and what they cost (each
@@ -35,7 +35,7 @@ LATENCY = 0.25  # seconds per model call in the normal mode
 def _three_turns(latency: float) -> Callable[[Request], Reply]:
     def answer(request: Request) -> Reply:
         if request.turn < TURNS - 1:
-            return tool_reply("bash", {"command": "echo hi"}, usage=USAGE, delay=latency)
+            return tool_reply("Bash", {"command": "echo hi"}, usage=USAGE, delay=latency)
         return text_reply("done", usage=USAGE, delay=latency)
 
     return answer

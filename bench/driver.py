@@ -4,7 +4,7 @@
 ``ANTHROPIC_BASE_URL`` pointing at the bench's in-test server) opens a real
 ``parent/session.py``'s Session -- gateway, SDK source, supervisor, run folder,
 transcripts -- and runs one two-turn task ROUNDS times through
-``Supervisor.run`` (what the ``task`` tool does), each time followed by the same
+``Supervisor.run`` (what the ``Agent`` tool does), each time followed by the same
 task as an in-process agent. It prints the phases of each as JSON on stdout.
 """
 

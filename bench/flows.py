@@ -35,13 +35,13 @@ PLAIN = {FORK_SERVER_VARIABLE: "0"}  # start every child with fork and exec: the
 
 
 def two_turns(latency: float) -> Callable[[Request], Reply]:
-    """Every task: one bash call, then the answer; each reply ``latency`` seconds late."""
+    """Every task: one Bash call, then the answer; each reply ``latency`` seconds late."""
 
     def answer(request: Request) -> Reply:
         if request.first_user_text == WARMUP:
             return text_reply("ok")
         if request.turn == 0:
-            return tool_reply("bash", {"command": "echo hi"}, delay=latency)
+            return tool_reply("Bash", {"command": "echo hi"}, delay=latency)
         return text_reply("done", delay=latency)
 
     return answer
@@ -76,7 +76,7 @@ def delegation(rounds: int) -> list[Line]:
     return [
         Line(
             "delegation",
-            "one `task` round trip in a child process (one bash call, then the answer)",
+            "one `Agent` round trip in a child process (one Bash call, then the answer)",
             child,
             f"{extra:+.0f} ms over in-process",
             "≤ +60 ms",

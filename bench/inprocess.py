@@ -4,7 +4,7 @@
 bench's server) runs TASKS tasks in one process, JOBS at a time, as coroutines sharing one
 ``AsyncAnthropic`` client. A task makes the model calls an ``isoagent`` child makes (the
 general-purpose agent's system prompt and tools, the whole history each turn) and runs each
-``bash`` call the model asks for as an asyncio subprocess, until the model answers.
+``Bash`` call the model asks for as an asyncio subprocess, until the model answers.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """isoagent against what a user would pick instead, measured in the same run, interleaved.
 
 - in-process: one Python process, asyncio, one ``AsyncAnthropic`` client, a coroutine per
-  task making the same calls and running the same ``bash`` commands (``bench.inprocess``);
+  task making the same calls and running the same ``Bash`` commands (``bench.inprocess``);
 - Claude Code: ``claude -p``, the CLI bundled in the ``claude-agent-sdk`` package
   (in the ``test`` extra), in its leanest mode: a HOME of its own and
   ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``;
@@ -34,17 +34,17 @@ from tests.conftest import cli_env
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 
 TIMEOUT = 600
-PROMPT = "Run `true` with bash, then say done."
+PROMPT = "Run `true` with Bash, then say done."
 
 
 def one_bash_call(latency: float = 0.0) -> Callable[[Request], Reply]:
-    """A task: one bash call running ``true``, then the answer; each reply ``latency`` late.
-    Claude Code's tool is ``Bash``, ours ``bash``."""
+    """A task: one Bash call running ``true``, then the answer; each reply ``latency`` late
+    (Claude Code's tool and isoagent's have one name)."""
 
     def answer(request: Request) -> Reply:
         if request.turn == 0:
-            name = "Bash" if "Bash" in request.tool_names else "bash"
-            return tool_reply(name, {"command": "true"}, delay=latency)
+            return tool_reply("Bash", {"command": "true"}, delay=latency)
+
         return text_reply("done", delay=latency)
 
     return answer
@@ -156,7 +156,7 @@ def task_cpu(tasks: int, jobs: int, repeats: int, idle: int) -> list[Line]:
         "ms",
     )
     how = (
-        f"zero-latency server; a task is one `bash` call running `true`, then the answer. "
+        f"zero-latency server; a task is one `Bash` call running `true`, then the answer. "
         f"isoagent: (CPU of a {2 * tasks}-task run - CPU of a {tasks}-task run) / {tasks}, "
         "pairwise, of the whole process tree (wait4): start-up and the SDK import cancel out. "
         f"In-process: a {2 * tasks}-task run's CPU (wait4) less what it had spent when its "
@@ -292,7 +292,7 @@ def one_shot(runs: int, warmup: bool, skipped: list[str]) -> list[Line]:
             )
         )
     lines[0].notes.append(
-        "A task is one bash call running `true`, then the answer; zero-latency server; the "
+        "A task is one Bash call running `true`, then the answer; zero-latency server; the "
         "runs take turns. Warm: a gateway started before the runs (`python -m "
         "isoagent.parent.model.warm`), so no run imports the SDK. Claude Code: HOME of its "
         "own, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, `--allowedTools Bash`; it makes two "

@@ -169,9 +169,9 @@ def child_start(runs: int, naive_runs: int) -> list[Line]:
 
 
 def _scripted_model(call: ModelCall) -> ModelReply:
-    """Turn 0: one bash call; turn 1: the answer."""
+    """Turn 0: one Bash call; turn 1: the answer."""
     if call.turn == 0:
-        return ModelReply(0, [ToolUseBlock("toolu_bench", "bash", {"command": "echo hi"})])
+        return ModelReply(0, [ToolUseBlock("toolu_bench", "Bash", {"command": "echo hi"})])
     return ModelReply(call.turn, [TextBlock("done")], "end_turn")
 
 
@@ -213,10 +213,10 @@ def _peak_and_cpu(
 
 
 def _one_task(process: subprocess.Popen[bytes]) -> float:
-    """Be the parent for one task: Hello, Task, two model turns (one bash call), Result.
+    """Be the parent for one task: Hello, Task, two model turns (one Bash call), Result.
 
     VmHWM is read each time the child waits for a model reply; the last such wait
-    comes after its bash call, just before it answers and exits.
+    comes after its Bash call, just before it answers and exits.
     """
     assert process.stdin is not None and process.stdout is not None
     reader = FrameReader(process.stdout.fileno(), ChildFrame)
@@ -262,14 +262,14 @@ def memory(runs: int) -> list[Line]:
     return [
         Line(
             "memory",
-            "peak RSS of one child (one task: a bash call and an answer)",
+            "peak RSS of one child (one task: a Bash call and an answer)",
             child,
             f"{ratio(child, naive, 'naive')}; +{child.median - floor.median:.1f} MB over floor",
             "≤ 25 MB",
             child.median <= 25,
             notes=[
                 "VmHWM from /proc/<pid>/status, read while the child waits for its last "
-                "model reply (after its bash call). ru_maxrss is no use here: Linux carries "
+                "model reply (after its Bash call). ru_maxrss is no use here: Linux carries "
                 "the forking parent's peak across exec into it."
             ],
         ),

@@ -44,11 +44,11 @@ MB = 1_000_000
 
 
 def conversation(turns: int, output: str = "") -> ModelCall:
-    """A ``turns``-turn ModelCall as a child sends it: real tool specs, a bash call a turn."""
+    """A ``turns``-turn ModelCall as a child sends it: real tool specs, a Bash call a turn."""
     tools = make_tools(AGENT.tools, ToolContext(PACKAGE_ROOT))
     messages = [Message("user", [TextBlock("Find where the frames are encoded and explain.")])]
     for turn in range(turns):
-        use = ToolUseBlock(f"toolu_{turn:04d}", "bash", {"command": f"grep -rn frame src/{turn}"})
+        use = ToolUseBlock(f"toolu_{turn:04d}", "Bash", {"command": f"grep -rn frame src/{turn}"})
         text = "Let me look at the next part of the code before answering. " * 2
         messages.append(Message("assistant", [TextBlock(text), use]))
         listing = output or "".join(

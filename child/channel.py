@@ -2,7 +2,7 @@
 
 A reader thread owns stdin. Model replies go to a queue the agent loop waits
 on, the replies to calls of an SDK server's tools (``McpCall``), to questions for the
-parent's hooks (``HookCall``) and to its own ``task`` calls (``TaskCall``) to their callers;
+parent's hooks (``HookCall``) and to its own ``Agent`` calls (``TaskCall``) to their callers;
 ``Cancel`` sets the cancel flag, ends running commands and those calls; EOF means the
 parent is gone, so the child ends its commands and exits at once (no orphans).
 
@@ -122,7 +122,7 @@ class ParentChannel:
         )
 
     def delegate(self, inp: TaskInput) -> TaskReply:
-        """Its own ``task`` call, asked of the parent (which may refuse it)."""
+        """Its own ``Agent`` call, asked of the parent (which may refuse it)."""
         return self._request(
             lambda call: TaskCall(call, inp.description, inp.prompt, inp.subagent_type),
             lambda call, why: TaskReply(call, f"cancelled: {why}", is_error=True),

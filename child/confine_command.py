@@ -1,7 +1,7 @@
 """One command, confined as a writing child is: ``python -m isoagent.child.confine_command
 CONFINEMENT -- COMMAND...`` applies ``CONFINEMENT`` (JSON) to itself and execs COMMAND.
 
-The parent agent's ``bash`` runs its commands through it: the parent reads children's
+The parent agent's ``Bash`` runs its commands through it: the parent reads children's
 summaries, so a prompt-injected one could ask it for anything. The command gets the
 sandbox a writing child gets (its namespaces, Landlock, seccomp, limits); the parent
 process itself stays unconfined, as it must to write run folders and reach the API.

@@ -3,7 +3,8 @@ them the one ``Settings`` a ``Session`` runs with.
 
 This is the core the Python API (``isoagent.task(..., options=Options(...))``) and the
 click commands share: a command builds ``Options`` from its flags and calls the same
-``settings_for``. Adding an option: a field here (with its default and a comment), what
+``settings_for``. Adding an option: a field here (with its default, and its line in the
+class docstring's Attributes: help() and the docs show it), what
 it becomes in ``settings_for`` (a ``Settings`` field, usually of the same name), then its
 flag in ``parent/cli/options.py`` (the flag's default comes from here).
 """
@@ -79,40 +80,113 @@ class AgentDefinition:
 
 @dataclass(frozen=True, kw_only=True)
 class Options:
-    """Everything a run can be set to; each default is the CLI's."""
+    """Everything a run can be set to; each default is the CLI's (its flag is the field's
+    name in kebab case: ``max_turns`` is ``--max-turns``). Each value is checked when the
+    ``Options`` is built: a wrong name or type raises ``OptionError`` saying what is wanted.
 
-    workdir: str | Path = "."  # the workspace the agents work in
-    model: str | None = None  # an id or alias; None: $ISOAGENT_MODEL, $ANTHROPIC_MODEL, sonnet
-    max_turns: int = 0  # per agent; 0: none (an agent file's maxTurns wins)
-    add_dirs: Sequence[str | Path] = ()  # more folders the agents use as the workspace
-    timeout: float = 600.0  # wall-clock seconds per child
-    max_parallel: int | None = None  # children at once; None: 4, or the hosts' slots
-    max_depth: int = 1  # levels of children: 2, an all-tools child may start its own
-    agents_dirs: Sequence[str | Path] = ()  # more folders of agent files
-    agents: Mapping[str, AgentDefinition | Mapping[str, Any]] | None = None  # more agent types
+    Example: ``isoagent.task("find the tests", options=Options(model="haiku", timeout=60))``.
+
+    Attributes:
+        workdir: The workspace the agents work in.
+        model: A model id or alias (sonnet, opus, haiku); None: ``$ISOAGENT_MODEL``,
+            ``$ANTHROPIC_MODEL``, else sonnet.
+        max_turns: Model turns per agent; 0: no limit (an agent file's ``maxTurns`` wins).
+        add_dirs: More folders the agents may use as they use the workspace.
+        timeout: Wall-clock seconds per child before its processes are ended.
+        max_parallel: Children running at once; None: 4, or the hosts' slots with ``hosts``.
+        max_depth: Levels of children: 2 lets a child whose agent type delegates
+            (general-purpose) start children of its own.
+        agents_dirs: More folders of agent files (``*.md``, Claude Code's format).
+        agents: More agent types, by name: ``AgentDefinition`` or ``--agents`` JSON's dicts.
+        verbose: Every tool call on stderr (the CLI's ``-v``).
+        sandbox: auto (read-only agents read-only, the others write only the workspace),
+            off, workspace or read-only.
+        allow_unsandboxed: Run read-only agents unconfined where the kernel has no Landlock.
+        writable_git: Writing agents may change ``.git`` (by default read-only to children).
+        child_network: off: no network; on: through the parent's proxy, to public addresses
+            of ``allowed_domains``; host: the host's network, directly, unfiltered.
+        allowed_domains: The hosts children may reach through the proxy (``example.com``,
+            ``*.example.com``); implies ``child_network="on"``.
+        deny_read: More paths children may not read (``~/.ssh``, ``~/.aws`` and the like are
+            always denied).
+        run_dir: Where run folders go; None: ``$ISOAGENT_RUN_DIR``, else
+            ``<workdir>/.isoagent/runs``, else (a read-only workspace)
+            ``$XDG_STATE_HOME/isoagent/runs``.
+        local_fetch_hosts: Hosts ``WebFetch`` may reach although their address is private.
+        max_tokens_total: The run's token budget; 0: none.
+        api_retry_deadline: Seconds a refused (429), overloaded (529) or failed model call is
+            retried for.
+        cpu_seconds: CPU-time limit per child process and per command it runs; 0: none.
+        memory_mb: Address-space limit per child process and command, in MiB; 0: none.
+        max_processes: Process limit per child; 0: none.
+        max_file_size_mb: Largest file a child's command may write, in MiB; 0: none.
+        child_disk_mb: What the parent may write for one child in the run folder (its
+            transcript, a Result too large to hold, its summary), in MiB; past it the child
+            ends; 0: none.
+        hosts: Run children on these hosts: ``name[:slots],...`` or ``@FILE``.
+        launcher: The command that runs a child on ``{host}`` (ssh, srun, kubectl exec).
+        remote_python: The Python with isoagent installed, on the hosts.
+        remote_workdir: The workspace on the hosts; None: the local workspace's path.
+        heartbeat: Seconds of silence after which a link to a host is dead.
+        retries: Launches on another host after a failed launch or a lost link.
+        retry_crashed: Also try again a child that crashed after it started.
+        launch_timeout: Seconds from launch until a remote child says Hello.
+        record: Write every model call (request and response) to this JSONL file.
+        replay: Answer model calls from a file ``record`` wrote: no network, no key.
+        replay_match: strict, or loose (tool outputs ignored when matching a call).
+        system_prompt: Replace the parent agent's system prompt.
+        append_system_prompt: Add to the parent agent's system prompt.
+        allowed_tools: Tools the parent may use unasked (``"Bash(git:*) Edit"``).
+        disallowed_tools: Tools taken from the parent and every agent type.
+        permission_mode: default, acceptEdits, bypassPermissions, or plan (nothing writes).
+        continue_conversation: Continue the latest run's conversation.
+        resume: A session id (or run id) whose conversation to continue.
+        tools: The base tools (Claude Code's names), the children's too; None: all.
+        setting_sources: Whose agent files are read (user, project, local); None: all.
+        max_budget_usd: US dollars the run's model calls may cost; 0: no limit.
+        json_schema: The parent's answer as JSON of this schema (``structured_output``).
+        fallback_model: A model id or alias used when the model is overloaded.
+        session_id: A UUID for the run's session; None: its run id.
+        fork_session: Resume or continue as a new session, not the earlier one's.
+        effort: The parent's model calls' effort: low, medium, high or max.
+        thinking: adaptive or disabled thinking for the parent's model calls.
+        max_thinking_tokens: Thinking with this budget of tokens; 0: none.
+        thinking_display: How thinking is shown, as Claude Code's flag says.
+        task_budget: Tokens the model is told it has for the task.
+        betas: ``anthropic-beta`` headers for the model calls.
+        mcp_config: MCP servers for subagents: JSON objects or files (``{"mcpServers":
+            {...}}``), besides the workspace's ``.mcp.json``.
+        strict_mcp_config: Use only ``mcp_config``'s servers, not ``.mcp.json``.
+        api_batches: A batch's model calls as Anthropic Message Batches, at half price.
+        batch_window: Seconds a call waits for others to join its Message Batch.
+    """
+
+    workdir: str | Path = "."
+    model: str | None = None
+    max_turns: int = 0
+    add_dirs: Sequence[str | Path] = ()
+    timeout: float = 600.0
+    max_parallel: int | None = None
+    max_depth: int = 1
+    agents_dirs: Sequence[str | Path] = ()
+    agents: Mapping[str, AgentDefinition | Mapping[str, Any]] | None = None
     verbose: bool = False
-    # the children's sandbox and limits (0: no limit)
     sandbox: SandboxChoice = "auto"
-    allow_unsandboxed: bool = False  # run read-only agents unconfined without Landlock
-    writable_git: bool = False  # writing agents may change .git
-    # off: children have no network; on: through the parent's proxy, to allowed_domains
-    # at public addresses; host: the host's network, directly, unfiltered
+    allow_unsandboxed: bool = False
+    writable_git: bool = False
     child_network: ChildNetwork = "off"
-    allowed_domains: str | Sequence[str] = ()  # "example.com", "*.example.com"; implies "on"
-    deny_read: Sequence[str | Path] = ()  # more paths children may not read (~/.ssh, ...: always)
-    # where run folders go; None: $ISOAGENT_RUN_DIR, else <workdir>/.isoagent/runs, else
-    # (a read-only workspace) $XDG_STATE_HOME/isoagent/runs
+    allowed_domains: str | Sequence[str] = ()
+    deny_read: Sequence[str | Path] = ()
     run_dir: str | Path | None = None
-    local_fetch_hosts: Sequence[str] = ()  # web_fetch may reach these on private addresses
-    max_tokens_total: int = 0  # the run's token budget
-    api_retry_deadline: float = 600.0  # seconds a refused or failed model call is retried
+    local_fetch_hosts: Sequence[str] = ()
+    max_tokens_total: int = 0
+    api_retry_deadline: float = 600.0
     cpu_seconds: int = _LIMITS.cpu_seconds
     memory_mb: int = _LIMITS.address_space_mb
     max_processes: int = _LIMITS.max_processes
     max_file_size_mb: int = _LIMITS.file_size_mb
-    child_disk_mb: int = Settings.child_disk_mb  # what the parent writes for one child
-    # children on other hosts (see ``isoagent run --help``)
-    hosts: str | None = None  # name[:slots],... or @FILE
+    child_disk_mb: int = Settings.child_disk_mb
+    hosts: str | None = None
     launcher: str = _REMOTE.launcher
     remote_python: str = _REMOTE.remote_python
     remote_workdir: str | None = None
@@ -120,40 +194,33 @@ class Options:
     retries: int = _REMOTE.retries
     retry_crashed: bool = False
     launch_timeout: float = _REMOTE.launch_timeout
-    # model calls from and to files
     record: str | Path | None = None
     replay: str | Path | None = None
     replay_match: ReplayMatch = "strict"
-    # the parent agent, as Claude Code's flags set it
     system_prompt: str = ""
     append_system_prompt: str = ""
     allowed_tools: str | Sequence[str] = ()
     disallowed_tools: str | Sequence[str] = ()
     permission_mode: Literal["default", "acceptEdits", "bypassPermissions", "plan"] = "default"
-    continue_conversation: bool = False  # continue the latest run's conversation
-    resume: str | None = None  # a session id (run id) whose conversation to continue
-    tools: str | Sequence[str] | None = None  # the base tools (Claude Code names), children's too
-    # whose agent files: None, all
+    continue_conversation: bool = False
+    resume: str | None = None
+    tools: str | Sequence[str] | None = None
     setting_sources: Sequence[Literal["user", "project", "local"]] | None = None
-    max_budget_usd: float = 0.0  # US dollars the run's model calls may cost; 0: no limit
-    json_schema: Mapping[str, Any] | None = None  # the parent's answer as JSON of this schema
-    fallback_model: str | None = None  # an id or alias: used when the model is overloaded
-    session_id: str | None = None  # a UUID for the run's session (default: its run id)
-    fork_session: bool = False  # resume or continue as a new session, not the earlier one's
-    # the parent's model calls, as Claude Code's flags set them
+    max_budget_usd: float = 0.0
+    json_schema: Mapping[str, Any] | None = None
+    fallback_model: str | None = None
+    session_id: str | None = None
+    fork_session: bool = False
     effort: Literal["low", "medium", "high", "max"] | None = None
     thinking: Literal["adaptive", "disabled"] | None = None
-    max_thinking_tokens: int | None = None  # thinking with this budget (0: none)
+    max_thinking_tokens: int | None = None
     thinking_display: str | None = None
-    task_budget: int | None = None  # tokens the model is told it has for the task
-    betas: str | Sequence[str] = ()  # anthropic-beta headers
-    # MCP servers for subagents: JSON objects or files ({"mcpServers": {...}}), besides the
-    # workspace's .mcp.json unless strict (see mcp_servers)
+    task_budget: int | None = None
+    betas: str | Sequence[str] = ()
     mcp_config: Sequence[str] = ()
     strict_mcp_config: bool = False
-    # a batch's model calls as Message Batches, at half price (``isoagent.batch``, ``batch``)
     api_batches: bool = False
-    batch_window: float = _BATCH_WINDOW  # seconds a call waits for others to join its batch
+    batch_window: float = _BATCH_WINDOW
 
     def __post_init__(self) -> None:
         _check_values(self)

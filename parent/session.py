@@ -83,7 +83,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 PARENT_PROMPT = """\
 You are isoagent, a coding agent working in the directory {workdir}.
-You can run shell commands and read, write, edit and search files. You also have a `task` tool \
+You can run shell commands and read, write, edit and search files. You also have an `Agent` tool \
 that hands a self-contained piece of work to a subagent running in its own process; only its \
 final summary comes back to you. Delegate exploration and independent subtasks to keep your \
 context small, and launch independent subagents in one message so they run concurrently. \
@@ -298,9 +298,12 @@ class Session:
                     await session.supervisor.close()
                     session.run.close()  # no file is created in it any more
                     await source.aclose()
-            if session.signal:
-                session._record_interruption()
-                raise Interrupted(session.signal, session.run.display(session.run.path))
+            try:
+                if session.signal:
+                    session._record_interruption()
+                    raise Interrupted(session.signal, session.run.display(session.run.path))
+            finally:
+                session.log.close()
         finally:
             if fork_server is not None:
                 fork_server.close()
@@ -322,7 +325,7 @@ class Session:
 
     def interrupt(self) -> None:
         """The SDK's interrupt, from any thread: the parent's turn ends at its next step and
-        every running child is ended now (its ``task`` call returns cancelled)."""
+        every running child is ended now (its ``Agent`` call returns cancelled)."""
         self.stop_parent.set()
         self._loop.call_soon_threadsafe(self._end_children)
 
@@ -417,8 +420,13 @@ class Session:
             self.trace.finish(result)
         self.final = final
         self.events(final)
-        self.log.close()
         return final
+
+    def failed_after(self, final: RunFinished, error: str) -> None:
+        """The command failed once its run had ended (its answer could not be written): the
+        run's last record says so, as ``logs`` shows it."""
+        result = msgspec.structs.replace(final.result, status="error", error=error)
+        self.log(msgspec.structs.replace(final, result=result, timestamp=None))
 
     def command_environment(self) -> dict[str, str]:
         """The parent's own commands: the user's environment without the API credentials,
@@ -428,7 +436,7 @@ class Session:
         return env
 
     async def run_parent(self, prompt: str) -> Result:
-        """The parent agent: the child's loop, plus ``task``, with the gateway as its model;
+        """The parent agent: the child's loop, plus ``Agent``, with the gateway as its model;
         with ``settings.resume``, it continues that run's conversation."""
         loop = asyncio.get_running_loop()
         settings = self.settings
@@ -447,7 +455,7 @@ class Session:
         if policy.mode != "off":
             where = (str(settings.workdir), temp, [str(p) for p in settings.add_dirs])
             prefix = command_prefix(Confinement(policy, settings.limits, *where))
-        # its own web_fetch runs in this process: it checks what the proxy would check
+        # its own WebFetch runs in this process: it checks what the proxy would check
         fetching = msgspec.structs.replace(
             policy, proxy="", network=settings.child_network != "off"
         )

@@ -75,7 +75,7 @@ class Settings:
     fallback_model: str = ""  # calls to `model` go on with this one when it is overloaded
     mcp_servers: McpServers = field(default_factory=McpServers)  # .mcp.json, --mcp-config
     deny_read: tuple[Path, ...] = ()  # besides the defaults (sandbox_policy.DENY_READ)
-    local_fetch_hosts: tuple[str, ...] = ()  # web_fetch may reach them on private addresses
+    local_fetch_hosts: tuple[str, ...] = ()  # WebFetch may reach them on private addresses
     kept_files: tuple[Path, ...] = ()  # read-only to writing children (batch's -o file)
     api_batches: bool = False  # model calls go in Message Batches, at half price (batch)
     # seconds a queued call waits for others to join its batch: little beside the minutes a

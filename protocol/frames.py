@@ -23,9 +23,11 @@ import msgspec
 # call that a hook denies)
 # 15: Task.subagents, TaskCall, TaskReply (an older child would not delegate)
 # 16: Task.history (an older child would start a continued conversation afresh)
-# 17: AgentSpec.delegates; a child's task tool refuses a type its Task does not list (the
+# 17: tools by Claude Code's names and inputs (AgentSpec.tools, HookPlan, HookCall.tool,
+# Progress.tool: "Bash", not "bash"; an older child would know none of its tools)
+# 18: AgentSpec.delegates; a child's Agent tool refuses a type its Task does not list (the
 # parent ends a child that asks for one: an older child's model would end it)
-PROTOCOL_VERSION = 17
+PROTOCOL_VERSION = 18
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -166,7 +168,7 @@ class AgentSpec(msgspec.Struct, omit_defaults=True):
     model: str | None = None
     max_turns: int | None = None
     source: str = "built-in"
-    # Claude Code's Bash(git:*) rules: commands bash may run (none: any) and may not
+    # Claude Code's Bash(git:*) rules: commands Bash may run (none: any) and may not
     bash_allow: list[str] = []
     bash_deny: list[str] = []
     # MCP tools it has: those its ``tools`` names (``mcp__server__tool``, or ``mcp__server``
@@ -215,9 +217,9 @@ class SandboxPolicy(msgspec.Struct, frozen=True, omit_defaults=True):
     # what it may not read at all (~/.ssh, ~/.aws, the run folders, ...): each existing
     # one is covered by an empty, read-only mount
     hidden: tuple[str, ...] = ()
-    # hosts web_fetch may fetch though they are on a private, loopback or link-local address
+    # hosts WebFetch may fetch though they are on a private, loopback or link-local address
     local_fetch_hosts: tuple[str, ...] = ()
-    # the hosts web_fetch may fetch (the proxy checks them for the rest); (): any public
+    # the hosts WebFetch may fetch (the proxy checks them for the rest); (): any public
     allowed_domains: tuple[str, ...] = ()
 
 
@@ -327,7 +329,7 @@ class HookCall(msgspec.Struct, tag=True, omit_defaults=True):
 
     id: int
     event: HookPoint
-    tool: str = ""  # isoagent's name of the tool
+    tool: str = ""  # the tool's name (Claude Code's)
     tool_use_id: str = ""
     input: dict[str, Any] = {}
     output: str = ""  # PostToolUse: the tool's output; Stop: the agent's last words
@@ -336,7 +338,7 @@ class HookCall(msgspec.Struct, tag=True, omit_defaults=True):
 
 
 class TaskCall(msgspec.Struct, tag=True):
-    """A child's ``task`` call (``--max-depth`` 2 or more): a request, which the parent
+    """A child's ``Agent`` call (``--max-depth`` 2 or more): a request, which the parent
     checks (depth, children in all, budget) before it starts the child's child, as its
     own sandboxed process; it answers with a ``TaskReply``."""
 
@@ -365,7 +367,7 @@ class HookPlan(msgspec.Struct, frozen=True, omit_defaults=True):
     """Which of an agent's steps the hooks are asked about (a ``HookCall`` each): those a
     hook's matcher names. Empty: none, and no round trip."""
 
-    pre_tool: tuple[str, ...] = ()  # isoagent's names of the tools asked about before a call
+    pre_tool: tuple[str, ...] = ()  # the names of the tools asked about before a call
     post_tool: tuple[str, ...] = ()  # and after one ("*" in either: every tool)
     stop: bool = False  # its end
 
@@ -393,11 +395,11 @@ class Task(msgspec.Struct, tag=True, omit_defaults=True):
     # gives them the workspace's access
     add_dirs: list[str] = []
     mcp_servers: list[McpServer] = []  # those whose tools agent.mcp_tools names
-    # the agent types it may delegate to, name: description ({}: it has no task tool)
+    # the agent types it may delegate to, name: description ({}: it has no Agent tool)
     subagents: dict[str, str] = {}
     trace: bool = False  # record spans and send them in the Result (telemetry is on)
     hooks: HookPlan = msgspec.field(default_factory=HookPlan)  # what it asks the parent's hooks
-    # the conversation it goes on with (a finished child continued: send_message); [] fresh
+    # the conversation it goes on with (a finished child continued: SendMessage); [] fresh
     history: list[Message] = []
 
 

@@ -59,11 +59,11 @@ def test_file_tools_write_in_an_added_dir_and_refuse_paths_outside_every_root(
     workspace, added, outside = dirs
     api_server.handler = child_calls(
         [
-            ("write_file", {"path": str(added / "new.txt"), "content": "written"}),
-            ("read_file", {"path": str(added / "notes.txt")}),
-            ("write_file", {"path": str(outside / "new.txt"), "content": "escaped"}),
-            ("read_file", {"path": str(outside / "secret.txt")}),
-            ("read_file", {"path": "../outside/secret.txt"}),
+            ("Write", {"file_path": str(added / "new.txt"), "content": "written"}),
+            ("Read", {"file_path": str(added / "notes.txt")}),
+            ("Write", {"file_path": str(outside / "new.txt"), "content": "escaped"}),
+            ("Read", {"file_path": str(outside / "secret.txt")}),
+            ("Read", {"file_path": "../outside/secret.txt"}),
         ]
     )
     code, lines, stderr = task(api_server, workspace, "general-purpose", "--add-dir", str(added))
@@ -101,7 +101,7 @@ def test_a_writing_child_writes_in_added_dirs_only_even_through_bash(
         f"echo ws > ws.txt && echo WS-OK; "
         f"echo out > {outside}/bash.txt && echo OUT-OK; true"
     )
-    api_server.handler = child_calls([("bash", {"command": command})])
+    api_server.handler = child_calls([("Bash", {"command": command})])
     code, lines, stderr = task(api_server, workspace, "general-purpose", "--add-dir", str(added))
     output = "\n".join(lines)
     assert code == 0, stderr
@@ -119,8 +119,8 @@ def test_a_read_only_child_reads_an_added_dir_but_cannot_write_there(
     workspace, added, _ = dirs
     api_server.handler = child_calls(
         [
-            ("read_file", {"path": str(added / "notes.txt")}),
-            ("bash", {"command": f"cat {added}/notes.txt; touch {added}/x && echo WROTE; true"}),
+            ("Read", {"file_path": str(added / "notes.txt")}),
+            ("Bash", {"command": f"cat {added}/notes.txt; touch {added}/x && echo WROTE; true"}),
         ]
     )
     code, lines, stderr = task(api_server, workspace, "Explore", "--add-dir", str(added))
@@ -140,7 +140,7 @@ def test_git_in_an_added_dir_stays_read_only_unless_writable_git(
     workspace, added, _ = dirs
     (added / ".git").mkdir()
     api_server.handler = child_calls(
-        [("bash", {"command": f"echo hook > {added}/.git/hook && echo HOOKED; true"})]
+        [("Bash", {"command": f"echo hook > {added}/.git/hook && echo HOOKED; true"})]
     )
     code, lines, stderr = task(api_server, workspace, "general-purpose", "--add-dir", str(added))
     assert code == 0, stderr

@@ -81,7 +81,7 @@ def test_workspace_agent_with_comma_separated_tools(workdir: Path, home: Path) -
     )
     catalog = load(workdir, home)
     spec = catalog.agents["reviewer"]
-    assert spec.tools == ["read_file", "grep"]
+    assert spec.tools == ["Read", "Grep"]
     assert spec.source == str(path)
     assert spec.system_prompt == "You review code."
     assert spec.description == "The reviewer agent."
@@ -90,15 +90,40 @@ def test_workspace_agent_with_comma_separated_tools(workdir: Path, home: Path) -
     assert catalog.warnings == [] and catalog.errors == []
 
 
-def test_list_tools_mapped_deduplicated_in_order(tmp_path: Path) -> None:
+def test_list_tools_in_order_once_and_the_old_multi_edit_and_ls_left_out(tmp_path: Path) -> None:
+    """As Claude Code (2.1) reads them: MultiEdit and LS are no tools of it any more, so an
+    agent naming them gets neither Edit nor Glob for them; the summary line names them."""
     path = write(
         tmp_path,
         "a.md",
-        agent_md("a", "tools:", "  - Bash", "  - Edit", "  - MultiEdit", "  - LS", "  - glob"),
-    )
+        agent_md("a", "tools:", "  - Bash", "  - Edit", "  - MultiEdit", "  - LS", "  - Glob",
+                 "  - Edit"),
+    )  # fmt: skip
     spec, missing = parse_agent_file(path)
-    assert spec.tools == ["bash", "edit_file", "glob"]
-    assert missing == []
+    assert spec.tools == ["Bash", "Edit", "Glob"]
+    assert missing == ["MultiEdit", "LS"]
+
+
+@pytest.mark.parametrize(
+    ("front", "old", "new"),
+    [
+        ("tools: read_file, Grep", "read_file", "Read"),
+        ("tools: [Read, bash]", "bash", "Bash"),
+        ("disallowedTools: write_file", "write_file", "Write"),
+        ("tools: Read, task", "task", "Agent"),
+    ],
+)
+def test_a_tool_by_isoagents_old_name_is_refused_with_the_name_to_use(
+    tmp_path: Path, front: str, old: str, new: str
+) -> None:
+    """An agent file written for isoagent before it took Claude Code's names must not lose
+    (or keep) a tool silently: one line names the tool and what it is called now."""
+    with pytest.raises(AgentFileErrorException) as caught:
+        parse_agent_file(write(tmp_path, "a.md", agent_md("a", front)))
+    assert caught.value.error.line == 4
+    assert f"names {old!r}: did you mean {new}?" in caught.value.error.message
+    with pytest.raises(ValueError, match=f"names {old!r}: did you mean {new}"):
+        inline_agents(json.dumps({"a": {"description": "d", "prompt": "p", "tools": [old]}}))
 
 
 def test_absent_tools_means_all_base_tools_and_inherit_model(tmp_path: Path) -> None:
@@ -111,7 +136,7 @@ def test_tools_isoagent_lacks_are_named_once_in_one_summary_line(workdir: Path, 
     for n in range(3):
         write(ws_agents(workdir), f"web{n}.md", agent_md(f"web{n}", "tools: Read, NotebookEdit"))
     catalog = load(workdir, home)
-    assert catalog.agents["web0"].tools == ["read_file"]
+    assert catalog.agents["web0"].tools == ["Read"]
     assert len(catalog.warnings) == 1
     assert "NotebookEdit (3 agents)" in catalog.warnings[0]
 
@@ -121,14 +146,14 @@ def test_mcp_tools_an_agent_names_are_kept_for_its_servers_less_those_it_disallo
 ) -> None:
     front = ("tools: Read, mcp__x__y, mcp__z, mcp__w__v", "disallowedTools: mcp__w__v")
     spec, missing = parse_agent_file(write(tmp_path, "a.md", agent_md("a", *front)))
-    assert spec.tools == ["read_file"] and missing == []
+    assert spec.tools == ["Read"] and missing == []
     assert spec.mcp_tools == ["mcp__x__y", "mcp__z"]
 
 
 def test_a_servers_wildcard_grants_and_takes_away_every_tool_of_it(tmp_path: Path) -> None:
     front = ("tools: Read, mcp__calc__*, mcp__z__*", "disallowedTools: mcp__z__*")
     spec, missing = parse_agent_file(write(tmp_path, "a.md", agent_md("a", *front)))
-    assert (spec.tools, spec.mcp_tools, missing) == (["read_file"], ["mcp__calc"], [])
+    assert (spec.tools, spec.mcp_tools, missing) == (["Read"], ["mcp__calc"], [])
 
 
 @pytest.mark.parametrize(
@@ -200,10 +225,10 @@ def test_a_malformed_mcp_servers_rejects_the_file_at_its_line(
     assert caught.value.error.line == 5 and needle in caught.value.error.message
 
 
-@pytest.mark.parametrize("task", ["Task", "Agent", "task"])
+@pytest.mark.parametrize("task", ["Task", "Agent"])
 def test_task_tool_is_never_given_to_a_child(tmp_path: Path, task: str) -> None:
     spec, missing = parse_agent_file(write(tmp_path, "a.md", agent_md("a", f"tools: {task}, Read")))
-    assert spec.tools == ["read_file"]
+    assert spec.tools == ["Read"]
     assert missing == []
 
 
@@ -439,7 +464,7 @@ def test_disallowed_tools_are_taken_away(tmp_path: Path) -> None:
     spec, _ = parse_agent_file(
         write(tmp_path, "a.md", agent_md("a", "disallowedTools: Bash, Write, WebFetch, mcp__x"))
     )
-    assert spec.tools == ["read_file", "edit_file", "glob", "grep"]
+    assert spec.tools == ["Read", "Edit", "Glob", "Grep"]
 
 
 def test_an_unknown_disallowed_tool_rejects_the_agent(tmp_path: Path) -> None:
@@ -455,7 +480,7 @@ def test_a_rule_isoagent_cannot_enforce_on_a_disallowed_tool_takes_the_whole_too
     spec, _ = parse_agent_file(
         write(tmp_path, "a.md", agent_md("a", "disallowedTools: Read(.env)"))
     )
-    assert "read_file" not in spec.tools
+    assert "Read" not in spec.tools
 
 
 def test_a_path_rule_in_tools_grants_nothing(tmp_path: Path) -> None:
@@ -466,7 +491,7 @@ def test_a_path_rule_in_tools_grants_nothing(tmp_path: Path) -> None:
 def test_permission_mode_plan_makes_the_agent_read_only(tmp_path: Path) -> None:
     spec, _ = parse_agent_file(write(tmp_path, "a.md", agent_md("a", "permissionMode: plan")))
     assert not writes(spec)
-    assert spec.tools == ["bash", "read_file", "glob", "grep"]
+    assert spec.tools == ["Bash", "Read", "Glob", "Grep"]
 
 
 @pytest.mark.parametrize(
@@ -482,7 +507,7 @@ def test_bash_rules_restrict_bash(
     tmp_path: Path, tools: str, allow: list[str], deny: list[str]
 ) -> None:
     spec, _ = parse_agent_file(write(tmp_path, "a.md", agent_md("a", f"tools: {tools}")))
-    assert "bash" in spec.tools
+    assert "Bash" in spec.tools
     assert (spec.bash_allow, spec.bash_deny) == (allow, deny)
 
 
@@ -490,7 +515,7 @@ def test_a_bash_rule_in_disallowed_tools_is_a_deny_rule(tmp_path: Path) -> None:
     spec, _ = parse_agent_file(
         write(tmp_path, "a.md", agent_md("a", "disallowedTools: Bash(rm:*), Bash(git push:*)"))
     )
-    assert "bash" in spec.tools and spec.bash_deny == ["rm:*", "git push:*"]
+    assert "Bash" in spec.tools and spec.bash_deny == ["rm:*", "git push:*"]
 
 
 @pytest.mark.parametrize(
@@ -531,7 +556,8 @@ def test_inline_agents_json_as_claude_code_takes_it() -> None:
     )
     rev = agents["rev"]
     assert (rev.description, rev.system_prompt, rev.max_turns) == ("reviews", "You review.", 3)
-    assert rev.tools == ["read_file", "bash"] and rev.bash_allow == ["git:*"]
+    assert rev.tools == ["Read", "Bash"] and rev.bash_allow == ["git:*"]
+
     assert rev.model == CURRENT_MODELS["haiku"] and rev.source == "--agents"
 
 

@@ -42,7 +42,7 @@ def test_text_tool_use_thinking_and_web_search_blocks_arrive_as_structs_others_d
             {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
             {"type": "mcp_tool_use", "id": "mcptoolu_1", "name": "x", "server_name": "s"},
             {"type": "text", "text": "Let me look."},
-            {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls"}},
+            {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},
         ],
         stop_reason="tool_use",
         usage=(12, 7),
@@ -56,7 +56,7 @@ def test_text_tool_use_thinking_and_web_search_blocks_arrive_as_structs_others_d
         ServerToolUseBlock("srvtoolu_1", "web_search", {}),
         WebSearchResultBlock("srvtoolu_1", []),
         TextBlock("Let me look."),
-        ToolUseBlock("toolu_1", "bash", {"command": "ls"}),
+        ToolUseBlock("toolu_1", "Bash", {"command": "ls"}),
     ]
     assert reply.stop_reason == "tool_use" and reply.usage == Usage(12, 7)
     request = api_server.requests[0]

@@ -94,7 +94,7 @@ def test_the_test_server_speaks_the_message_batches_api_through_the_sdk(
 def _three_turns(request: Request) -> Reply:
     """Each task: two bash calls, then its answer."""
     if request.turn < 2:
-        return tool_reply("bash", {"command": f"echo turn {request.turn}"})
+        return tool_reply("Bash", {"command": f"echo turn {request.turn}"})
     return text_reply(f"did: {request.first_user_text}")
 
 

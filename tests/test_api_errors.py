@@ -36,7 +36,7 @@ def env(api_server: MessagesServer, monkeypatch: pytest.MonkeyPatch, tmp_path: P
 
 
 def always_a_tool(req: Request) -> Reply:
-    return tool_reply("bash", {"command": "true"})
+    return tool_reply("Bash", {"command": "true"})
 
 
 def failure(prompt: str = "go", **options: object) -> isoagent.IsoagentError:
@@ -120,7 +120,7 @@ def test_the_turn_limit_is_a_turn_limit_error_with_what_it_had(
 def test_a_child_past_its_timeout_is_a_child_timeout_error(
     api_server: MessagesServer, workspace: Path
 ) -> None:
-    api_server.handler = lambda req: tool_reply("bash", {"command": "sleep 60"})
+    api_server.handler = lambda req: tool_reply("Bash", {"command": "sleep 60"})
     error = failure(workdir=workspace, timeout=1)
     assert type(error) is isoagent.ChildTimeoutError
     assert isinstance(error, isoagent.ChildCrashedError)
@@ -143,7 +143,7 @@ def test_a_crashed_child_is_a_child_crashed_error(
 def test_an_interrupted_task_is_a_run_interrupted_error(
     api_server: MessagesServer, workspace: Path
 ) -> None:
-    api_server.handler = lambda req: tool_reply("bash", {"command": "touch started; sleep 60"})
+    api_server.handler = lambda req: tool_reply("Bash", {"command": "touch started; sleep 60"})
 
     async def interrupted() -> isoagent.Result:
         async with isoagent.Session(workdir=workspace) as session:
@@ -172,7 +172,7 @@ def test_a_result_says_what_the_run_and_each_child_cost(
     def handler(req: Request) -> Reply:
         if req.is_parent and req.turn == 0:
             return tool_reply(
-                "task", {"description": "d", "prompt": "p", "subagent_type": "Explore"}
+                "Agent", {"description": "d", "prompt": "p", "subagent_type": "Explore"}
             )
         return text_reply("done", usage=(1000, 100))
 

@@ -25,7 +25,7 @@ HANG = "echo $PPID > child.pid; sleep 300 & echo $! > bg.pid; wait"
 def hang_or_answer(req: Request) -> Reply:
     """``hang``: a command that never ends; anything else: an answer."""
     if req.first_user_text == "hang" and req.turn == 0:
-        return tool_reply("bash", {"command": HANG})
+        return tool_reply("Bash", {"command": HANG})
     return text_reply("done")
 
 

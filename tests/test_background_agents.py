@@ -33,7 +33,7 @@ CHILD_JOB = "CHILD JOB: compute the answer"
 
 
 def backgrounding(
-    tool: str, child: Callable[[Request], Reply], *, background: bool | None = True
+    child: Callable[[Request], Reply], *, background: bool | None = True
 ) -> tuple[Callable[[Request], Reply], threading.Event]:
     """The parent starts one child (``background``: with run_in_background set so), answers
     "parent turn 1" at once, then "parent turn 2" to what comes next; the child plays
@@ -51,7 +51,7 @@ def backgrounding(
             }
             if background is not None:
                 call["run_in_background"] = background
-            return tool_reply(tool, call)
+            return tool_reply("Agent", call)
         went_on.set()
         return text_reply(f"parent turn {req.turn}")
 
@@ -66,8 +66,8 @@ def notifications(server: MessagesServer) -> list[str]:
 
 
 def launch_results(server: MessagesServer) -> list[dict[str, Any]]:
-    """What the parent's task call returned: the tool results of its second request."""
-    return next(r for r in server.requests if r.turn == 1 and "task" in r.tool_names).tool_results
+    """What the parent's Agent call returned: the tool results of its second request."""
+    return next(r for r in server.requests if r.turn == 1 and "Agent" in r.tool_names).tool_results
 
 
 def run_print(server: MessagesServer, tmp_path: Path, workspace: Path) -> list[dict[str, Any]]:
@@ -87,7 +87,7 @@ def test_a_background_childs_id_comes_at_once_and_its_end_is_the_models_next_tur
         parent_first.append(went_on.wait(30))  # the parent's next request, before this ends
         return text_reply("child summary: 42")
 
-    api_server.handler, went_on = backgrounding("task", child)
+    api_server.handler, went_on = backgrounding(child)
     lines = run_print(api_server, tmp_path, workspace)
 
     assert parent_first == [True]
@@ -118,7 +118,7 @@ def test_an_agent_type_with_background_true_runs_its_children_in_the_background(
         "---\nname: general-purpose\ndescription: does it\nbackground: true\n---\nDo it.\n"
     )
     api_server.handler, _ = backgrounding(
-        "task", lambda req: text_reply("child summary: 7"), background=None
+        lambda req: text_reply("child summary: 7"), background=None
     )
     lines = run_print(api_server, tmp_path, workspace)
     assert "agentId: 001" in launch_results(api_server)[0]["content"]
@@ -130,7 +130,7 @@ def test_a_child_asked_to_wait_for_is_not_in_the_background(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
     api_server.handler, _ = backgrounding(
-        "task", lambda req: text_reply("child summary: 9"), background=False
+        lambda req: text_reply("child summary: 9"), background=False
     )
     lines = run_print(api_server, tmp_path, workspace)
     assert launch_results(api_server)[0]["content"].startswith("child summary: 9")
@@ -138,7 +138,7 @@ def test_a_child_asked_to_wait_for_is_not_in_the_background(
 
 
 def claude_code_or_isoagent(
-    command: Path, tool: str, server: MessagesServer, workspace: Path
+    command: Path, server: MessagesServer, workspace: Path
 ) -> tuple[Any, ...]:
     """What one CLI's ``-p`` run of the background script shows."""
     parent_first: list[bool] = []
@@ -147,7 +147,7 @@ def claude_code_or_isoagent(
         parent_first.append(went_on.wait(30))
         return text_reply("child summary: 42")
 
-    handler, went_on = backgrounding(tool, child)
+    handler, went_on = backgrounding(child)
     server.reset(handler)
     workspace.mkdir()
     env = {
@@ -179,14 +179,14 @@ def test_background_children_behave_as_in_claude_code(
     """The same script against Claude Code's CLI and isoagent's: both go on before the child
     ends, wait for it in -p, tell the model in a task-notification user turn, and print a
     completed task_notification with the child's summary."""
-    claude = claude_code_or_isoagent(CLAUDE, "Agent", api_server, tmp_path / "claude")
-    isoagent = claude_code_or_isoagent(ISOAGENT_SCRIPT, "task", api_server, tmp_path / "iso")
+    claude = claude_code_or_isoagent(CLAUDE, api_server, tmp_path / "claude")
+    isoagent = claude_code_or_isoagent(ISOAGENT_SCRIPT, api_server, tmp_path / "iso")
     expected = ([True], "completed", "child summary: 42", True, True, "parent turn 2")
     assert claude == isoagent == expected
 
 
 def sleeping_child(req: Request) -> Reply:
-    return tool_reply("bash", {"command": "touch started; sleep 600"})
+    return tool_reply("Bash", {"command": "touch started; sleep 600"})
 
 
 def task_started(message: Any) -> bool:
@@ -235,7 +235,7 @@ def stopped_through_the_sdk(
 def test_stop_task_ends_a_background_child_and_the_model_hears_it_stopped(
     api_server: MessagesServer, workspace: Path
 ) -> None:
-    api_server.handler, _ = backgrounding("task", sleeping_child)
+    api_server.handler, _ = backgrounding(sleeping_child)
 
     def stop_it(client: claude_agent_sdk.ClaudeSDKClient, started: Any) -> Awaitable[None]:
         return client.stop_task(started.data["task_id"])
@@ -249,7 +249,7 @@ def test_stop_task_ends_a_background_child_and_the_model_hears_it_stopped(
 def test_an_interrupt_while_the_parent_waits_for_a_background_child_ends_both(
     api_server: MessagesServer, workspace: Path
 ) -> None:
-    api_server.handler, _ = backgrounding("task", sleeping_child)
+    api_server.handler, _ = backgrounding(sleeping_child)
     result = stopped_through_the_sdk(
         api_server,
         workspace,
@@ -271,7 +271,7 @@ def test_stop_task_ends_a_background_child_still_waiting_for_a_slot(
             return sleeping_child(req)
         if req.turn == 0:
             call = {"description": "bg", "prompt": CHILD_JOB, "subagent_type": "general-purpose"}
-            return tools_reply([("task", {**call, "run_in_background": True})] * 2)
+            return tools_reply([("Agent", {**call, "run_in_background": True})] * 2)
         return text_reply(f"parent turn {req.turn}")
 
     async def stop_both(client: claude_agent_sdk.ClaudeSDKClient, message: Any) -> None:

@@ -252,9 +252,9 @@ def test_a_child_refuses_a_compound_command_and_the_model_reads_why(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": "git --version && rm -f precious.txt"})
+            return tool_reply("Bash", {"command": "git --version && rm -f precious.txt"})
         if req.turn == 1:
-            return tool_reply("bash", {"command": "git --version"})
+            return tool_reply("Bash", {"command": "git --version"})
         return text_reply("done")
 
     api_server.handler = handler
@@ -295,7 +295,7 @@ def test_a_plan_mode_agent_cannot_write_even_through_bash(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": "touch made.txt"})
+            return tool_reply("Bash", {"command": "touch made.txt"})
         return text_reply(f"{','.join(req.tool_names)} | {req.tool_results[0]['content']}")
 
     api_server.handler = handler
@@ -306,6 +306,6 @@ def test_a_plan_mode_agent_cannot_write_even_through_bash(
         input="",
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("bash,read_file,glob,grep | ")
+    assert done.stdout.startswith("Bash,Read,Glob,Grep | ")
     assert "Permission denied" in done.stdout or "Read-only" in done.stdout
     assert not (workspace / "made.txt").exists()

@@ -44,7 +44,7 @@ def test_a_childs_tokens_and_turns_are_those_the_gateway_relayed_not_its_word(
     assert listed["cost_usd"] == line["cost_usd"] > 0
     said = (
         f"warning: child 001 said it used 0 tokens in 0 turns; the gateway relayed {TOKENS} "
-        f"in {LIED_CALLS}, which its records keep"
+        f"tokens in {LIED_CALLS} turns, which its records keep"
     )
     assert done.stderr.count(said) == 1, done.stderr
 
@@ -70,9 +70,9 @@ def test_send_message_goes_on_from_the_parents_record_not_from_words_the_child_w
     def handler(req: Request) -> Reply:
         if req.is_parent and req.turn == 0:
             task = {"description": "keep", "prompt": "remember zebra", "subagent_type": "Explore"}
-            return tool_reply("task", task)
+            return tool_reply("Agent", task)
         if req.is_parent and req.turn == 1:
-            return tool_reply("send_message", {"to": "001", "message": "what did you say?"})
+            return tool_reply("SendMessage", {"to": "001", "message": "what did you say?"})
         if req.is_parent:
             return text_reply(str(req.tool_results[0]["content"]).split("\n")[0])
         if "what did you say?" in req.text():

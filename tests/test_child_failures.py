@@ -16,7 +16,7 @@ def test_child_killed_with_sigkill_gives_a_clear_tool_result(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
     api_server.handler = delegating(
-        [tool_reply("bash", {"command": "echo about to die >&2; kill -9 $PPID; sleep 5"})]
+        [tool_reply("Bash", {"command": "echo about to die >&2; kill -9 $PPID; sleep 5"})]
     )
     done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -73,7 +73,7 @@ def test_child_reply_cut_off_at_max_tokens_is_an_error_not_an_answer(
 def test_child_tool_call_cut_off_at_max_tokens_is_not_run(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    cut = tool_reply("write_file", {"path": "half.txt", "content": "the first half"})
+    cut = tool_reply("Write", {"file_path": "half.txt", "content": "the first half"})
     cut.stop_reason = "max_tokens"
     api_server.handler = delegating([cut])
     done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
@@ -86,7 +86,7 @@ def test_child_at_its_turn_limit_returns_what_it_has(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
     api_server.handler = delegating(
-        [tool_reply("bash", {"command": "echo again"}, text="still looking")]
+        [tool_reply("Bash", {"command": "echo again"}, text="still looking")]
     )
     done = run_cli(["run", "go", "--max-turns", "3"], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -99,7 +99,7 @@ def test_child_timeout_ends_it_and_keeps_what_it_had_said(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
     api_server.handler = delegating(
-        [tool_reply("bash", {"command": "sleep 60"}, text="found half of it")]
+        [tool_reply("Bash", {"command": "sleep 60"}, text="found half of it")]
     )
     done = run_cli(["run", "go", "--timeout", "2"], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr

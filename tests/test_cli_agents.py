@@ -58,12 +58,12 @@ def test_agents_lists_builtins_and_files_with_tools_and_source(
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "general-purpose  (built-in)\n" in out
-    assert "  tools: bash, read_file, write_file, edit_file, glob, grep\n" in out
-    assert "Explore  (~/.claude/agents/Explore.md)\n  My own explorer.\n  tools: glob\n" in out
+    assert "  tools: Bash, Read, Write, Edit, Glob, Grep\n" in out
+    assert "Explore  (~/.claude/agents/Explore.md)\n  My own explorer.\n  tools: Glob\n" in out
     assert "reviewer  (.claude/agents/reviewer.md)\n" in out
-    assert "  tools: read_file, grep\n  max turns: 5\n" in out
+    assert "  tools: Read, Grep\n  max turns: 5\n" in out
     assert f"writer  ({extra / 'writer.md'})\n" in out
-    assert "  tools: write_file, edit_file\n  model: claude-haiku-4-5\n" in out
+    assert "  tools: Write, Edit\n  model: claude-haiku-4-5\n" in out
     assert done.stderr.splitlines() == [
         "isoagent: warning: agent files: tools isoagent does not have were left out: "
         "NotebookEdit (1 agent)"
@@ -94,7 +94,7 @@ def test_agents_json_is_the_catalog(home: Path, workspace: Path) -> None:
     catalog = json.loads(done.stdout)
     assert list(catalog["agents"]) == ["Explore", "Plan", "general-purpose", "reviewer"]
     reviewer = catalog["agents"]["reviewer"]
-    assert reviewer["tools"] == ["read_file", "grep"]
+    assert reviewer["tools"] == ["Read", "Grep"]
     assert reviewer["source"] == str(workspace / ".claude" / "agents" / "reviewer.md")
     assert len(catalog["warnings"]) == 1 and catalog["errors"] == []
 
@@ -126,7 +126,7 @@ def test_user_agent_file_child_is_offered_only_its_tools(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("grep", {"pattern": "print"})
+            return tool_reply("Grep", {"pattern": "print"})
         return text_reply("reviewed")
 
     api_server.handler = handler
@@ -138,7 +138,8 @@ def test_user_agent_file_child_is_offered_only_its_tools(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "reviewed\n"
-    assert [r.tool_names for r in api_server.requests] == [["read_file", "grep"]] * 2
+    assert [r.tool_names for r in api_server.requests] == [["Read", "Grep"]] * 2
+
     assert api_server.requests[0].system == "You are REVIEWER-7, a careful code reviewer."
     assert "code.py" in api_server.requests[1].tool_results[0]["content"]
 
@@ -155,8 +156,8 @@ def test_batch_lines_can_name_a_user_agent(
     assert done.returncode == 0, done.stderr
     summaries = {r["id"]: r["summary"] for r in map(json.loads, done.stdout.splitlines())}
     assert summaries == {
-        "r": "read_file,grep",
-        "g": "bash,read_file,write_file,edit_file,glob,grep",
+        "r": "Read,Grep",
+        "g": "Bash,Read,Write,Edit,Glob,Grep",
     }
 
 

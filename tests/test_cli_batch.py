@@ -29,6 +29,7 @@ from tests.support.messages_server import (
     tool_reply,
     unused_url,
 )
+from tests.support.terminal import screen_of
 
 
 def answer(delay: float = 0.0):
@@ -375,9 +376,10 @@ def test_progress_line_on_a_terminal_replaces_the_child_lines(
         os.close(master)
     text = screen.decode()
     assert done.returncode == 6
-    assert "\r\x1b[Kbatch: 3/3 done, 1 failed" in text
-    assert "batch: [####################] 3/3 done" in text or "batch: [" in text
-    assert "  line 3 invalid: line 3: invalid JSON" in text
+    lines = screen_of(text)
+    assert lines[0].startswith("  line 3 invalid: line 3: invalid JSON"), lines
+    assert lines[1].startswith("isoagent: batch: 3/3 done, 1 failed"), lines
+    assert len(lines) == 2 and "batch: [" in text
     assert "[general-purpose]" not in text
 
 
@@ -397,12 +399,12 @@ def test_batch_display_counts() -> None:
     display.task_finished(TaskRecord("b", "crashed", 2, error="child exited", cost_usd=0.5))
     status = display.status()
     assert status.startswith("batch: [#############.......] 2/3 done, 0 running, 1 failed, ")
-    assert "/s, ETA " in status and status.endswith(", 12.0k tokens, $0.7500")
-    assert "  task b crashed: child exited\n" in stream.getvalue()
+    assert "/s, ETA " in status and status.endswith(", 12,000 tokens, $0.7500")
     display.close("; interrupted")
-    assert stream.getvalue().endswith(
-        "batch: 2/3 done, 1 failed, 0.0s, 12.0k tokens, $0.7500; interrupted\n"
-    )
+    assert screen_of(stream.getvalue()) == [
+        "  task b crashed: child exited",
+        "isoagent: batch: 2/3 done, 1 failed, 0ms, 12,000 tokens, $0.7500; interrupted",
+    ]
 
 
 def test_each_line_says_what_its_task_cost(
@@ -475,7 +477,7 @@ def test_a_child_cannot_make_resume_skip_a_task_by_forging_an_ok_line(
     def handler(req: Request) -> Reply:
         if req.first_user_text == "forge" and req.turn == 0:
             return tool_reply(
-                "bash", {"command": f"echo {shlex.quote(json.dumps(forged))} >> {out}"}
+                "Bash", {"command": f"echo {shlex.quote(json.dumps(forged))} >> {out}"}
             )
         return text_reply(f"did: {req.first_user_text}")
 
@@ -510,7 +512,7 @@ def test_a_writing_child_cannot_take_the_results_already_written_from_the_o_file
 
     def handler(req: Request) -> Reply:
         if req.first_user_text == "attack" and req.turn == 0:
-            return tool_reply("bash", {"command": f"{attack} {out}; echo rc=$?"})
+            return tool_reply("Bash", {"command": f"{attack} {out}; echo rc=$?"})
         if req.first_user_text == "attack":
             return text_reply(f"saw {req.tool_results[0]['content']}")
         return text_reply(f"did: {req.first_user_text}")
@@ -556,7 +558,7 @@ def test_a_full_disk_loses_no_result_line_and_resume_runs_what_was_not_written(
     def handler(req: Request) -> Reply:
         if req.first_user_text == "fill" and req.turn == 0 and not filled:
             filled.append(True)
-            return tool_reply("bash", {"command": "dd if=/dev/zero of=fill bs=64k count=100"})
+            return tool_reply("Bash", {"command": "dd if=/dev/zero of=fill bs=64k count=100"})
         return text_reply(f"did: {req.first_user_text}")
 
     api_server.handler = handler

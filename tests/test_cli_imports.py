@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from isoagent.parent.cli.main import COMMANDS
+from tests.conftest import cli_env
 from tests.support.cli import run_cli_listing_modules
+from tests.support.messages_server import MessagesServer, text_reply
 
-HEAVY = {"asyncio", "ssl", "anthropic", "httpx", "httpx2", "pydantic", "msgspec", "yaml"}
+HEAVY = {"asyncio", "ssl", "anthropic", "httpx", "httpx2", "pydantic", "msgspec", "yaml", "rich"}
 
 
 def imported(args: list[str], cwd: Path) -> set[str]:
@@ -43,7 +45,17 @@ def test_a_command_imports_its_own_module_and_no_other_command(name: str, tmp_pa
     own = COMMANDS[name][0]
     assert own in modules
     assert not {module for module, _ in COMMANDS.values() if module != own} & modules
-    assert "anthropic" not in {m.split(".")[0] for m in modules}
+    assert not {"anthropic", "rich"} & {m.split(".")[0] for m in modules}
+
+
+def test_a_task_off_a_terminal_does_not_import_the_terminal_library(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """rich draws the live block on a terminal; a script's or CI's run does not pay for it."""
+    api_server.handler = lambda req: text_reply("done")
+    done, modules = run_cli_listing_modules(["task", "go"], cli_env(api_server), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "isoagent.parent.cli.task" in modules and "rich" not in modules
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

@@ -19,13 +19,13 @@ def delegating(req: Request) -> Reply:
     if req.is_parent:
         if req.turn == 0:
             return tool_reply(
-                "task",
+                "Agent",
                 {"description": "look around", "prompt": "list files", "subagent_type": "Explore"},
                 usage=(200, 40),
             )
         return text_reply("PARENT-ANSWER", usage=(230, 10))
     if req.turn == 0:
-        return tool_reply("glob", {"pattern": "*.txt"}, usage=(150, 30))
+        return tool_reply("Glob", {"pattern": "*.txt"}, usage=(150, 30))
     return text_reply("CHILD-SUMMARY", usage=(170, 10))
 
 
@@ -53,10 +53,10 @@ def test_logs_lists_runs_and_shows_one_as_a_tree(
     assert lines[0].startswith(f"run {run_id}: ok, 4 turns, 2 tool calls, ")
     assert "  prompt: what is here?" in lines
     child = next(i for i, line in enumerate(lines) if "child 001 Explore 'look around': ok" in line)
-    task_call = next(i for i, line in enumerate(lines) if line.startswith("    task {"))
+    task_call = next(i for i, line in enumerate(lines) if line.startswith("    Agent {"))
     assert task_call < child  # the child under the task call that started it
     assert lines[child].startswith("    child")
-    assert any(line.startswith("        glob ") and "*.txt" in line for line in lines)
+    assert any(line.startswith("        Glob ") and "*.txt" in line for line in lines)
     assert any("CHILD-SUMMARY" in line for line in lines[child:])
     assert lines[-1].strip() == "PARENT-ANSWER"
 
@@ -133,7 +133,7 @@ def test_logs_json_holds_each_agents_transcript_as_written(
 def test_logs_shows_a_childs_timeout_on_its_run(api_server: MessagesServer, tmp_path: Path) -> None:
     def hanging_child(req: Request) -> Reply:
         if not req.is_parent:
-            return tool_reply("bash", {"command": "sleep 60"})
+            return tool_reply("Bash", {"command": "sleep 60"})
         return delegating(req)
 
     api_server.handler = hanging_child
@@ -157,7 +157,7 @@ def test_logs_full_shows_whole_tool_inputs_and_outputs(
         if req.is_parent:
             return delegating(req)
         if req.turn == 0:
-            return tool_reply("bash", {"command": command})
+            return tool_reply("Bash", {"command": command})
         return text_reply("CHILD-SUMMARY")
 
     api_server.handler = echoing
@@ -165,7 +165,7 @@ def test_logs_full_shows_whole_tool_inputs_and_outputs(
     assert run_cli(["run", "go"], env, cwd=tmp_path, input="").returncode == 0
     short = run_cli(["logs", "last"], env, cwd=tmp_path).stdout
     assert "END-OF-COMMAND" not in short and "SECOND-LINE" not in short
-    assert '        bash {"command": "echo xxx' in short
+    assert '        Bash {"command": "echo xxx' in short
     full = run_cli(["logs", "last", "--full"], env, cwd=tmp_path).stdout.splitlines()
     assert f'               "command": {json.dumps(command)}' in full  # the input whole
     output = full.index("        -> " + "x" * 100 + " END-OF-COMMAND")

@@ -38,7 +38,7 @@ def test_task_runs_one_child_and_prints_its_summary(
 ) -> None:
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("read_file", {"path": "notes.txt"})
+            return tool_reply("Read", {"file_path": "notes.txt"})
         return text_reply("Found: " + req.tool_results[0]["content"].strip())
 
     api_server.handler = handler
@@ -89,7 +89,7 @@ def test_dash_reads_the_prompt_from_stdin_in_a_pipeline(
 
 
 def test_turn_limit_exits_3(api_server: MessagesServer, tmp_path: Path, workspace: Path) -> None:
-    api_server.handler = lambda req: tool_reply("bash", {"command": "true"})
+    api_server.handler = lambda req: tool_reply("Bash", {"command": "true"})
     done = run_cli(
         ["task", "loop forever", "--max-turns", "2", "-C", str(workspace)],
         env_for(api_server, tmp_path),
@@ -102,7 +102,7 @@ def test_turn_limit_exits_3(api_server: MessagesServer, tmp_path: Path, workspac
 
 
 def test_child_timeout_exits_4(api_server: MessagesServer, tmp_path: Path, workspace: Path) -> None:
-    api_server.handler = lambda req: tool_reply("bash", {"command": "sleep 30"})
+    api_server.handler = lambda req: tool_reply("Bash", {"command": "sleep 30"})
     done = run_cli(
         ["task", "hang", "--timeout", "1", "-C", str(workspace)],
         env_for(api_server, tmp_path),

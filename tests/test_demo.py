@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from isoagent.parent.cli.demo import (
 )
 from isoagent.parent.model.cassette import ReplaySource
 from tests.conftest import base_env
-from tests.support.cli import ISOAGENT, read_jsonl
+from tests.support.cli import ISOAGENT, read_jsonl, run_cli
 
 STATS = re.compile(
     r"^(?P<n>\d)\. (?P<run>\S+): parent (?P<turns>\d+) turns?, (?P<calls>\d+) tool calls?; "
@@ -139,13 +140,39 @@ def test_demo_reports_each_example_from_its_transcripts(demo: Demo):
         assert example.stats["pids"] == ", ".join(str(e["pid"]) for e in started)
         assert int(example.stats["kids"]) == len(children) == len(started)
         read = sum(len(r["content"].encode()) for child in children for r in tool_results(child))
-        task_ids = {use["id"] for use in tool_uses(parent, "task")}
+        task_ids = {use["id"] for use in tool_uses(parent, "Agent")}
         got = sum(
             len(r["content"].encode()) for r in tool_results(parent) if r["tool_use_id"] in task_ids
         )
         assert int(example.stats["read"].replace(",", "")) == read
         assert int(example.stats["got"].replace(",", "")) == got
         assert not [r for r in tool_results(parent) if r.get("is_error")]
+
+
+CLOSING = re.compile(
+    r"^isoagent: (?P<turns>[\d,]+) turns?, (?P<kids>\d+) child(?:ren)?, (?P<tokens>[\d,]+) "
+    r"tokens, \$(?P<cost>[\d.]+); (?P<run>\S+)$",
+    re.M,
+)
+
+
+def test_each_examples_closing_line_counts_that_example_alone_as_logs_does(demo: Demo):
+    """The figures of an example's closing line are its run's, as ``logs`` reads them back
+    (they once added up every example so far)."""
+    closings = list(CLOSING.finditer(demo.done.stderr))
+    assert len(closings) == len(demo.examples) == 3
+    for closing, example in zip(closings, demo.examples, strict=True):
+        assert Path(closing["run"]).name == example.run_dir.name
+        args = ["logs", example.run_dir.name, "--json", "--run-dir", str(example.run_dir.parent)]
+        logged = json.loads(run_cli(args, {}, cwd=demo.cwd).stdout)
+        assert int(closing["turns"]) == logged["turns"]
+        assert int(closing["kids"]) == logged["children"] == int(example.stats["kids"])
+        assert int(closing["tokens"].replace(",", "")) == logged["tokens"]
+        tree = run_cli([*args[:2], *args[3:]], {}, cwd=demo.cwd).stdout.splitlines()
+        assert f", ${closing['cost']}, " in tree[0]  # the cost as logs says it
+        parent_and_children = re.search(r"parent (\d+) turns?.* (\d+) turns?,", example.stats[0])
+        assert parent_and_children is not None
+        assert sum(map(int, parent_and_children.groups())) == logged["turns"]
 
 
 def test_example_1_child_finds_pytest(demo: Demo):
@@ -181,8 +208,8 @@ def test_example_3_module_exists_and_parent_verified_it(demo: Demo):
     example = demo.examples[2]
     module = demo.root / "project" / "discounts.py"
     [child] = example.children
-    [write] = tool_uses(child, "write_file")
-    assert write["input"]["path"] == "discounts.py"
+    [write] = tool_uses(child, "Write")
+    assert write["input"]["file_path"] == "discounts.py"
     assert module.read_text() == write["input"]["content"]
     check = subprocess.run(
         [sys.executable, "-c", "import discounts; print(discounts.bulk_discount(20, 1.5))"],
@@ -192,7 +219,8 @@ def test_example_3_module_exists_and_parent_verified_it(demo: Demo):
         timeout=30,
     )
     assert check.stdout == "27.0\n", check.stderr
-    [verify] = tool_uses(example.parent, "bash")
+    [verify] = tool_uses(example.parent, "Bash")
+
     assert "import discounts" in verify["input"]["command"]
     [result] = [r for r in tool_results(example.parent) if r["tool_use_id"] == verify["id"]]
     assert not result.get("is_error")
@@ -212,5 +240,6 @@ def test_demo_recording_matches_the_sample_project_strictly(tmp_path: Path):
     copy_sample_project(tmp_path)
     source = ReplaySource(CASSETTE, "strict")
     outcomes: list[Outcome] = []
-    asyncio.run(run_examples(tmp_path, source, lambda _event: None, lambda _: None, outcomes))
+    quiet = lambda: lambda _event: None  # noqa: E731
+    asyncio.run(run_examples(tmp_path, source, quiet, lambda _: None, outcomes))
     assert [o.result.status for o in outcomes] == ["ok", "ok", "ok"], outcomes[-1].result.error

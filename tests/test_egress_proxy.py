@@ -183,7 +183,7 @@ def test_the_parents_own_bash_goes_out_through_the_proxy_too(
     def handler(req: Request) -> Reply:
         if req.turn == 0:
             return tool_reply(
-                "bash",
+                "Bash",
                 {"command": fetch(f"http://{SITE_HOST}:{site.port}/p") + "; "
                  + fetch(f"http://127.0.0.3:{site.port}/q")},
             )  # fmt: skip
@@ -207,11 +207,13 @@ def test_web_fetch_in_a_child_goes_through_the_proxy(
         if req.is_parent:
             if req.turn == 0:
                 return tool_reply(
-                    "task", {"description": "f", "prompt": "f", "subagent_type": "fetcher"}
+                    "Agent", {"description": "f", "prompt": "f", "subagent_type": "fetcher"}
                 )
             return text_reply(req.tool_results[0]["content"])
         if req.turn == 0:
-            return tool_reply("web_fetch", {"url": f"http://{host}:{site.port}/fetched"})
+            return tool_reply(
+                "WebFetch", {"url": f"http://{host}:{site.port}/fetched", "prompt": "p"}
+            )
         return text_reply("CHILD SAW: " + req.tool_results[0]["content"])
 
     agents = tmp_path / ".claude" / "agents"

@@ -225,7 +225,7 @@ def test_background_process_of_a_command_neither_hangs_the_run_nor_survives(
     if "{pid}" not in background:
         command += f" echo $! > {pid_file}"
     command += "; echo started"
-    api_server.handler = turns(tool_reply("bash", {"command": command}), text_reply("done"))
+    api_server.handler = turns(tool_reply("Bash", {"command": command}), text_reply("done"))
     done = run_cli(["task", "go"], fault_env(api_server, mark), cwd=tmp_path, timeout=60)
 
     assert done.returncode == 0, done.stderr
@@ -248,7 +248,7 @@ def test_parent_killed_with_sigkill_leaves_no_child_or_grandchild(
         f"setsid sleep 300 & echo $! > {files['escaped']}; "
         f"echo $$ > {files['fg']}.part; mv {files['fg']}.part {files['fg']}; sleep 300"
     )
-    api_server.handler = delegating([tool_reply("bash", {"command": command})])
+    api_server.handler = delegating([tool_reply("Bash", {"command": command})])
     cli = start_cli(["run", "go"], fault_env(api_server, mark), cwd=tmp_path)
     try:
         fg = read_pid(files["fg"])
@@ -276,7 +276,7 @@ def test_overloaded_api_is_retried_and_the_run_succeeds(
 ) -> None:
     overloaded = error_reply(529, "overloaded_error", "Overloaded")
     task = tool_reply(
-        "task", {"description": "job", "prompt": "do it", "subagent_type": "general-purpose"}
+        "Agent", {"description": "job", "prompt": "do it", "subagent_type": "general-purpose"}
     )
 
     def handler(req: Request) -> list[Reply]:
@@ -380,10 +380,10 @@ def test_disk_full_while_writing_transcripts_is_reported_and_the_run_finishes(
             if req.turn == 0:
                 # fill the disk, then print more than the run log's last page can take
                 more = "head -c 20000 /dev/zero | tr '\\0' x"
-                return tool_reply("bash", {"command": f"{fill}; {more}"})
+                return tool_reply("Bash", {"command": f"{fill}; {more}"})
             if req.turn == 1:
                 return tool_reply(
-                    "task",
+                    "Agent",
                     {"description": "job", "prompt": "do it", "subagent_type": "general-purpose"},
                 )
             return text_reply("finished: " + req.tool_results[0]["content"].splitlines()[0])
@@ -425,7 +425,7 @@ def test_prompt_of_several_megabytes_from_stdin_reaches_the_child_whole(
         if req.is_parent:
             if req.turn == 0:
                 return tool_reply(
-                    "task",
+                    "Agent",
                     {"description": "big", "prompt": req.first_user_text,
                      "subagent_type": "Explore"},
                 )  # fmt: skip
@@ -453,7 +453,7 @@ def test_tool_result_at_the_output_cap_arrives_whole_and_one_more_is_cut(
     api_server: MessagesServer, tmp_path: Path, mark: str, size: int, char: str, whole: bool
 ) -> None:
     command = f"python3 -c \"import sys; sys.stdout.write('{char}' * {size})\""
-    api_server.handler = turns(tool_reply("bash", {"command": command}), text_reply("ok"))
+    api_server.handler = turns(tool_reply("Bash", {"command": command}), text_reply("ok"))
     done = run_cli(["task", "go"], fault_env(api_server, mark), cwd=tmp_path)
 
     assert done.returncode == 0, done.stderr

@@ -72,7 +72,7 @@ async def run_bash(process: ChildProcess, command: str, workdir: Path) -> str:
     while True:
         frame = await asyncio.wait_for(process.frames.next(), 30)
         if isinstance(frame, ModelCall) and frame.turn == 0:
-            use = ToolUseBlock("toolu_1", "bash", {"command": command})
+            use = ToolUseBlock("toolu_1", "Bash", {"command": command})
             await process.answer(ModelReply(0, [use]))
         elif isinstance(frame, ModelCall):
             output = str(frame.messages[-1].content[0].content)  # type: ignore[union-attr]
@@ -291,7 +291,7 @@ def child_and_server(workdir: Path) -> str:
 def probing(workdir: Path) -> Callable[[Request], Reply]:
     """The child runs ``child_and_server(workdir)`` with bash, then answers."""
     return lambda req: [
-        tool_reply("bash", {"command": child_and_server(workdir)}),
+        tool_reply("Bash", {"command": child_and_server(workdir)}),
         text_reply("done"),
     ][min(req.turn, 1)]
 
@@ -342,11 +342,11 @@ def test_fork_server_that_dies_gives_one_warning_and_children_start_plainly(
             if req.turn < 2:
                 prompt = ["hold", "probe"][req.turn]
                 args = {"description": prompt, "prompt": prompt, "subagent_type": "general-purpose"}
-                return tool_reply("task", args)
+                return tool_reply("Agent", args)
             return text_reply("both done")
         if req.turn == 0:
             command = hold if req.first_user_text == "hold" else child_and_server(tmp_path)
-            return tool_reply("bash", {"command": command})
+            return tool_reply("Bash", {"command": command})
         return text_reply(f"{req.first_user_text} finished")
 
     api_server.handler = handler
@@ -378,8 +378,8 @@ def test_interrupt_leaves_no_fork_server_or_child(
     def handler(req: Request) -> Reply:
         if req.is_parent:
             args = {"description": "hang", "prompt": "hang", "subagent_type": "general-purpose"}
-            return tool_reply("task", args)
-        return tool_reply("bash", {"command": command})
+            return tool_reply("Agent", args)
+        return tool_reply("Bash", {"command": command})
 
     api_server.handler = handler
     cli = start_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)

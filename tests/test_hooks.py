@@ -57,16 +57,14 @@ def _is_child(req: Request) -> bool:
 
 def delegates_a_command(command: str, agent: str = "general-purpose") -> Any:
     """The parent delegates once to ``agent`` (in the foreground); the child runs
-    ``command`` in bash and answers with what its tool result said. Works for isoagent's
-    and Claude Code's names (whose subagents may delegate too: told apart by prompt)."""
+    ``command`` in Bash and answers with what its tool result said. Works for isoagent and
+    Claude Code alike (whose subagents may delegate too: told apart by prompt)."""
 
     def handler(req: Request) -> Reply:
         names = req.tool_names
         if not names:  # Claude Code's side requests (a title, ...)
             return text_reply("ok")
         if _is_child(req):
-            if req.turn == 0 and "bash" in names:
-                return tool_reply("bash", {"command": command})
             if req.turn == 0:
                 return tool_reply("Bash", {"command": command, "description": "run"})
             result = req.tool_results[0] if req.tool_results else {}
@@ -76,9 +74,8 @@ def delegates_a_command(command: str, agent: str = "general-purpose") -> Any:
         if req.turn == 0:
             task = {"description": "run it", "prompt": CHILD_PROMPT,
                     "subagent_type": agent}  # fmt: skip
-            if "Agent" in names:  # Claude Code's runs in the background unless told
-                return tool_reply("Agent", {**task, "run_in_background": False})
-            return tool_reply("task", task)
+            # Claude Code's runs in the background unless told
+            return tool_reply("Agent", {**task, "run_in_background": False})
         return text_reply("parent done")
 
     return handler
@@ -88,7 +85,7 @@ def child_requests(server: MessagesServer) -> list[Request]:
     return [r for r in server.requests if r.tool_names and _is_child(r)]
 
 
-def _claude_env(server: MessagesServer, home: Path) -> dict[str, str]:
+def claude_env(server: MessagesServer, home: Path) -> dict[str, str]:
     return {
         "PATH": os.environ["PATH"],
         "HOME": str(home),
@@ -126,7 +123,7 @@ def test_a_pre_tool_use_hook_that_denies_a_childs_bash_stops_it(
 
     hooks = {"PreToolUse": [HookMatcher(matcher="Bash", hooks=[no_bash])]}
     if cli == "claude":
-        env, path = _claude_env(api_server, tmp_path / "home"), CLAUDE
+        env, path = claude_env(api_server, tmp_path / "home"), CLAUDE
         messages = talk("go", workspace, env, path, hooks=hooks, allowed_tools=["Bash", "Agent"])
     else:
         messages = talk("go", workspace, _env(api_server, tmp_path), hooks=hooks)
@@ -152,7 +149,7 @@ def test_a_pre_tool_use_hook_changes_the_parents_bash_input(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": "echo from-the-model > out.txt"})
+            return tool_reply("Bash", {"command": "echo from-the-model > out.txt"})
         return text_reply("done")
 
     api_server.handler = handler
@@ -181,7 +178,7 @@ def test_continue_false_ends_the_agent_before_its_call_runs(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": "touch made.txt"})
+            return tool_reply("Bash", {"command": "touch made.txt"})
         return text_reply("went on")
 
     api_server.handler = handler
@@ -205,7 +202,7 @@ def test_the_parents_prompt_tool_results_and_end_go_through_their_hooks(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": "echo ran"})
+            return tool_reply("Bash", {"command": "echo ran"})
         return text_reply(f"turn {req.turn}")
 
     api_server.handler = handler
@@ -282,7 +279,7 @@ def test_a_settings_command_hook_blocks_a_childs_bash_with_exit_2(
     hook = {"matcher": "Bash|Write", "hooks": [{"type": "command", "command": command}]}
     args = ["-p", "go", "--settings", json.dumps({"hooks": {"PreToolUse": [hook]}})]
     if cli == "claude":
-        env = _claude_env(api_server, tmp_path / "home")
+        env = claude_env(api_server, tmp_path / "home")
         args += ["--allowedTools", "Bash,Agent"]
         done = subprocess.run(
             [str(CLAUDE), *args], env=env, cwd=workspace, capture_output=True, text=True,
@@ -337,7 +334,7 @@ def test_a_child_cannot_ask_the_hooks_about_what_its_task_does_not(
     assert (tmp_path / "forged.pid").exists()
     assert [h["tool_name"] for h in heard] == []
     answer = api_server.requests[-1].tool_results[0]
-    assert "asked the hooks about what its Task does not: PreToolUse of write_file" in str(
+    assert "asked the hooks about what its Task does not: PreToolUse of Write" in str(
         answer["content"]
     )
 
@@ -345,7 +342,7 @@ def test_a_child_cannot_ask_the_hooks_about_what_its_task_does_not(
 @pytest.mark.parametrize(
     ("behaviour", "why"),
     [
-        ("skip-hook", r"ran bash \(toolu_\w+\) without asking the PreToolUse hooks"),
+        ("skip-hook", r"ran Bash \(toolu_\w+\) without asking the PreToolUse hooks"),
         ("lie-hook", r"told its model something else than a PreToolUse hook's denial of toolu_"),
     ],
     ids=["skips-the-hook", "runs-a-denied-call"],
@@ -439,7 +436,7 @@ def test_a_child_granted_a_whole_mcp_server_still_asks_the_hooks(
     )  # fmt: skip
     assert (workspace / "made.txt").exists() and heard == []
     answer = str(api_server.requests[-1].tool_results[0]["content"])
-    assert re.search(r"child ran bash \(toolu_\w+\) without asking the PreToolUse hooks", answer)
+    assert re.search(r"child ran Bash \(toolu_\w+\) without asking the PreToolUse hooks", answer)
     assert len(child_requests(api_server)) == 1  # its second call never reached the model
 
 
@@ -486,8 +483,9 @@ def test_a_child_asks_only_about_the_tools_a_matcher_names(tmp_path: Path) -> No
          "SubagentStop": [{"matcher": "Explore", "hooks": true}]}
     )  # fmt: skip
     session = SessionHooks(hooks, "s", "t", str(tmp_path), "default")
-    assert session.plan(["read_file", "grep"]) == HookPlan()
-    assert session.plan(["bash", "read_file"]) == HookPlan(pre_tool=("bash",))
+    assert session.plan(["Read", "Grep"]) == HookPlan()
+    assert session.plan(["Bash", "Read"]) == HookPlan(pre_tool=("Bash",))
     explore = Subagent("001", "Explore", "t")
-    assert session.plan(["bash"], explore) == HookPlan(pre_tool=("bash",), stop=True)
+    assert session.plan(["Bash"], explore) == HookPlan(pre_tool=("Bash",), stop=True)
+
     assert session.plan(["mcp__calc"]) == HookPlan(pre_tool=("*",))  # its tools: not known yet

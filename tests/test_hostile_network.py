@@ -92,7 +92,7 @@ def network_batch(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": bash(req.first_user_text, url)})
+            return tool_reply("Bash", {"command": bash(req.first_user_text, url)})
         lines = req.tool_results[0]["content"].strip().splitlines()
         return text_reply("SAW " + " | ".join(lines))
 
@@ -218,7 +218,7 @@ def test_a_child_gets_a_bounded_file_limit_and_the_parent_its_own_hard_one(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": "echo soft $(ulimit -Sn) hard $(ulimit -Hn)"})
+            return tool_reply("Bash", {"command": "echo soft $(ulimit -Sn) hard $(ulimit -Hn)"})
         return text_reply(req.tool_results[0]["content"].strip())
 
     api_server.handler = handler  # type: ignore[assignment]

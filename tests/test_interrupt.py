@@ -31,11 +31,11 @@ def test_signal_to_cli_ends_every_child_records_it_and_removes_its_temp_folder(
     def handler(req: Request) -> Reply:
         if req.is_parent:
             return tool_reply(
-                "task",
+                "Agent",
                 {"description": "hang", "prompt": "hang", "subagent_type": "general-purpose"},
             )
         if req.turn == 0:
-            return tool_reply("bash", {"command": command})
+            return tool_reply("Bash", {"command": command})
         return text_reply("unreachable")
 
     api_server.handler = handler

@@ -30,7 +30,7 @@ def three_children(req: Request) -> Reply:
         if req.turn == 0:
             return tools_reply(
                 [
-                    ("task", {"description": f"part {n}", "prompt": f"look at part {n}",
+                    ("Agent", {"description": f"part {n}", "prompt": f"look at part {n}",
                               "subagent_type": "Explore"})
                     for n in (1, 2, 3)
                 ],
@@ -38,7 +38,7 @@ def three_children(req: Request) -> Reply:
             )  # fmt: skip
         return text_reply("ALL-PARTS-DONE", usage=(300, 30))
     if req.turn == 0:
-        return tool_reply("bash", {"command": "sleep 0.2"}, usage=(40, 8))
+        return tool_reply("Bash", {"command": "sleep 0.2"}, usage=(40, 8))
     return text_reply(f"summary of {req.first_user_text}", usage=(60, 12))
 
 

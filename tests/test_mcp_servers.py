@@ -42,7 +42,7 @@ def delegate(agent: str) -> object:
         if req.is_parent:
             if req.turn == 0:
                 task = {"description": "look", "prompt": "look k1", "subagent_type": agent}
-                return tool_reply("task", task)
+                return tool_reply("Agent", task)
             return text_reply("done")
         if req.turn == 0 and "mcp__ctx__lookup" in req.tool_names:
             return tool_reply("mcp__ctx__lookup", {"key": "k1"})
@@ -60,7 +60,7 @@ def delegate_in_turn(*agents: str) -> object:
     def handler(req: Request) -> Reply:
         if req.is_parent and req.turn < len(agents):
             task = {"description": "look", "prompt": "look k1", "subagent_type": agents[req.turn]}
-            return tool_reply("task", task)
+            return tool_reply("Agent", task)
         return to_child(req)  # type: ignore[operator, no-any-return]
 
     return handler
@@ -93,7 +93,7 @@ def test_an_agent_naming_an_mcp_tool_gets_it_from_a_server_in_its_sandbox_that_e
     assert done.returncode == 0, done.stderr
 
     first, second = child_requests(api_server)
-    assert "mcp__ctx__lookup" in first.tool_names and "read_file" in first.tool_names
+    assert "mcp__ctx__lookup" in first.tool_names and "Read" in first.tool_names
     answer = second.tool_results[0]["content"]
     assert "value of k1" in answer
     assert "outside refused" in answer  # the server runs inside the read-only child's sandbox
@@ -262,7 +262,7 @@ def test_the_sdks_control_requests_about_servers_and_context_are_answered(
             return Reply([{"type": "text", "text": "hello"}], usage=(1200, 34), cache=(0, 800))
         if req.is_parent and "look" in said:
             task = {"description": "look", "prompt": "look k1", "subagent_type": "ctx-user"}
-            return tool_reply("task", task)
+            return tool_reply("Agent", task)
         return to_child(req)  # type: ignore[operator, no-any-return]
 
     api_server.handler = handler
@@ -292,7 +292,7 @@ def test_the_sdks_control_requests_about_servers_and_context_are_answered(
     assert [s["status"] for s in status["mcpServers"] if s["name"] == "ctx"] == ["disabled"]
     assert "keeps no file checkpoints" in refusals[0] and "no MCP connection" in refusals[1]
     (child,) = [r for r in child_requests(api_server)]
-    assert "read_file" in child.tool_names and "mcp__ctx__lookup" not in child.tool_names
+    assert "Read" in child.tool_names and "mcp__ctx__lookup" not in child.tool_names
 
 
 def test_an_sdk_in_process_servers_tool_reaches_a_subagent_through_the_parent(
@@ -315,7 +315,7 @@ def test_an_sdk_in_process_servers_tool_reaches_a_subagent_through_the_parent(
         if req.is_parent:
             if req.turn == 0:
                 task = {"description": "add", "prompt": "add 2 and 3", "subagent_type": "adder"}
-                return tool_reply("task", task)
+                return tool_reply("Agent", task)
             return text_reply("done")
         if req.turn == 0:
             return tool_reply("mcp__calc__add", {"a": 2, "b": 3})
@@ -329,7 +329,7 @@ def test_an_sdk_in_process_servers_tool_reaches_a_subagent_through_the_parent(
     messages = asyncio.run(asyncio.wait_for(ask(), 120))
     assert isinstance(messages[-1], claude_agent_sdk.ResultMessage)
     first, second = child_requests(api_server)
-    assert "mcp__calc__add" in first.tool_names and "read_file" in first.tool_names
+    assert "mcp__calc__add" in first.tool_names and "Read" in first.tool_names
     spec = next(t for t in first.body["tools"] if t["name"] == "mcp__calc__add")
     assert spec["input_schema"]["properties"] == {
         "a": {"type": "integer"},
@@ -360,7 +360,9 @@ def test_a_child_cannot_call_an_sdk_servers_tool_its_task_does_not_give(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("task", {"description": "a", "prompt": "a", "subagent_type": "adder"})
+            return tool_reply(
+                "Agent", {"description": "a", "prompt": "a", "subagent_type": "adder"}
+            )
         return text_reply(str(req.tool_results[0]["content"]))
 
     api_server.handler = handler  # type: ignore[assignment]
@@ -428,7 +430,7 @@ def test_an_agent_whose_mcp_servers_names_a_configured_server_gets_its_tools(
     assert "MCP servers left out" not in done.stderr
 
     first, second = child_requests(api_server)
-    assert "mcp__ctx__lookup" in first.tool_names and "read_file" in first.tool_names
+    assert "mcp__ctx__lookup" in first.tool_names and "Read" in first.tool_names
     assert "value of k1" in second.tool_results[0]["content"]
 
 
@@ -452,7 +454,7 @@ def test_an_agents_inline_mcp_server_is_its_own_and_no_other_agents(
     assert "mcp__ctx__lookup" in owner[0].tool_names
     assert "value of k1" in owner[1].tool_results[0]["content"]
     [request] = other
-    assert "mcp__ctx__lookup" not in request.tool_names and "read_file" in request.tool_names
+    assert "mcp__ctx__lookup" not in request.tool_names and "Read" in request.tool_names
     left_out = "MCP servers left out (no .mcp.json or --mcp-config defines it): ctx (agent other)"
     assert left_out in done.stderr
 
@@ -484,7 +486,7 @@ def test_an_agent_with_a_tools_list_gets_of_its_mcp_servers_only_what_the_list_n
     done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
     assert done.returncode == 0, done.stderr
     [request] = child_requests(api_server)
-    assert request.tool_names == ["read_file"]
+    assert request.tool_names == ["Read"]
 
 
 def test_a_malformed_mcp_servers_entry_skips_the_agent_file_with_one_line(

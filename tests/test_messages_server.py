@@ -63,20 +63,20 @@ def test_text_reply_round_trips_and_request_is_recorded(api_server: MessagesServ
 
 
 def test_tool_reply_parses_into_tool_use_block(api_server: MessagesServer) -> None:
-    api_server.handler = lambda req: tool_reply("read_file", {"path": "a.txt"}, text="reading")
+    api_server.handler = lambda req: tool_reply("Read", {"file_path": "a.txt"}, text="reading")
     with _client(api_server) as client:
         msg = client.messages.create(model=MODEL, max_tokens=100, messages=USER)
     assert msg.stop_reason == "tool_use"
     text, tool = msg.content
     assert isinstance(text, TextBlock) and text.text == "reading"
     assert isinstance(tool, ToolUseBlock)
-    assert (tool.name, tool.input) == ("read_file", {"path": "a.txt"})
+    assert (tool.name, tool.input) == ("Read", {"file_path": "a.txt"})
     assert tool.id.startswith("toolu_")
 
 
 def test_tools_reply_gives_unique_tool_use_ids(api_server: MessagesServer) -> None:
     api_server.handler = lambda req: tools_reply(
-        [("bash", {"cmd": "ls"}), ("bash", {"cmd": "pwd"})]
+        [("Bash", {"cmd": "ls"}), ("Bash", {"cmd": "pwd"})]
     )
     with _client(api_server) as client:
         first = client.messages.create(model=MODEL, max_tokens=100, messages=USER)
@@ -90,7 +90,7 @@ def test_tools_reply_gives_unique_tool_use_ids(api_server: MessagesServer) -> No
     "reply",
     [
         text_reply("a streamed answer that is longer than one chunk"),
-        tool_reply("write_file", {"path": "x.py", "content": "print('hi')\n" * 5}, text="ok"),
+        tool_reply("Write", {"file_path": "x.py", "content": "print('hi')\n" * 5}, text="ok"),
     ],
     ids=["text", "tool_use"],
 )
@@ -141,7 +141,7 @@ def test_concurrent_delayed_requests_are_all_in_flight_at_once(
                         model=MODEL,
                         max_tokens=10,
                         messages=[{"role": "user", "content": f"q{i}"}],
-                        tools=[{"name": "task", "input_schema": {"type": "object"}}]
+                        tools=[{"name": "Agent", "input_schema": {"type": "object"}}]
                         if i % 2
                         else [],
                     )
@@ -201,12 +201,12 @@ def test_request_properties_flatten_system_messages_and_tool_results() -> None:
     body = {
         "model": MODEL,
         "system": [{"type": "text", "text": "sys A"}, {"type": "text", "text": "sys B"}],
-        "tools": [{"name": "bash"}, {"name": "task"}],
+        "tools": [{"name": "Bash"}, {"name": "Agent"}],
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "do it"}]},
             {
                 "role": "assistant",
-                "content": [{"type": "tool_use", "id": "t1", "name": "bash", "input": {"c": "x"}}],
+                "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"c": "x"}}],
             },
             {
                 "role": "user",
@@ -222,7 +222,7 @@ def test_request_properties_flatten_system_messages_and_tool_results() -> None:
     }
     req = Request(body=body, headers={})
     assert req.system == "sys A\nsys B"
-    assert req.tool_names == ["bash", "task"]
+    assert req.tool_names == ["Bash", "Agent"]
     assert req.is_parent
     assert req.turn == 1
     assert req.first_user_text == "do it"

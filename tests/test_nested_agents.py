@@ -32,16 +32,16 @@ def nesting(level_1_calls: str = "Explore") -> Any:
         last = req.tool_results[0]["content"] if req.turn else ""
         if req.first_user_text == LEVEL_2:
             if req.turn == 0:
-                return tool_reply("bash", {"command": f"echo {SECRET}"})
+                return tool_reply("Bash", {"command": f"echo {SECRET}"})
             return text_reply("level 2 summary: the secret is read")
         if req.first_user_text == LEVEL_1:
             if req.turn == 0:
                 call = {"description": "d2", "prompt": LEVEL_2, "subagent_type": level_1_calls}
-                return tool_reply("task", call)
+                return tool_reply("Agent", call)
             return text_reply(f"level 1 summary, from below: {str(last)[:60]}")
         if req.turn == 0:
             call = {"description": "d1", "prompt": LEVEL_1, "subagent_type": "general-purpose"}
-            return tool_reply("task", call)
+            return tool_reply("Agent", call)
         return text_reply(f"parent heard: {last}")
 
     return handler
@@ -70,8 +70,8 @@ def test_with_max_depth_2_a_child_delegates_to_a_grandchild_process_and_gets_its
     lines = run_print(api_server, tmp_path, workspace, *args)
 
     level_1, level_2 = requests_for(api_server, LEVEL_1), requests_for(api_server, LEVEL_2)
-    assert "task" in level_1[0].tool_names  # general-purpose delegates at depth 1 of 2
-    assert "task" not in level_2[0].tool_names  # the deepest level does not
+    assert "Agent" in level_1[0].tool_names  # general-purpose delegates at depth 1 of 2
+    assert "Agent" not in level_2[0].tool_names  # the deepest level does not
     below = str(level_1[-1].tool_results[0]["content"])
     assert below.startswith("level 2 summary: the secret is read")  # its summary alone
     assert SECRET not in below and SECRET in level_2[-1].text()
@@ -106,16 +106,16 @@ def test_a_child_at_the_deepest_level_has_no_task_and_its_call_of_one_is_refused
         if req.first_user_text == deepest:
             if req.turn == 0:
                 call = {"description": "d3", "prompt": "LEVEL 3", "subagent_type": "Explore"}
-                return tool_reply("task", call)
+                return tool_reply("Agent", call)
             return text_reply(f"deepest: {req.tool_results[0]['content']}")
         return script(req)
 
     api_server.handler = handler
     lines = run_print(api_server, tmp_path, workspace, "--max-depth", str(max_depth))
     at_the_bottom = requests_for(api_server, deepest)
-    assert "task" not in at_the_bottom[0].tool_names
+    assert "Agent" not in at_the_bottom[0].tool_names
     refused = at_the_bottom[-1].tool_results[0]
-    assert refused["is_error"] and "unknown tool 'task'" in refused["content"]
+    assert refused["is_error"] and "unknown tool 'Agent'" in refused["content"]
     assert requests_for(api_server, "LEVEL 3") == []
     started = [m["task_id"] for m in lines if m.get("subtype") == "task_started"]
     assert started == ["001", "002"][:max_depth]
@@ -193,7 +193,7 @@ def test_nesting_is_the_agent_types_not_that_of_the_tools_a_session_offers(
     run_print(api_server, tmp_path, workspace, "--max-depth", "2", "--allowedTools", "Bash")
 
     level_1 = requests_for(api_server, LEVEL_1)
-    assert "write_file" not in level_1[0].tool_names and "task" in level_1[0].tool_names
+    assert "Write" not in level_1[0].tool_names and "Agent" in level_1[0].tool_names
     assert requests_for(api_server, LEVEL_2), "the grandchild ran"
 
 
@@ -226,7 +226,7 @@ def test_children_may_start_only_so_many_children_in_a_run(
     def handler(req: Request) -> Reply:
         if req.first_user_text == LEVEL_1 and req.turn == 1:  # once more
             call = {"description": "d2", "prompt": LEVEL_2, "subagent_type": "Explore"}
-            return tool_reply("task", call)
+            return tool_reply("Agent", call)
         if req.first_user_text == LEVEL_1 and req.turn == 2:
             return text_reply(f"second: {req.tool_results[0]['content']}")
         return script(req)

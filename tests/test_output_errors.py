@@ -94,7 +94,7 @@ def delegating(req: Request) -> Reply:
     """The parent says something, then delegates; the child answers."""
     if req.is_parent and req.turn == 0:
         task = {"description": "look", "prompt": "look", "subagent_type": "Explore"}
-        return tool_reply("task", task, text="I will delegate.", usage=(100, 100))
+        return tool_reply("Agent", task, text="I will delegate.", usage=(100, 100))
     if req.is_parent:
         return text_reply("the answer", usage=(100, 100))
     return text_reply("found it", usage=(100, 100))

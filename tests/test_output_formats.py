@@ -32,13 +32,13 @@ def delegating(req: Request) -> Reply:
     if req.is_parent:
         if req.turn == 0:
             return tool_reply(
-                "task",
+                "Agent",
                 {"description": "look around", "prompt": "list files", "subagent_type": "Explore"},
                 text="Delegating.",
             )
         return text_reply("Final answer: " + req.tool_results[0]["content"].splitlines()[0])
     if req.turn == 0:
-        return tool_reply("glob", {"pattern": "*"})
+        return tool_reply("Glob", {"pattern": "*"})
     return text_reply("one file: a.txt")
 
 
@@ -98,7 +98,7 @@ def test_stream_json_is_claude_codes_stream_and_the_sdk_parses_every_line(
     assert None not in messages  # every line is a message type the SDK knows
     init, *middle, result = messages
     assert isinstance(init, SystemMessage) and init.subtype == "init"
-    assert init.data["cwd"] == str(workspace) and "task" in init.data["tools"]
+    assert init.data["cwd"] == str(workspace) and "Agent" in init.data["tools"]
     assert "Explore" in init.data["agents"]
     session = init.data["session_id"]
     assert isinstance(result, ResultMessage) and result.session_id == session
@@ -106,24 +106,24 @@ def test_stream_json_is_claude_codes_stream_and_the_sdk_parses_every_line(
 
     kinds = [type(m).__name__ for m in middle]
     assert kinds == [
-        "AssistantMessage",  # parent: "Delegating." + task call
+        "AssistantMessage",  # parent: "Delegating." + Agent call
         "TaskStartedMessage",
-        "AssistantMessage",  # child: glob call
+        "AssistantMessage",  # child: Glob call
         "TaskProgressMessage",  # turn 1 done
-        "TaskProgressMessage",  # glob started
-        "TaskProgressMessage",  # glob done
-        "UserMessage",  # child: glob result
+        "TaskProgressMessage",  # Glob started
+        "TaskProgressMessage",  # Glob done
+        "UserMessage",  # child: Glob result
         "AssistantMessage",  # child: its summary
         "TaskProgressMessage",  # turn 2 done
         "TaskNotificationMessage",
-        "UserMessage",  # parent: the task result
+        "UserMessage",  # parent: the Agent result
         "AssistantMessage",  # parent: the answer
     ], "\n".join(kinds)
     first = middle[0]
     assert isinstance(first, AssistantMessage) and first.parent_tool_use_id is None
     assert isinstance(first.content[0], TextBlock) and first.content[0].text == "Delegating."
     task_call = first.content[1]
-    assert isinstance(task_call, ToolUseBlock) and task_call.name == "task"
+    assert isinstance(task_call, ToolUseBlock) and task_call.name == "Agent"
     started, notified = middle[1], middle[9]
     assert isinstance(started, TaskStartedMessage) and started.tool_use_id == task_call.id
     assert started.description == "look around" and started.task_type == "local_agent"
@@ -140,7 +140,7 @@ def test_stream_json_is_claude_codes_stream_and_the_sdk_parses_every_line(
 
 
 def test_a_failed_run_is_an_error_result(api_server: MessagesServer, workspace: Path) -> None:
-    api_server.handler = lambda req: tool_reply("glob", {"pattern": "*"})
+    api_server.handler = lambda req: tool_reply("Glob", {"pattern": "*"})
     args = ["run", "loop", "--max-turns", "1", "-C", str(workspace), "--output-format", "json"]
     done = run_cli(args, cli_env(api_server), cwd=workspace, input="")
     assert done.returncode != 0
@@ -167,7 +167,8 @@ def test_task_json_and_stream_json(api_server: MessagesServer, workspace: Path) 
     assert kinds[0] == "SystemMessage" and kinds[1] == "TaskStartedMessage"
     init = messages[0]
     assert isinstance(init, SystemMessage)
-    assert init.data["tools"] == ["bash", "read_file", "write_file", "edit_file", "glob", "grep"]
+    assert init.data["tools"] == ["Bash", "Read", "Write", "Edit", "Glob", "Grep"]
+
     assert kinds[-2:] == ["TaskNotificationMessage", "ResultMessage"]
     [answer] = [m for m in messages if isinstance(m, AssistantMessage)]
     assert answer.parent_tool_use_id is None  # no parent: the child is the main agent

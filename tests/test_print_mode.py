@@ -46,9 +46,7 @@ def test_print_flag_runs_the_parent_and_prints_the_answer(
     api_server.handler = echo
     done = run_cli(["-p", "hello"], env_for(api_server, tmp_path), cwd=workspace, input="")
     assert done.returncode == 0, done.stderr
-    assert (
-        done.stdout == "hello | bash,read_file,write_file,edit_file,glob,grep,task,send_message\n"
-    )
+    assert done.stdout == "hello | Bash,Read,Write,Edit,Glob,Grep,Agent,SendMessage\n"
     assert done.stderr == ""  # like claude -p: no progress lines
 
 
@@ -106,12 +104,13 @@ def test_system_prompt_flags(api_server: MessagesServer, tmp_path: Path, workspa
 def test_allowed_and_disallowed_tools_shape_the_parent(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
-    """``--allowedTools 'Bash(git:*)'``: the parent reads, and its bash runs git only; a
+    """``--allowedTools 'Bash(git:*)'``: the parent reads, and its Bash runs git only; a
+
     command that is not git is refused and the model reads why."""
 
     def handler(req: Request) -> Reply:
-        if req.turn == 0 and "bash" in req.tool_names:
-            return tool_reply("bash", {"command": "git --version; touch made.txt"})
+        if req.turn == 0 and "Bash" in req.tool_names:
+            return tool_reply("Bash", {"command": "git --version; touch made.txt"})
         return echo(req)
 
     api_server.handler = handler
@@ -120,12 +119,12 @@ def test_allowed_and_disallowed_tools_shape_the_parent(
     done = run_cli(args, env, cwd=workspace, input="")
     assert done.returncode == 0, done.stderr
     assert api_server.requests[0].tool_names == [
-        "read_file",
-        "glob",
-        "grep",
-        "bash",
-        "task",
-        "send_message",
+        "Read",
+        "Glob",
+        "Grep",
+        "Bash",
+        "Agent",
+        "SendMessage",
     ]
     refused = api_server.requests[1].tool_results[0]
     assert refused["is_error"] and "`touch made.txt` is not allowed" in refused["content"]
@@ -138,20 +137,20 @@ def test_allowed_and_disallowed_tools_shape_the_parent(
         ["-p", "go", "--disallowedTools", "Bash,Write", "--disallowedTools", "Task"],
         env, cwd=workspace, input="",
     )  # fmt: skip
-    assert done.stdout == "go | read_file,edit_file,glob,grep\n"
+    assert done.stdout == "go | Read,Edit,Glob,Grep\n"
     done = run_cli(
         ["-p", "go", "--disallowedTools", "Bash", "--output-format", "stream-json", "--verbose"],
         env, cwd=workspace, input="",
     )  # fmt: skip
     init = json.loads(done.stdout.splitlines()[0])
     assert init["tools"] == [
-        "read_file",
-        "write_file",
-        "edit_file",
-        "glob",
-        "grep",
-        "task",
-        "send_message",
+        "Read",
+        "Write",
+        "Edit",
+        "Glob",
+        "Grep",
+        "Agent",
+        "SendMessage",
     ]
 
 
@@ -172,9 +171,9 @@ def test_plan_mode_takes_every_write_away(
     api_server.handler = echo
     args = ["-p", "go", "--permission-mode", "plan", "--output-format", "json"]
     done = run_cli(args, env_for(api_server, tmp_path), cwd=workspace, input="")
-    assert json.loads(done.stdout)["result"] == "go | read_file,glob,grep,task,send_message"
+    assert json.loads(done.stdout)["result"] == "go | Read,Glob,Grep,Agent,SendMessage"
     agents = run_cli(["agents", "--json"], env_for(api_server, tmp_path), cwd=workspace)
-    assert "write_file" in agents.stdout  # plan mode belongs to the run, not to the files
+    assert "Write" in agents.stdout  # plan mode belongs to the run, not to the files
 
 
 def test_inline_agents_are_offered_to_the_parent(
@@ -184,7 +183,7 @@ def test_inline_agents_are_offered_to_the_parent(
         if req.is_parent:
             if req.turn == 0:
                 task = {"description": "r", "prompt": "review", "subagent_type": "rev"}
-                return tool_reply("task", task)
+                return tool_reply("Agent", task)
             return text_reply(req.tool_results[0]["content"].splitlines()[0])
         return text_reply(f"{req.system} {req.model} {','.join(req.tool_names)}")
 
@@ -197,7 +196,7 @@ def test_inline_agents_are_offered_to_the_parent(
         env_for(api_server, tmp_path), cwd=workspace, input="",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout == f"REV-PROMPT {CURRENT_MODELS['haiku']} read_file\n"
+    assert done.stdout == f"REV-PROMPT {CURRENT_MODELS['haiku']} Read\n"
 
 
 def test_resume_and_continue_carry_the_conversation_on(
@@ -250,10 +249,7 @@ def test_the_sdks_query_runs_isoagent_through_cli_path(
     assert "rev" in init.data["agents"]  # the agent sent in the initialize request
     assert isinstance(answer, AssistantMessage) and answer.parent_tool_use_id is None
     assert isinstance(result, ResultMessage) and not result.is_error
-    assert (
-        result.result
-        == "hello from the sdk | bash,read_file,write_file,edit_file,glob,grep,task,send_message"
-    )
+    assert result.result == "hello from the sdk | Bash,Read,Write,Edit,Glob,Grep,Agent,SendMessage"
     assert api_server.requests[0].model == CURRENT_MODELS["haiku"]
     assert not [r for r in caplog.records if r.levelname == "WARNING"]  # "too old" and such
 
@@ -361,7 +357,7 @@ def test_the_sdks_interrupt_ends_the_parents_turn(
     def endless(req: Request) -> Reply:
         if any(block.get("text") == "after" for block in req.messages[-1]["content"]):
             return text_reply("still here")  # the session goes on: "go" is still first
-        return tool_reply("bash", {"command": "echo step"}, delay=0.2)
+        return tool_reply("Bash", {"command": "echo step"}, delay=0.2)
 
     api_server.handler = endless
     options = ClaudeAgentOptions(
@@ -404,11 +400,7 @@ def test_piped_stdin_and_max_turns_as_claude_code_does_them(
     ]
     assert all("summarize\npiped text" in texts for texts in user_texts), user_texts
 
-    def wants_a_tool(req: Request) -> Reply:
-        name = "Bash" if "Bash" in req.tool_names else "bash"
-        return tool_reply(name, {"command": "echo hi", "description": "echo"})
-
-    api_server.handler = wants_a_tool
+    api_server.handler = lambda req: tool_reply("Bash", {"command": "echo hi", "description": "e"})
     args = ["-p", "loop", "--max-turns", "1", "--output-format", "json"]
     claude, isoagent = (
         json.loads(out) for out in run_both(args, api_server, tmp_path / "turns", ok=False)

@@ -15,6 +15,7 @@ from isoagent.parent.records.events import (
     RunStarted,
 )
 from isoagent.protocol import Progress, Result, TextBlock, Usage
+from tests.support.terminal import screen_of
 
 STARTED = ChildStarted("001", "Explore", "find test framework", "p", "m", 42, "t.jsonl")
 PROGRESS = ChildProgress("001", "Explore", "find test framework", Progress("tool_end", 1, 5, 3.2))
@@ -56,7 +57,8 @@ def test_the_parents_thinking_is_a_live_line_with_the_tokens_it_streamed() -> No
     asyncio.run(scenario())
     out = stream.getvalue()
     assert "  parent: thinking " in out and ", ~10 tokens" in out and "~11" not in out
-    assert out.endswith("isoagent: 3 turns, 1,200 tokens, $0.0060; runs/r\n")
+    # one turn: the answer the parent had (a RunFinished's turns are its main agent's alone)
+    assert screen_of(out) == ["isoagent: 1 turn, 1,200 tokens, $0.0060; runs/r"]
 
 
 FINISHED = RunFinished(Result("s", "ok", 3, 8, Usage(), 5.1), "runs/r")
@@ -69,15 +71,15 @@ def test_live_line_is_redrawn_in_place_and_keeps_ticking() -> None:
         display = ProgressDisplay(stream, live=True)
         display(STARTED)
         display(PROGRESS)
-        before = stream.getvalue().count("\x1b[1F")
+        before = stream.getvalue().count("find test framework ... 5 tools")
         await asyncio.sleep(1.2)  # no events: the ticker redraws on its own
-        assert stream.getvalue().count("\x1b[1F") >= before + 2
+        assert stream.getvalue().count("find test framework ... 5 tools") >= before + 2
         display(DONE)
 
     asyncio.run(scenario())
     out = stream.getvalue()
     assert "  [Explore] find test framework ... 5 tools, " in out
-    assert out.endswith("  [Explore] find test framework - done (8 tools, 5.1s)\n")
+    assert screen_of(out) == ["  [Explore] find test framework - done (8 tools, 5.1s)"]
 
 
 def test_failed_child_says_why() -> None:

@@ -41,7 +41,7 @@ def test_each_turn_of_a_child_marks_its_tools_system_and_newest_block_for_the_ca
 ) -> None:
     def handler(req: Request) -> Reply:
         if req.turn < 2:
-            return tool_reply("bash", {"command": f"echo {req.turn}"})
+            return tool_reply("Bash", {"command": f"echo {req.turn}"})
         return text_reply("done")
 
     api_server.handler = handler
@@ -90,7 +90,7 @@ def test_cache_token_counts_reach_the_json_output_and_the_transcripts(
 ) -> None:
     def handler(req: Request) -> Reply:
         if req.turn == 0:  # the first turn writes the prefix, the second reads it
-            return Reply(**{**vars(tool_reply("bash", {"command": "true"})), "cache": (900, 0)})
+            return Reply(**{**vars(tool_reply("Bash", {"command": "true"})), "cache": (900, 0)})
         return Reply(**{**vars(text_reply("done")), "cache": (40, 900)})
 
     api_server.handler = handler

@@ -46,25 +46,25 @@ from isoagent.protocol.framing import MAX_FRAME, FrameAssembler, decoded_size
 
 CONVERSATION = [
     Message("user", [TextBlock("find the tests")]),
-    Message("assistant", [TextBlock("looking"), ToolUseBlock("t1", "bash", {"command": "ls"})]),
+    Message("assistant", [TextBlock("looking"), ToolUseBlock("t1", "Bash", {"command": "ls"})]),
     Message("user", [ToolResultBlock("t1", "tests/\n", is_error=False)]),
 ]
 CHILD_FRAMES = [
     Hello(PROTOCOL_VERSION, 123),
-    ModelCall(3, "m", 100, "sys", CONVERSATION, [ToolSpec("bash", "run", {"type": "object"})]),
-    Progress("tool_start", 1, 2, 0.5, tool="bash", detail="ls"),
+    ModelCall(3, "m", 100, "sys", CONVERSATION, [ToolSpec("Bash", "run", {"type": "object"})]),
+    Progress("tool_start", 1, 2, 0.5, tool="Bash", detail="ls"),
     Result("done", "ok", 2, 1, Usage(5, 6), 1.5),
     Heartbeat(),
 ]
 PARENT_FRAMES = [
-    Task("go", AgentSpec("Explore", "d", "p", ["bash"]), "m", "/w", "/t"),
+    Task("go", AgentSpec("Explore", "d", "p", ["Bash"]), "m", "/w", "/t"),
     ModelReply(3, [TextBlock("hi")], "end_turn", Usage(1, 2)),
     ModelReply(4, error=ModelError("auth", "bad key", 401)),
     Cancel("user pressed Ctrl-C"),
     Heartbeat(),
     Task(
         "go",
-        AgentSpec("Explore", "d", "p", ["bash"]),
+        AgentSpec("Explore", "d", "p", ["Bash"]),
         "m",
         "ws",
         "",

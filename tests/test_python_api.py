@@ -41,7 +41,7 @@ def workspace(tmp_path: Path) -> Path:
 
 def reviewing(req: Request) -> Reply:
     if req.turn == 0:
-        return tool_reply("read_file", {"path": "app.py"})
+        return tool_reply("Read", {"file_path": "app.py"})
     return text_reply(f"bug: division by zero | {','.join(req.tool_names)}")
 
 
@@ -50,7 +50,7 @@ def test_task_runs_one_subagent_and_returns_its_result(
 ) -> None:
     server.handler = reviewing
     result = isoagent.task("review app.py", agent="Explore", workdir=workspace, model="haiku")
-    assert result.result == "bug: division by zero | bash,read_file,glob,grep"
+    assert result.result == "bug: division by zero | Bash,Read,Glob,Grep"
     assert (result.status, result.is_error, result.turns, result.tool_calls) == ("ok", False, 2, 1)
     assert result.usage.input_tokens == 20 and result.usage.output_tokens == 10
     assert result.transcript.is_file() and result.transcript.parent == result.run_dir
@@ -113,7 +113,7 @@ def test_claude_code_options_shape_the_parent(server: MessagesServer, workspace:
         "x", workdir=workspace, allowed_tools=["Bash(git:*)"], permission_mode="default",
         system_prompt="Be brief.", agents={"rev": {"description": "d", "prompt": "p"}},
     )  # fmt: skip
-    assert result.result == "read_file,glob,grep,bash,task,send_message"
+    assert result.result == "Read,Glob,Grep,Bash,Agent,SendMessage"
     assert server.requests[0].system == "Be brief."
     assert "- rev: d" in json.dumps(server.requests[0].body["tools"])
 
@@ -167,7 +167,8 @@ def test_an_agent_definition_in_options_is_an_agent_a_task_can_name(
     )
     options = isoagent.Options(workdir=workspace, agents={"rev": reviewer})
     result = isoagent.task("review app.py", agent="rev", options=options)
-    assert result.result == "bug: division by zero | read_file"
+    assert result.result == "bug: division by zero | Read"
+
     assert server.requests[0].system.startswith("You review code.")
     assert {r.model for r in server.requests} == {CURRENT_MODELS["haiku"]}
 

@@ -23,6 +23,7 @@ from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, error_reply, text_reply
 from tests.support.rate_limits import Overloaded, RateLimited
+from tests.support.terminal import screen_of
 
 
 def _call(n: int, words: int = 1) -> ModelCall:
@@ -134,7 +135,10 @@ def test_the_batch_line_shows_what_calls_wait_on_and_a_change_is_written_above_i
     assert display.status().endswith("; rate limited (60 requests/min): waiting 10 s")
     assert stream.getvalue().count("isoagent: rate limited (60 requests/min)") == 1
     display.close()
-    assert "waiting" not in stream.getvalue().splitlines()[-1]  # the final counts
+    lines = screen_of(stream.getvalue())
+    assert lines[0] == "isoagent: rate limited (60 requests/min): waiting 12 s", lines
+    assert lines[1].startswith("isoagent: batch: 0/3 done") and "waiting" not in lines[1]
+    assert len(lines) == 2
 
 
 def test_a_batch_refused_again_and_again_says_so_once_the_waits_add_up(

@@ -45,7 +45,7 @@ def delegating(request: Request):
     if request.is_parent:
         if request.turn == 0:
             return tool_reply(
-                "task",
+                "Agent",
                 {
                     "description": "read notes",
                     "prompt": "Read notes.txt",
@@ -54,14 +54,14 @@ def delegating(request: Request):
             )
         return text_reply("Parent: " + request.tool_results[0]["content"].splitlines()[0])
     if request.turn == 0:
-        return tool_reply("read_file", {"path": "notes.txt"})
+        return tool_reply("Read", {"file_path": "notes.txt"})
     return text_reply("notes: " + request.tool_results[0]["content"].replace("\n", " | "))
 
 
 def reading(request: Request):
     """The parent alone reads notes.txt and quotes it."""
     if request.turn == 0:
-        return tool_reply("read_file", {"path": "notes.txt"})
+        return tool_reply("Read", {"file_path": "notes.txt"})
     return text_reply("quoted: " + request.tool_results[0]["content"].replace("\n", " | "))
 
 
@@ -119,7 +119,7 @@ def test_recording_writes_each_call_as_it_completes(api_server: MessagesServer, 
     assert [len(e.request.messages) for e in entries] == [
         len(r.messages) for r in api_server.requests
     ]
-    assert entries[2].response.content == [TextBlock("notes: " + "     1\talpha |      2\tbeta")]
+    assert entries[2].response.content == [TextBlock("notes: " + "1\talpha | 2\tbeta")]
 
 
 def test_replayed_run_gives_the_same_answer_with_no_server_and_no_key(
@@ -142,7 +142,7 @@ def test_replayed_run_gives_the_same_answer_with_no_server_and_no_key(
     )
 
     assert replayed.returncode == 0, replayed.stderr
-    assert replayed.stdout == recorded.stdout == "Parent: notes:      1\talpha |      2\tbeta\n"
+    assert replayed.stdout == recorded.stdout == "Parent: notes: 1\talpha | 2\tbeta\n"
     [before] = (ws / ".isoagent" / "runs").glob("*/child-001-Explore.jsonl")
     [after] = (moved / ".isoagent" / "runs").glob("*/child-001-Explore.jsonl")
     assert messages_of(after) == messages_of(before)
@@ -308,8 +308,8 @@ def test_loose_match_ignores_tool_output_but_not_failure(tmp_path):
     uses = Message(
         "assistant",
         [
-            ToolUseBlock("t1", "bash", {"command": "date"}),
-            ToolUseBlock("t2", "bash", {"command": "ls"}),
+            ToolUseBlock("t1", "Bash", {"command": "date"}),
+            ToolUseBlock("t2", "Bash", {"command": "ls"}),
         ],
     )
 
@@ -358,7 +358,7 @@ def _batch_child(request: Request):
     assert name is not None
     delay = (zlib.crc32(name.group().encode()) % 5) / 20
     if request.turn == 0:
-        return tool_reply("read_file", {"path": name.group()}, delay=delay)
+        return tool_reply("Read", {"file_path": name.group()}, delay=delay)
     return text_reply(f"{name.group()}: " + request.tool_results[0]["content"].strip(), delay=delay)
 
 

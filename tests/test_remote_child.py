@@ -29,7 +29,7 @@ from isoagent.protocol import (
 from isoagent.protocol.hostserver import STDOUT, Data, FromServer, Open, Opened, Ready
 from tests.support.processes import alive, wait_for
 
-AGENT = AgentSpec("general-purpose", "d", "p", ["bash"])
+AGENT = AgentSpec("general-purpose", "d", "p", ["Bash"])
 COMMAND = "sleep 300 & echo $! > ../sleeper.pid; env > ../env.txt; pwd > ../pwd.txt"
 
 
@@ -80,7 +80,7 @@ def test_a_remote_child_settles_on_its_host_and_ends_itself_when_the_parent_goes
         seen: set[type] = set()
         call = next_frame(reader, seen)
         assert isinstance(call, ModelCall)
-        writer.write(ModelReply(call.turn, [ToolUseBlock("t1", "bash", {"command": COMMAND})]))
+        writer.write(ModelReply(call.turn, [ToolUseBlock("t1", "Bash", {"command": COMMAND})]))
         assert isinstance(next_frame(reader, seen), ModelCall)  # the command ran
         while Heartbeat not in seen:  # the child says it is alive; the parent, from now on, not
             seen.add(type(reader.read()))

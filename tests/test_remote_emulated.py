@@ -51,7 +51,7 @@ def probe_then_answer(delay: float = 0.0) -> Callable[[Request], Reply]:
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": PROBE})
+            return tool_reply("Bash", {"command": PROBE})
         return text_reply(req.tool_results[0]["content"], delay=delay)
 
     return handler
@@ -151,7 +151,7 @@ def test_a_silent_link_is_detected_by_heartbeat_the_remote_child_ends_itself_and
     def handler(req: Request) -> Reply:
         if req.turn == 0:  # a command that would outlive its child if nothing ended it
             command = "sleep 300 & echo $! > sleeper.pid; cat marker.txt"
-            return tool_reply("bash", {"command": command})
+            return tool_reply("Bash", {"command": command})
         (root / "a" / "silence").touch()  # a's link goes quiet: this reply never gets there
         return text_reply(req.tool_results[0]["content"])
 
@@ -179,7 +179,7 @@ def test_a_child_that_crashes_after_hello_is_not_retried_unless_asked(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:  # the child's command kills it: a crash, not a lost link
-            return tool_reply("bash", {"command": "kill -TERM $PPID; sleep 5"})
+            return tool_reply("Bash", {"command": "kill -TERM $PPID; sleep 5"})
         return text_reply("done")
 
     api_server.handler = handler
@@ -202,7 +202,7 @@ def test_a_cut_link_after_hello_moves_the_task_to_another_host(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": "cat marker.txt"})
+            return tool_reply("Bash", {"command": "cat marker.txt"})
         (root / "a" / "cut").touch()  # ssh on a exits 255 before this reply is relayed
         return text_reply(req.tool_results[0]["content"], delay=0.5)
 
@@ -249,7 +249,7 @@ def test_a_remote_childs_command_cannot_forge_frames_through_its_host_server(
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": f"{sys.executable} attack.py"})
+            return tool_reply("Bash", {"command": f"{sys.executable} attack.py"})
         return text_reply("CHILD SAW: " + req.tool_results[0]["content"])
 
     api_server.handler = handler
@@ -271,7 +271,7 @@ def test_run_delegates_to_a_child_on_a_host(
 ) -> None:
     host(root, "a")
     api_server.handler = delegating(
-        [tool_reply("bash", {"command": "cat marker.txt"}), text_reply("ok")]
+        [tool_reply("Bash", {"command": "cat marker.txt"}), text_reply("ok")]
     )
     done = run_cli(
         ["run", "go", "-C", str(workspace), *remote(root, "a:1")], cli_env(api_server), cwd=tmp_path

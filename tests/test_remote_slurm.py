@@ -37,7 +37,7 @@ def through(launcher: str, hosts: str) -> list[str]:
 
 def probe(req: Request) -> Reply:
     if req.turn == 0:
-        return tool_reply("bash", {"command": PROBE})
+        return tool_reply("Bash", {"command": PROBE})
     return text_reply(req.tool_results[0]["content"])
 
 

@@ -28,7 +28,7 @@ def delegate(agent: str, child_steps: list[Reply], summary_prefix: str = "Parent
         if req.is_parent:
             if req.turn == 0:
                 return tool_reply(
-                    "task",
+                    "Agent",
                     {"description": "look around", "prompt": "inspect", "subagent_type": agent},
                 )
             return text_reply(summary_prefix + req.tool_results[0]["content"])
@@ -49,7 +49,7 @@ def workspace(tmp_path: Path) -> Path:
 def test_child_context_is_fresh_and_only_its_summary_reaches_the_parent(
     api_server: MessagesServer, workspace: Path
 ) -> None:
-    api_server.handler = delegate("Explore", [tool_reply("read_file", {"path": "secret.txt"})])
+    api_server.handler = delegate("Explore", [tool_reply("Read", {"file_path": "secret.txt"})])
     done = run_cli(["run", "what is in secret.txt?"], cli_env(api_server), cwd=workspace)
     assert done.returncode == 0, done.stderr
 
@@ -57,7 +57,7 @@ def test_child_context_is_fresh_and_only_its_summary_reaches_the_parent(
     parent = [r for r in api_server.requests if r.is_parent]
     assert len(child[0].messages) == 1
     assert child[0].first_user_text == "inspect"
-    assert "task" not in child[0].tool_names
+    assert "Agent" not in child[0].tool_names
     assert SECRET in child[1].text()  # the child did read it ...
     assert all(SECRET not in r.text() for r in parent)  # ... the parent never saw it
     assert "CHILD SUMMARY after 1 turns" in done.stdout
@@ -75,7 +75,7 @@ def test_child_runs_in_its_own_process_under_the_cli_without_credentials(
         "echo ancestor=$p $(tr '\\0' ' ' < /proc/$p/cmdline); "
         "p=$(ps -o ppid= -p $p | tr -d ' '); done; echo ENVIRONMENT; env"
     )
-    api_server.handler = delegate("general-purpose", [tool_reply("bash", {"command": probe})])
+    api_server.handler = delegate("general-purpose", [tool_reply("Bash", {"command": probe})])
     env = cli_env(api_server, ANTHROPIC_AUTH_TOKEN="token-xyz")
     done = run_cli(["run", "probe"], env, cwd=workspace, process=True)
     assert done.returncode == 0, done.stderr
@@ -107,7 +107,7 @@ def test_child_runs_in_its_own_process_under_the_cli_without_credentials(
 def test_child_transcript_holds_the_whole_conversation(
     api_server: MessagesServer, workspace: Path
 ) -> None:
-    api_server.handler = delegate("Explore", [tool_reply("read_file", {"path": "secret.txt"})])
+    api_server.handler = delegate("Explore", [tool_reply("Read", {"file_path": "secret.txt"})])
     done = run_cli(["run", "go"], cli_env(api_server), cwd=workspace)
     assert done.returncode == 0, done.stderr
 
@@ -117,7 +117,7 @@ def test_child_transcript_holds_the_whole_conversation(
     assert [e["type"] for e in events] == [
         "child_started",
         "message",  # the task prompt
-        "message",  # read_file call
+        "message",  # Read call
         "message",  # its result
         "message",  # the summary
         "child_result",
@@ -131,7 +131,7 @@ def test_large_tool_output_is_truncated_before_any_model_sees_it(
     api_server: MessagesServer, workspace: Path
 ) -> None:
     flood = "python3 -c \"import sys; sys.stdout.write('x' * 50_000_000)\"; echo END"
-    api_server.handler = delegate("general-purpose", [tool_reply("bash", {"command": flood})])
+    api_server.handler = delegate("general-purpose", [tool_reply("Bash", {"command": flood})])
     done = run_cli(["run", "flood"], cli_env(api_server), cwd=workspace, timeout=120)
     assert done.returncode == 0, done.stderr
 
@@ -149,14 +149,14 @@ def test_parallel_task_calls_run_in_separate_processes(
         if req.is_parent:
             if req.turn == 0:
                 calls = [
-                    ("task", {"description": f"job {n}", "prompt": f"job {n}",
+                    ("Agent", {"description": f"job {n}", "prompt": f"job {n}",
                               "subagent_type": "Explore"})
                     for n in range(3)
                 ]  # fmt: skip
                 return tools_reply(calls)
             return text_reply(" | ".join(r["content"] for r in req.tool_results))
         if req.turn == 0:
-            return tool_reply("bash", {"command": "echo pid=$PPID"}, delay=0.3)
+            return tool_reply("Bash", {"command": "echo pid=$PPID"}, delay=0.3)
         return text_reply(req.tool_results[0]["content"].strip())
 
     api_server.handler = handler
@@ -172,7 +172,7 @@ def test_parent_commands_do_not_see_the_api_credentials(
 ) -> None:
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("bash", {"command": "env; echo ISOAGENT_SEEN=$ISOAGENT_CHILD_TAG"})
+            return tool_reply("Bash", {"command": "env; echo ISOAGENT_SEEN=$ISOAGENT_CHILD_TAG"})
         return text_reply(req.tool_results[0]["content"])
 
     api_server.handler = handler
@@ -189,7 +189,7 @@ def test_thinking_goes_back_to_the_api_unchanged_with_the_tool_results(
 ) -> None:
     """Models that think by default reject a tool result whose turn lost its thinking."""
     thinking = {"type": "thinking", "thinking": "I should list files.", "signature": "sig-1"}
-    step = tool_reply("bash", {"command": "echo hi"})
+    step = tool_reply("Bash", {"command": "echo hi"})
     step.content.insert(0, thinking)
     api_server.handler = delegate("general-purpose", [step])
     done = run_cli(["run", "think first"], cli_env(api_server), cwd=workspace)

@@ -144,21 +144,21 @@ def test_a_misspelt_flag_in_print_mode_is_clicks_error_with_the_nearest_name(
 def test_tools_sets_the_parents_base_tools(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
-    """The SDK's ``tools``: the set the parent has (``task`` only if named), ``[]`` none;
+    """The SDK's ``tools``: the set the parent has (``Agent`` only if named), ``[]`` none;
     ``allowed_tools`` chooses among them, as the permission mode says."""
     api_server.handler = lambda req: text_reply(",".join(req.tool_names) or "none")
     cases = [
-        ({"tools": ["Bash", "Read"]}, "bash,read_file"),
-        ({"tools": ["Read", "Grep", "Task"]}, "read_file,grep,task,send_message"),
+        ({"tools": ["Bash", "Read"]}, "Bash,Read"),
+        ({"tools": ["Read", "Grep", "Task"]}, "Read,Grep,Agent,SendMessage"),
         ({"tools": []}, "none"),
-        ({"tools": {"type": "preset", "preset": "claude_code"}}, "bash,read_file,write_file,"
-         "edit_file,glob,grep,task,send_message"),
-        ({"tools": ["Read", "Write", "Bash"], "allowed_tools": ["Write"]}, "read_file,write_file"),
+        ({"tools": {"type": "preset", "preset": "claude_code"}}, "Bash,Read,Write,"
+         "Edit,Glob,Grep,Agent,SendMessage"),
+        ({"tools": ["Read", "Write", "Bash"], "allowed_tools": ["Write"]}, "Read,Write"),
         # nobody to ask: acceptEdits adds the edits, bypassPermissions asks for nothing
         ({"allowed_tools": ["Bash(git:*)"], "permission_mode": "acceptEdits"},
-         "read_file,glob,grep,bash,write_file,edit_file,task,send_message"),
+         "Read,Glob,Grep,Bash,Write,Edit,Agent,SendMessage"),
         ({"allowed_tools": ["Read"], "permission_mode": "bypassPermissions"},
-         "bash,read_file,write_file,edit_file,glob,grep,task,send_message"),
+         "Bash,Read,Write,Edit,Glob,Grep,Agent,SendMessage"),
     ]  # fmt: skip
     for options, tools in cases:
         lines = run_sdk_args(api_server, tmp_path, workspace, "hi", **options)
@@ -215,9 +215,9 @@ def delegating(command: str, answer: Callable[[Request], str]) -> Callable[[Requ
     def handler(req: Request) -> Reply:
         if req.is_parent and req.turn == 0:
             task = {"description": "d", "prompt": "work", "subagent_type": "general-purpose"}
-            return tool_reply("task", task)
+            return tool_reply("Agent", task)
         if not req.is_parent and req.turn == 0:
-            return tool_reply("bash", {"command": command})
+            return tool_reply("Bash", {"command": command})
         return text_reply(answer(req))
 
     return handler
@@ -233,9 +233,9 @@ def test_max_budget_usd_ends_the_run_children_included(
     def delegate_then_loop(req: Request) -> Reply:
         if req.is_parent:
             return tool_reply(
-                "task", {"description": "d", "prompt": "loop", "subagent_type": "general-purpose"}
+                "Agent", {"description": "d", "prompt": "loop", "subagent_type": "general-purpose"}
             )
-        return tool_reply("bash", {"command": "echo step"})
+        return tool_reply("Bash", {"command": "echo step"})
 
     api_server.handler = delegate_then_loop
     lines = run_sdk_args(
@@ -393,7 +393,7 @@ def test_the_sdks_client_gets_its_result_with_sdk_flags(
     messages = asyncio.run(asyncio.wait_for(ask(), 60))
     result = messages[-1]
     assert isinstance(result, ResultMessage) and result.structured_output == {"answer": 3}
-    assert api_server.requests[0].tool_names == ["read_file", "glob", "StructuredOutput"]
+    assert api_server.requests[0].tool_names == ["Read", "Glob", "StructuredOutput"]
 
 
 SESSION = "11111111-2222-3333-4444-555555555555"
@@ -479,7 +479,7 @@ def test_allowed_tools_and_tools_apply_to_children_as_to_the_parent(
     )
     run_sdk_args(api_server, tmp_path, workspace, "go", allowed_tools=["Bash(git:*)", "Edit"])
     child = [r for r in api_server.requests if not r.is_parent]
-    assert sorted(child[0].tool_names) == ["bash", "edit_file", "glob", "grep", "read_file"]
+    assert sorted(child[0].tool_names) == ["Bash", "Edit", "Glob", "Grep", "Read"]
     refused = child[1].tool_results[0]
     assert refused["is_error"] and "`touch made.txt` is not allowed" in refused["content"]
     assert not (workspace / "made.txt").exists()
@@ -487,7 +487,7 @@ def test_allowed_tools_and_tools_apply_to_children_as_to_the_parent(
     api_server.requests.clear()  # the session's tools are a child's too, as in Claude Code
     run_sdk_args(api_server, tmp_path, workspace, "go", tools=["Read", "Bash", "Task"])
     child = [r for r in api_server.requests if not r.is_parent]
-    assert child[0].tool_names == ["bash", "read_file"]
+    assert child[0].tool_names == ["Bash", "Read"]
 
 
 def test_interrupt_ends_a_running_child(
@@ -592,7 +592,7 @@ def test_the_session_goes_on_after_an_interrupt_with_the_interrupted_turn_in_it(
     assert after.session_id == interrupted.session_id
     last = [r for r in api_server.requests if r.is_parent][-1]
     assert last.first_user_text == "go" and "after" in last.text()
-    assert INTERRUPTED in last.text() and last.messages[1]["content"][0]["name"] == "task"
+    assert INTERRUPTED in last.text() and last.messages[1]["content"][0]["name"] == "Agent"
 
 
 def test_can_use_tool_is_asked_about_the_parents_calls(
@@ -603,10 +603,10 @@ def test_can_use_tool_is_asked_about_the_parents_calls(
     it with a message the model reads. Reads, and what ``allowed_tools`` names, are not
     asked about."""
     calls = [
-        ("bash", {"command": "echo asked"}),
-        ("bash", {"command": "echo free"}),  # Bash(echo free) is allowed
-        ("write_file", {"path": "made.txt", "content": "x"}),
-        ("grep", {"pattern": "x"}),
+        ("Bash", {"command": "echo asked"}),
+        ("Bash", {"command": "echo free"}),  # Bash(echo free) is allowed
+        ("Write", {"file_path": "made.txt", "content": "x"}),
+        ("Grep", {"pattern": "x"}),
     ]
 
     def handler(req: Request) -> Reply:
@@ -642,7 +642,7 @@ def test_can_use_tool_is_asked_about_the_parents_calls(
     assert (bash, free) == ("changed\n", "free\n")
     assert write == "Permission to use Write denied: no writing today"
     assert not (workspace / "made.txt").exists()
-    assert "write_file" in messages[0].data["tools"]  # someone can be asked: every tool
+    assert "Write" in messages[0].data["tools"]  # someone can be asked: every tool
     [denial] = messages[-1].permission_denials  # as Claude Code reports it
     assert (denial["tool_name"], denial["tool_input"]) == ("Write", calls[2][1])
 
@@ -669,9 +669,8 @@ def test_settings_apply_permissions_and_model_and_refuse_the_rest(
     }
     lines = run_sdk_args(api_server, tmp_path, workspace, "hi", settings=json.dumps(settings))
     assert lines[0]["permissionMode"] == "plan" and lines[0]["model"] == CURRENT_MODELS["haiku"]
-    assert (
-        lines[-1]["result"] == "read_file,glob,grep,task,send_message"
-    )  # plan takes git's bash too
+    assert lines[-1]["result"] == "Read,Glob,Grep,Agent,SendMessage"  # plan takes git's Bash too
+
     file = tmp_path / "settings.json"
     file.write_text(json.dumps({"permissions": {"allow": ["Bash(git:*)"], "deny": ["Edit"]}}))
     lines = run_sdk_args(
@@ -679,7 +678,7 @@ def test_settings_apply_permissions_and_model_and_refuse_the_rest(
         sandbox={"enabled": False},
     )  # fmt: skip
     assert lines[0]["model"] == CURRENT_MODELS["sonnet"]  # --model wins over the settings
-    assert lines[-1]["result"] == "read_file,glob,grep,bash,task,send_message"
+    assert lines[-1]["result"] == "Read,Glob,Grep,Bash,Agent,SendMessage"
 
     env = cli_env(api_server, HOME=str(tmp_path))
     for options, error in (
@@ -704,7 +703,9 @@ def test_an_agents_effort_reaches_its_childs_requests_and_no_other_option_does(
 
     def handler(req: Request) -> Reply:
         if req.is_parent and req.turn == 0:
-            return tool_reply("task", {"description": "d", "prompt": "p", "subagent_type": "eager"})
+            return tool_reply(
+                "Agent", {"description": "d", "prompt": "p", "subagent_type": "eager"}
+            )
         return text_reply("done")
 
     api_server.handler = handler
@@ -809,9 +810,8 @@ def test_set_model_and_permission_mode_between_messages_and_skills_refused(
 
     answers, refusal = asyncio.run(asyncio.wait_for(talk(), 60))
     assert answers == [
-        f"{CURRENT_MODELS['haiku']} bash,read_file,write_file,edit_file,glob,grep,task,"
-        "send_message",
-        f"{CURRENT_MODELS['opus']} read_file,glob,grep,task,send_message",
+        f"{CURRENT_MODELS['haiku']} Bash,Read,Write,Edit,Glob,Grep,Agent,SendMessage",
+        f"{CURRENT_MODELS['opus']} Read,Glob,Grep,Agent,SendMessage",
     ]
     assert "cannot widen a session from plan to default" in refusal
 
@@ -838,8 +838,7 @@ def test_json_schema_and_budget_end_as_claude_codes_on_the_same_server(
         if "StructuredOutput" in req.tool_names and req.turn == 0:
             return tool_reply("StructuredOutput", {"answer": 42})
         if "StructuredOutput" not in req.tool_names:
-            bash = "Bash" if "Bash" in req.tool_names else "bash"
-            return tool_reply(bash, {"command": "echo step", "description": "step"})
+            return tool_reply("Bash", {"command": "echo step", "description": "step"})
         return text_reply("done")
 
     api_server.handler = answer
@@ -889,7 +888,7 @@ def test_the_sdks_agents_are_under_the_sessions_permissions(
     """An agent type sent in ``initialize`` gets no more than the session allows: in plan
     mode its child has no writing tool (and a read-only sandbox), whatever its own tools say."""
     api_server.handler = lambda req: (
-        tool_reply("task", {"description": "d", "prompt": "p", "subagent_type": "w"})
+        tool_reply("Agent", {"description": "d", "prompt": "p", "subagent_type": "w"})
         if req.is_parent and req.turn == 0
         else text_reply(",".join(req.tool_names))
     )
@@ -907,4 +906,4 @@ def test_the_sdks_agents_are_under_the_sessions_permissions(
 
     asyncio.run(asyncio.wait_for(ask(), 60))
     child = next(r for r in api_server.requests if not r.is_parent)
-    assert child.tool_names == ["read_file", "bash"]  # no write_file; bash in a read-only sandbox
+    assert child.tool_names == ["Read", "Bash"]  # no Write; Bash in a read-only sandbox

@@ -187,7 +187,7 @@ def test_an_emptied_cgroup_is_the_next_childs_and_still_ends_all_it_holds(
     def handler(req: Request) -> Reply:
         if req.turn == 0:
             where = "grep -E '^0::|pids' /proc/self/cgroup | sort; "
-            return tool_reply("bash", {"command": where + escapes(next(started))})
+            return tool_reply("Bash", {"command": where + escapes(next(started))})
         return text_reply(req.tool_results[0]["content"])
 
     for folder in folders:
@@ -213,11 +213,11 @@ def test_orphans_a_child_adopts_are_reaped_between_commands(
         if req.is_parent:
             if req.turn == 0:
                 args = {"description": "d", "prompt": "p", "subagent_type": "general-purpose"}
-                return tool_reply("task", args)
+                return tool_reply("Agent", args)
             return text_reply(req.tool_results[0]["content"])
         commands = ["for i in $(seq 30); do setsid -f true; done; sleep 0.5", count]
         if req.turn < len(commands):
-            return tool_reply("bash", {"command": commands[req.turn]})
+            return tool_reply("Bash", {"command": commands[req.turn]})
         return text_reply("ZOMBIES=" + req.tool_results[0]["content"].strip())
 
     api_server.handler = handler

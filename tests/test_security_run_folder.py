@@ -31,10 +31,10 @@ def two_children(first_command: str):
         if req.is_parent:
             if req.turn < 2:
                 args = {"description": f"step {req.turn}", "prompt": "go"}
-                return tool_reply("task", {**args, "subagent_type": "general-purpose"})
+                return tool_reply("Agent", {**args, "subagent_type": "general-purpose"})
             return text_reply("PARENT DONE")
         if req.turn == 0 and req.first_user_text == "go" and not req.tool_results:
-            return tool_reply("bash", {"command": first_command})
+            return tool_reply("Bash", {"command": first_command})
         return text_reply("CHILD DONE: " + str(req.tool_results[0]["content"]))
 
     return handler
@@ -60,7 +60,7 @@ def test_links_planted_for_the_next_childs_files_are_not_followed(
         nonlocal first
         if not req.is_parent and req.turn == 0 and first:
             first = False
-            return tool_reply("bash", {"command": plant})
+            return tool_reply("Bash", {"command": plant})
         return two_children(plant)(req) if req.is_parent else text_reply("CHILD DONE")
 
     api_server.handler = handler

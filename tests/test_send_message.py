@@ -1,4 +1,5 @@
-"""Continuing a finished subagent (Claude Code's SendMessage): ``send_message`` runs a new
+"""Continuing a finished subagent (Claude Code's SendMessage): ``SendMessage`` runs a new
+
 child process of the same agent type on the ended child's whole conversation, as the parent
 wrote it, with the message as its next prompt; only the summary comes back."""
 
@@ -19,11 +20,11 @@ def test_a_finished_child_goes_on_with_its_context_in_a_process_of_its_own(
     def handler(req: Request) -> Reply:
         if req.is_parent and req.turn == 0:
             task = {"description": "keep", "prompt": "remember zebra", "subagent_type": "Explore"}
-            return tool_reply("task", task)
+            return tool_reply("Agent", task)
         if req.is_parent and req.turn == 1:
             agent = re.search(r"agentId (\w+)", str(req.tool_results[0]["content"]))
             assert agent, req.tool_results
-            return tool_reply("send_message", {"to": agent[1], "message": "which word?"})
+            return tool_reply("SendMessage", {"to": agent[1], "message": "which word?"})
         if req.is_parent:
             return text_reply(str(req.tool_results[0]["content"]).split("\n")[0])
         if "which word?" in req.text():  # the continued child: its first conversation is there
@@ -48,7 +49,7 @@ def test_sending_to_an_agent_that_never_was_is_a_tool_error_the_model_reads(
 ) -> None:
     def handler(req: Request) -> Reply:
         if req.turn == 0:
-            return tool_reply("send_message", {"to": "042", "message": "hello?"})
+            return tool_reply("SendMessage", {"to": "042", "message": "hello?"})
         return text_reply(str(req.tool_results[0]["content"]))
 
     api_server.handler = handler

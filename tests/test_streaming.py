@@ -52,13 +52,13 @@ def test_every_call_is_streamed_and_the_message_is_built_from_its_events(
     api_server: MessagesServer, source: RetryingSource
 ) -> None:
     api_server.handler = lambda req: tool_reply(
-        "bash", {"command": "echo " + "x" * 40}, id="toolu_1", text=ANSWER, usage=(7, 3)
+        "Bash", {"command": "echo " + "x" * 40}, id="toolu_1", text=ANSWER, usage=(7, 3)
     )
     reply = _run(source)
     assert [r.stream for r in api_server.requests] == [True]
     assert reply.content == [
         TextBlock(ANSWER),
-        ToolUseBlock("toolu_1", "bash", {"command": "echo " + "x" * 40}),
+        ToolUseBlock("toolu_1", "Bash", {"command": "echo " + "x" * 40}),
     ]
     assert (reply.stop_reason, reply.usage.input_tokens, reply.usage.output_tokens) == (
         "tool_use",
@@ -165,7 +165,7 @@ def delegating(req: Request) -> Reply:
     """The parent hands one task to an Explore child, then answers."""
     if req.is_parent and req.turn == 0:
         task = {"description": "look", "prompt": "list files", "subagent_type": "Explore"}
-        return tool_reply("task", task, text="Delegating.")
+        return tool_reply("Agent", task, text="Delegating.")
     return text_reply("child's answer" if not req.is_parent else ANSWER)
 
 

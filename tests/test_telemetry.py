@@ -128,10 +128,10 @@ def delegate_reading(req: Request) -> Reply:
     if req.is_parent:
         if req.turn == 0:
             task = {"description": "read", "prompt": "read notes", "subagent_type": "Explore"}
-            return tools_reply([("task", task), ("task", task)], usage=(120, 30))
+            return tools_reply([("Agent", task), ("Agent", task)], usage=(120, 30))
         return text_reply("done", usage=(200, 7))
     if req.turn == 0:
-        return tool_reply("read_file", {"path": "notes.txt"}, usage=(50, 11))
+        return tool_reply("Read", {"file_path": "notes.txt"}, usage=(50, 11))
     answer = text_reply("the notes say 42", usage=(70, 13))
     answer.cache = (5, 9)  # prompt-cache tokens written, read
     return answer
@@ -184,9 +184,9 @@ def test_a_run_is_one_trace_whose_spans_cross_into_its_child(
     assert root["name"] == "isoagent" and root["resource"]["team"] == "tests"
     (parent_agent,) = received.named("invoke_agent parent")
     assert parent_agent["parent"] == root["id"]
-    task_calls = received.named("execute_tool task")
+    task_calls = received.named("execute_tool Agent")
     child_agents = received.named("invoke_agent Explore")
-    child_tools = received.named("execute_tool read_file")
+    child_tools = received.named("execute_tool Read")
     assert len(task_calls) == len(child_agents) == len(child_tools) == 2
     assert all(call["parent"] == parent_agent["id"] for call in task_calls)
     # each child under its own task call, its tool call under it
@@ -256,7 +256,7 @@ def test_a_childs_forged_spans_are_bounded_and_stay_under_its_agent_span(
     assert len({span["id"] for span in spans}) == len(spans)  # no id given twice
     by_id = {span["id"]: span for span in spans}
     (root,) = [span for span in spans if not span["parent"]]
-    (task_call,) = received.named("execute_tool task")
+    (task_call,) = received.named("execute_tool Agent")
     (agent,) = [span for span in spans if span["parent"] == task_call["id"]]
     assert agent["name"] == "invoke_agent general-purpose"  # the parent's, not the child's
     assert agent["attributes"]["gen_ai.agent.name"] == "general-purpose"

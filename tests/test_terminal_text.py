@@ -105,10 +105,10 @@ def test_progress_verbose_and_error_lines_show_a_childs_words_escaped(
         if req.is_parent:
             if req.turn == 0:
                 task = {"description": PAYLOAD, "prompt": "x", "subagent_type": "general-purpose"}
-                return tool_reply("task", task)
+                return tool_reply("Agent", task)
             return text_reply("done")
         if req.turn == 0:
-            return tool_reply("bash", {"command": f"echo '{PAYLOAD}'"})
+            return tool_reply("Bash", {"command": f"echo '{PAYLOAD}'"})
         return error_reply(400, "invalid_request_error", PAYLOAD)
 
     api_server.handler = handler

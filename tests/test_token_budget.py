@@ -16,10 +16,10 @@ def test_budget_ends_child_and_parent_with_status_budget(
     def handler(req: Request) -> Reply:
         if req.is_parent and req.turn == 0:
             task = {"description": "spend", "prompt": "spend", "subagent_type": "Explore"}
-            return tool_reply("task", task, usage=(10, 5))
+            return tool_reply("Agent", task, usage=(10, 5))
         if req.is_parent:
             return text_reply("never: the budget is gone", usage=(10, 5))
-        return tool_reply("bash", {"command": "echo more"}, usage=(10, 5))
+        return tool_reply("Bash", {"command": "echo more"}, usage=(10, 5))
 
     api_server.handler = handler
     args = ["run", "go", "--max-tokens-total", "40", "--output-format", "json"]

@@ -27,7 +27,7 @@ def parent_calls(name: str, args: dict) -> object:
 def test_regex_the_re_module_cannot_compile_is_an_error_result(
     api_server: MessagesServer, tmp_path: Path, pattern: str
 ) -> None:
-    api_server.handler = parent_calls("grep", {"pattern": pattern})
+    api_server.handler = parent_calls("Grep", {"pattern": pattern})
     done = run_cli(["run", "search"], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("error=True :: invalid regex")
@@ -38,7 +38,7 @@ def test_file_name_that_is_not_utf8_reaches_the_model_replaced(
     api_server: MessagesServer, tmp_path: Path, command: str
 ) -> None:
     (tmp_path / "caf\udce9.py").write_text("x = 1\n")  # the bytes b"caf\xe9.py"
-    api_server.handler = parent_calls("glob", {"pattern": "*.py"})
+    api_server.handler = parent_calls("Glob", {"pattern": "*.py"})
     done = run_cli([command, "list python files"], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "caf\ufffd.py" in done.stdout

@@ -1,4 +1,4 @@
-"""The bash tool, with real bash processes in a temporary workspace."""
+"""Bash (Claude Code's tool), with real bash processes in a temporary workspace."""
 
 from __future__ import annotations
 
@@ -56,9 +56,10 @@ def test_bash_killed_by_signal_names_the_signal(tmp_path: Path) -> None:
     assert out.text.endswith("[killed by signal SIGKILL]")
 
 
-def test_bash_timeout_kills_process_group(tmp_path: Path) -> None:
+def test_bash_timeout_in_milliseconds_kills_process_group(tmp_path: Path) -> None:
+    """``timeout`` is in milliseconds, as Claude Code's Bash takes it."""
     pidfile = tmp_path / "bg.pid"
-    out = run(tmp_path, f"sleep 30 & echo $! > {pidfile}; echo before; sleep 30", timeout=0.5)
+    out = run(tmp_path, f"sleep 30 & echo $! > {pidfile}; echo before; sleep 30", timeout=500)
     assert out.is_error
     assert out.text == "before\n[command timed out after 0.5 s and was killed]"
     assert wait_dead(int(pidfile.read_text()))
@@ -70,11 +71,18 @@ def test_bash_default_timeout_comes_from_limits(tmp_path: Path) -> None:
     assert out == ToolOutput("[command timed out after 0.3 s and was killed]", is_error=True)
 
 
-@pytest.mark.parametrize("timeout", [0, -1, 601])
+@pytest.mark.parametrize("timeout", [0, -1, 600_001, None])
 def test_bash_timeout_out_of_range_is_invalid_input(tmp_path: Path, timeout: float) -> None:
     out = run(tmp_path, "true", timeout=timeout)
     assert out.is_error
-    assert out.text.startswith("invalid input for bash")
+    assert out.text.startswith("invalid input for Bash")
+
+
+def test_bash_takes_claude_codes_description_and_a_timeout_up_to_ten_minutes(
+    tmp_path: Path,
+) -> None:
+    out = run(tmp_path, "echo hi", description="Say hi", timeout=600_000)
+    assert out == ToolOutput("hi\n")
 
 
 def test_bash_unknown_argument_is_invalid_input(tmp_path: Path) -> None:
@@ -104,7 +112,7 @@ def test_bash_command_that_closes_its_output_is_still_waited_for(tmp_path: Path)
 
 
 def test_bash_command_that_closes_its_output_still_times_out(tmp_path: Path) -> None:
-    out = run(tmp_path, "exec >/dev/null 2>&1; sleep 30", timeout=0.5)
+    out = run(tmp_path, "exec >/dev/null 2>&1; sleep 30", timeout=500)
     assert out == ToolOutput("[command timed out after 0.5 s and was killed]", is_error=True)
 
 

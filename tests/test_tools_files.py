@@ -1,4 +1,4 @@
-"""read_file, write_file and edit_file on real files in a temporary workspace."""
+"""Read, Write and Edit (Claude Code's file tools) on real files in a temporary workspace."""
 
 from __future__ import annotations
 
@@ -11,45 +11,45 @@ import pytest
 
 from isoagent.child.agent.tools import TOOL_CLASSES, make_tools
 from isoagent.child.agent.tools.base import ToolContext, ToolOutput
-from isoagent.child.agent.tools.files import EditFile, ReadFile, WriteFile
+from isoagent.child.agent.tools.files import Edit, Read, Write
 
 
 def read(ws: Path, path: str, **args) -> ToolOutput:
-    return ReadFile(ToolContext(ws)).run({"path": path, **args})
+    return Read(ToolContext(ws)).run({"file_path": path, **args})
 
 
 def write(ws: Path, path: str, content: str) -> ToolOutput:
-    return WriteFile(ToolContext(ws)).run({"path": path, "content": content})
+    return Write(ToolContext(ws)).run({"file_path": path, "content": content})
 
 
 def edit(ws: Path, path: str, old: str, new: str, **args) -> ToolOutput:
-    tool = EditFile(ToolContext(ws))
-    return tool.run({"path": path, "old_string": old, "new_string": new, **args})
+    tool = Edit(ToolContext(ws))
+    return tool.run({"file_path": path, "old_string": old, "new_string": new, **args})
 
 
-# --- read_file ----------------------------------------------------------------
+# --- Read ---------------------------------------------------------------------
 
 
 def test_read_file_numbers_lines_like_cat_n(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("one\ntwo\n")
-    assert read(tmp_path, "a.txt") == ToolOutput("     1\tone\n     2\ttwo")
+    assert read(tmp_path, "a.txt") == ToolOutput("1\tone\n2\ttwo")
 
 
 def test_read_file_last_line_without_newline(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("one\ntwo")
-    assert read(tmp_path, "a.txt").text == "     1\tone\n     2\ttwo"
+    assert read(tmp_path, "a.txt").text == "1\tone\n2\ttwo"
 
 
 def test_read_file_absolute_path_inside_workspace(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("x\n")
-    assert read(tmp_path, str(tmp_path / "a.txt")).text == "     1\tx"
+    assert read(tmp_path, str(tmp_path / "a.txt")).text == "1\tx"
 
 
 def test_read_file_offset_and_limit_with_continue_footer(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
     out = read(tmp_path, "a.txt", offset=3, limit=2)
     assert out.text == (
-        "     3\tline 3\n     4\tline 4\n[... file has 6 more lines; use offset=5 to continue]"
+        "3\tline 3\n4\tline 4\n[... file has 6 more lines; use offset=5 to continue]"
     )
 
 
@@ -57,13 +57,13 @@ def test_read_file_default_limit_is_2000_lines(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("".join(f"{i}\n" for i in range(1, 3001)))
     lines = read(tmp_path, "a.txt").text.split("\n")
     assert len(lines) == 2001
-    assert lines[-2] == "  2000\t2000"
+    assert lines[-2] == "2000\t2000"
     assert lines[-1] == "[... file has 1000 more lines; use offset=2001 to continue]"
 
 
 def test_read_file_no_footer_when_page_ends_at_end_of_file(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("a\nb\n")
-    assert read(tmp_path, "a.txt", limit=2).text == "     1\ta\n     2\tb"
+    assert read(tmp_path, "a.txt", limit=2).text == "1\ta\n2\tb"
 
 
 def test_read_file_offset_past_end_is_error(tmp_path: Path) -> None:
@@ -74,36 +74,42 @@ def test_read_file_offset_past_end_is_error(tmp_path: Path) -> None:
     assert "(2 lines)" in out.text
 
 
-def test_read_file_offset_zero_is_invalid_input(tmp_path: Path) -> None:
-    (tmp_path / "a.txt").write_text("a\n")
-    assert read(tmp_path, "a.txt", offset=0).is_error
+def test_read_file_offset_zero_is_the_first_line_and_a_negative_one_invalid(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a.txt").write_text("a\nb\n")
+    assert (
+        read(tmp_path, "a.txt", offset=0, limit=1).text
+        == "1\ta\n[... file has 1 more lines; use offset=2 to continue]"
+    )
+    assert read(tmp_path, "a.txt", offset=-1).is_error
 
 
 def test_read_file_long_line_is_cut(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("x" * 50_000 + "\nnext\n")
     lines = read(tmp_path, "a.txt").text.split("\n")
-    assert lines[0] == "     1\t" + "x" * 2000 + " [... line cut at 2000 characters]"
-    assert lines[1] == "     2\tnext"
+    assert lines[0] == "1\t" + "x" * 2000 + " [... line cut at 2000 characters]"
+    assert lines[1] == "2\tnext"
 
 
 def test_read_file_long_multibyte_line_is_cut_at_characters(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("é" * 3000 + "\n")
     line = read(tmp_path, "a.txt").text
-    assert line == "     1\t" + "é" * 2000 + " [... line cut at 2000 characters]"
+    assert line == "1\t" + "é" * 2000 + " [... line cut at 2000 characters]"
 
 
 def test_read_file_binary_is_clear_message(tmp_path: Path) -> None:
     (tmp_path / "blob.bin").write_bytes(b"\x7fELF\0\0\1" + bytes(100))
     out = read(tmp_path, "blob.bin")
     assert out == ToolOutput(
-        "'blob.bin' is a binary file (107 bytes); use bash (e.g. xxd, file) to inspect it",
+        "'blob.bin' is a binary file (107 bytes); use Bash (e.g. xxd, file) to inspect it",
         is_error=True,
     )
 
 
 def test_read_file_non_utf8_text_is_replaced(tmp_path: Path) -> None:
     (tmp_path / "latin1.txt").write_bytes("café\n".encode("latin-1"))
-    assert read(tmp_path, "latin1.txt").text == "     1\tcaf\ufffd"
+    assert read(tmp_path, "latin1.txt").text == "1\tcaf\ufffd"
 
 
 def test_read_file_missing_is_clear_error(tmp_path: Path) -> None:
@@ -145,7 +151,7 @@ def test_read_file_huge_file_reads_only_the_page(tmp_path: Path) -> None:
     assert peak < 2_000_000
 
 
-# --- write_file ---------------------------------------------------------------
+# --- Write --------------------------------------------------------------------
 
 
 def test_write_file_creates_file_and_parents(tmp_path: Path) -> None:
@@ -172,7 +178,7 @@ def test_write_file_under_a_file_is_clear_error(tmp_path: Path) -> None:
     assert out.text.startswith("cannot write 'f/x.txt'")
 
 
-# --- edit_file ----------------------------------------------------------------
+# --- Edit ---------------------------------------------------------------------
 
 
 def test_edit_file_replaces_unique_string(tmp_path: Path) -> None:
@@ -241,19 +247,19 @@ def test_edit_file_binary_is_refused(tmp_path: Path) -> None:
 
 def test_make_tools_builds_named_tools_sharing_the_context(tmp_path: Path) -> None:
     ctx = ToolContext(tmp_path)
-    tools = make_tools(["read_file", "bash"], ctx)
-    assert [tool.name for tool in tools] == ["read_file", "bash"]
+    tools = make_tools(["Read", "Bash"], ctx)
+    assert [tool.name for tool in tools] == ["Read", "Bash"]
     assert all(tool.ctx is ctx for tool in tools)
 
 
 def test_make_tools_unknown_name_is_value_error(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="unknown tool 'task'"):
-        make_tools(["bash", "task"], ToolContext(tmp_path))
+    with pytest.raises(ValueError, match="unknown tool 'Agent'"):
+        make_tools(["Bash", "Agent"], ToolContext(tmp_path))
 
 
 def test_registry_has_the_base_tools_and_claude_codes_extras_with_strict_schemas() -> None:
-    base = {"bash", "read_file", "write_file", "edit_file", "glob", "grep"}
-    assert set(TOOL_CLASSES) == base | {"todo_write", "web_fetch", "web_search"}
+    base = {"Bash", "Read", "Write", "Edit", "Glob", "Grep"}
+    assert set(TOOL_CLASSES) == base | {"TodoWrite", "WebFetch", "WebSearch"}
     for name, cls in TOOL_CLASSES.items():
         assert cls.name == name
         spec = cls(ToolContext(Path("."))).spec
@@ -264,4 +270,4 @@ def test_registry_has_the_base_tools_and_claude_codes_extras_with_strict_schemas
         assert "$ref" not in json.dumps(schema)  # the API takes no references
         assert all(prop.get("description") for prop in schema["properties"].values())
     read_only = {name for name, cls in TOOL_CLASSES.items() if cls.parallel_safe}
-    assert read_only == {"read_file", "glob", "grep"}
+    assert read_only == {"Read", "Glob", "Grep"}

@@ -1,5 +1,5 @@
-"""Claude Code's TodoWrite, WebFetch and WebSearch: ``todo_write``, ``web_fetch`` and
-the API's own ``web_search``."""
+"""Claude Code's TodoWrite, WebFetch and WebSearch (the API's own ``web_search``, by the name
+the API gives it)."""
 
 from __future__ import annotations
 
@@ -64,21 +64,31 @@ def tool(  # type: ignore[no-untyped-def]
 def test_web_fetch_returns_the_pages_text_without_scripts_or_styles(
     site: str, tmp_path: Path
 ) -> None:
-    out = tool("web_fetch", tmp_path).run({"url": f"{site}/notes", "prompt": "what changed?"})
+    out = tool("WebFetch", tmp_path).run({"url": f"{site}/notes", "prompt": "what changed?"})
     assert not out.is_error, out.text
     assert "Release notes\nVersion 2 & more.\nfast\nsmall" in out.text
     assert "secret" not in out.text and "color" not in out.text
 
 
+def test_web_fetch_reads_on_from_an_offset_and_wants_a_prompt(site: str, tmp_path: Path) -> None:
+    """Claude Code's WebFetch input: ``prompt`` required, ``offset`` a character of the text."""
+    fetch = tool("WebFetch", tmp_path)
+    whole = fetch.run({"url": f"{site}/notes", "prompt": "p"}).text
+    text = whole.split("\n\n", 1)[1]
+    later = fetch.run({"url": f"{site}/notes", "prompt": "p", "offset": 8}).text
+    assert later.endswith(text[8:]) and f"from character 8 of {len(text)}" in later
+    assert fetch.run({"url": f"{site}/notes"}).is_error  # no prompt: as Claude Code refuses
+
+
 def test_web_fetch_errors_are_tool_errors(site: str, tmp_path: Path) -> None:
-    missing = tool("web_fetch", tmp_path).run({"url": f"{site}/gone"})
+    missing = tool("WebFetch", tmp_path).run({"url": f"{site}/gone", "prompt": "p"})
     assert missing.is_error and "HTTP 404" in missing.text
-    local = tool("web_fetch", tmp_path).run({"url": "file:///etc/passwd"})
+    local = tool("WebFetch", tmp_path).run({"url": "file:///etc/passwd", "prompt": "p"})
     assert local.is_error and "only http:// and https://" in local.text
 
 
 def test_web_fetch_refuses_a_local_address_unless_allowed(site: str, tmp_path: Path) -> None:
-    out = tool("web_fetch", tmp_path, local=()).run({"url": f"{site}/notes"})
+    out = tool("WebFetch", tmp_path, local=()).run({"url": f"{site}/notes", "prompt": "p"})
     assert out.is_error and "127.0.0.1 is at 127.0.0.1, not a public address" in out.text
     assert "Release notes" not in out.text
 
@@ -86,18 +96,18 @@ def test_web_fetch_refuses_a_local_address_unless_allowed(site: str, tmp_path: P
 def test_web_fetch_checks_each_redirect_as_the_first_url(site: str, tmp_path: Path) -> None:
     """An allowed host's open redirect to another local name is refused, not followed."""
     target = f"http://localhost:{site.rsplit(':', 1)[1]}/notes"
-    out = tool("web_fetch", tmp_path).run({"url": f"{site}/redirect?to={target}"})
+    out = tool("WebFetch", tmp_path).run({"url": f"{site}/redirect?to={target}", "prompt": "p"})
     assert out.is_error and "localhost is at 127.0.0.1, not a public address" in out.text
     assert "Release notes" not in out.text
 
 
 def test_web_fetch_in_a_child_without_network_is_refused_clearly(site: str, tmp_path: Path) -> None:
-    out = tool("web_fetch", tmp_path, network=False).run({"url": f"{site}/notes"})
+    out = tool("WebFetch", tmp_path, network=False).run({"url": f"{site}/notes", "prompt": "p"})
     assert out.is_error and "runs without network (--child-network off)" in out.text
 
 
 def test_todo_write_keeps_the_agents_own_list(tmp_path: Path) -> None:
-    todo = tool("todo_write", tmp_path)
+    todo = tool("TodoWrite", tmp_path)
     out = todo.run(
         {
             "todos": [
@@ -115,7 +125,7 @@ def test_agent_files_naming_todo_write_and_web_fetch_get_them(tmp_path: Path) ->
     path = tmp_path / "a.md"
     path.write_text("---\nname: a\ndescription: d\ntools: Read, TodoWrite, WebFetch\n---\nx\n")
     spec, missing = parse_agent_file(path)
-    assert spec.tools == ["read_file", "todo_write", "web_fetch"] and missing == []
+    assert spec.tools == ["Read", "TodoWrite", "WebFetch"] and missing == []
 
 
 SEARCH_ANSWER = [

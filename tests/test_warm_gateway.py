@@ -41,7 +41,7 @@ def warm_env(
     api_server: MessagesServer, tmp_path: Path, request: pytest.FixtureRequest
 ) -> dict[str, str]:
     def handler(req: Request) -> object:
-        return tool_reply("bash", {"command": "true"}) if req.turn == 0 else text_reply("done")
+        return tool_reply("Bash", {"command": "true"}) if req.turn == 0 else text_reply("done")
 
     api_server.handler = handler  # type: ignore[assignment]
     # a key of this test's own, so its gateway's address is nobody else's; or, with
@@ -275,7 +275,7 @@ def test_a_sandboxed_child_cannot_reach_the_gateway(
 
     def handler(req: Request) -> object:
         if req.turn == 0:
-            return tool_reply("bash", {"command": probe})
+            return tool_reply("Bash", {"command": probe})
         return text_reply(req.tool_results[0]["content"])
 
     api_server.handler = handler  # type: ignore[assignment]
@@ -309,7 +309,7 @@ def test_a_child_cannot_read_the_key_from_the_gateways_environment(
 
         def handler(req: Request) -> object:
             if req.turn == 0:
-                return tool_reply("bash", {"command": steal})
+                return tool_reply("Bash", {"command": steal})
             return text_reply(req.tool_results[0]["content"])
 
         api_server.handler = handler  # type: ignore[assignment]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from isoagent.protocol import AgentSpec
 
-TASK_TOOL = "task"  # the parent's tool that starts a child; a child never has it
-SEND_MESSAGE = "send_message"  # the parent's tool that continues a child that ended
-BASE_TOOLS = ("bash", "read_file", "write_file", "edit_file", "glob", "grep")
-READ_ONLY_TOOLS = ("bash", "read_file", "glob", "grep")
-WRITE_TOOLS = frozenset({"write_file", "edit_file"})
+# Tools go by Claude Code's names, everywhere: what the model sees, hooks, permission rules,
+# agent files, stream-json and transcripts (docs/pages/claude-code.md says why)
+TASK_TOOL = "Agent"  # the parent's tool that starts a child (Claude Code's; "Task" before)
+TASK_ALIASES = frozenset({TASK_TOOL, "Task"})  # what rules and agent files may call it
+SEND_MESSAGE = "SendMessage"  # the parent's tool that continues a child that ended
+BASE_TOOLS = ("Bash", "Read", "Write", "Edit", "Glob", "Grep")
+READ_ONLY_TOOLS = ("Bash", "Read", "Glob", "Grep")
+WRITE_TOOLS = frozenset({"Write", "Edit"})
 
 
 def writes(agent: AgentSpec) -> bool:

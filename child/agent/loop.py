@@ -1,4 +1,4 @@
-"""The agent loop, written once: the child runs it, and so does the parent (with ``task``).
+"""The agent loop, written once: the child runs it, and so does the parent (with ``Agent``).
 
 A loop is a model, a list of tools and a fresh message list. Each turn it asks
 the model, runs the tool calls the model made, and feeds the results back,
@@ -364,7 +364,7 @@ def valid_utf8(text: str) -> str:
 
 def _describe(use: ToolUseBlock) -> str:
     """A short one-line hint of what a tool call does, for progress displays."""
-    for key in ("description", "command", "path", "pattern"):
+    for key in ("command", "description", "file_path", "path", "pattern", "url"):
         value = use.input.get(key)
         if isinstance(value, str) and value:
             line = value.splitlines()[0] if value.strip() else value

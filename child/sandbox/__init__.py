@@ -1,6 +1,6 @@
 """OS-enforced restrictions a child applies to itself before it runs any tool.
 
-All of it is inherited by everything the child later forks or execs (the ``bash``
+All of it is inherited by everything the child later forks or execs (the ``Bash``
 tool included); ``confine`` applies it in the order the kernel needs:
 
 - ``namespaces``: a network namespace (no network), a mount namespace (sandboxed);

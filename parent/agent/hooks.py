@@ -11,9 +11,9 @@ the steps its Task's ``HookPlan`` names.
 
 Events: PreToolUse, PostToolUse, PostToolUseFailure (the parent's and every child's tool
 calls, ``agent_id``/``agent_type`` for a child's), SubagentStart, SubagentStop, Stop and
-UserPromptSubmit. Tool names are Claude Code's (``permission_prompt.CLAUDE_NAMES``),
-inputs isoagent's. Any other event, or a hook that is not a command, is refused by name:
-a hook meant to guard something must not be dropped.
+UserPromptSubmit. Tools, their names and inputs, are Claude Code's. Any other event, or a
+hook that is not a command, is refused by name: a hook meant to guard something must not be
+dropped.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from isoagent.child.agent.builtin_agents import TASK_TOOL
+from isoagent.child.agent.builtin_agents import TASK_ALIASES, TASK_TOOL
 from isoagent.child.agent.loop import Hooks as LoopHooks
-from isoagent.parent.agent.permission_prompt import CLAUDE_NAMES
 from isoagent.parent.children.child_hooks import Subagent
 from isoagent.parent.model.sdk import KEY_VARIABLES
 from isoagent.parent.records.terminal_text import warn
@@ -40,8 +39,6 @@ EVENTS = frozenset(
 )  # fmt: skip
 _TOOL_EVENTS = frozenset({"PreToolUse", "PostToolUse", "PostToolUseFailure"})
 _AGENT_EVENTS = frozenset({"SubagentStart", "SubagentStop"})  # matched on the agent type
-_NAMES = {**CLAUDE_NAMES, TASK_TOOL: "Agent"}
-_ALIASES = {"Agent": ("Task",)}  # Claude Code's older name of its delegation tool
 _DECISIONS = frozenset({"allow", "deny", "ask", "defer"})
 DEFAULT_TIMEOUT = 60.0  # seconds, as in Claude Code
 
@@ -72,7 +69,7 @@ class Matcher:
 
     def matches(self, name: str) -> bool:
         """As Claude Code matches: everything for "" and "*", exact names, else a regex."""
-        names = (name, *_ALIASES.get(name, ()))
+        names = TASK_ALIASES if name == TASK_TOOL else (name,)  # Agent is Task too
         if self.pattern in ("", "*"):
             return True
         if re.fullmatch(r"[\w|]+", self.pattern):
@@ -291,11 +288,6 @@ def _timeout(hook: dict[str, Any], where: str) -> float:
     return float(timeout)
 
 
-def claude_name(tool: str) -> str:
-    """A tool's name as Claude Code's hooks know it (MCP tools keep theirs)."""
-    return _NAMES.get(tool, tool)
-
-
 @dataclass(frozen=True)
 class SessionHooks:
     """A session's hooks and what every hook input of the session carries."""
@@ -330,7 +322,7 @@ class SessionHooks:
                 n.startswith("mcp__") and n.count("__") == 1 for n in names
             ):
                 return ("*",)
-            return tuple(n for n in names if any(hooks.matching(e, claude_name(n)) for e in events))
+            return tuple(n for n in names if any(hooks.matching(e, n) for e in events))
 
         stop = hooks.matching("SubagentStop", agent.type) if agent else hooks.matching("Stop")
         return HookPlan(asked("PreToolUse"), asked("PostToolUse", "PostToolUseFailure"), bool(stop))
@@ -341,7 +333,7 @@ class SessionHooks:
 
     def answer(self, call: HookCall, agent: Subagent | None, can_ask: bool = False) -> HookReply:
         """Run the hooks of ``call``, an agent's step (a child's: ``agent``)."""
-        name = claude_name(call.tool)
+        name = call.tool
         tool = {"tool_name": name, "tool_input": call.input, "tool_use_id": call.tool_use_id}
         if call.event == "PreToolUse":
             verdict = self.hooks.run("PreToolUse", self._input("PreToolUse", agent, **tool), name)

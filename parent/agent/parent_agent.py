@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from isoagent.child.agent.builtin_agents import TASK_TOOL, WRITE_TOOLS
+from isoagent.child.agent.builtin_agents import TASK_ALIASES, TASK_TOOL, WRITE_TOOLS
 from isoagent.child.agent.tools.base import Tool, ToolContext
 from isoagent.child.agent.tools.mcp import (
     McpSessions,
@@ -25,9 +25,9 @@ from isoagent.child.agent.tools.mcp import (
 )
 from isoagent.parent.claude_code.agent_files import (
     PLAN_MODE,
-    TASK_NAMES,
     InvalidAgent,
     build_spec,
+    check_names,
     inline_agents,
     tool_entries,
 )
@@ -39,7 +39,7 @@ from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 from isoagent.protocol import AgentSpec, McpReply, Message, ToolResultBlock, ToolUseBlock
 
-_NEVER_ASKS = ("read_file", "glob", "grep")  # Claude Code runs reads without permission
+_NEVER_ASKS = ("Read", "Glob", "Grep")  # Claude Code runs reads without permission
 
 
 class ResumeError(Exception):
@@ -70,6 +70,14 @@ def claude_settings(
             raise ValueError(f"invalid --agents: {exc}") from None
     disallowed = tuple(e for value in disallowed_tools for e in tool_entries(value))
     allowed = tuple(e for value in allowed_tools for e in tool_entries(value))
+    for flag, entries in (
+        ("--allowedTools", allowed), ("--disallowedTools", disallowed),
+        ("--tools", settings.tools or ()),
+    ):  # fmt: skip
+        try:
+            check_names(entries, flag)
+        except InvalidAgent as exc:
+            raise ValueError(exc.message) from None
     try:
         catalog = restrict_agents(catalog, disallowed, permission_mode, allowed, settings.tools)
     except InvalidAgent as exc:
@@ -141,7 +149,7 @@ def parent_tools(settings: Settings) -> AgentSpec:
     parent keeps the read-only tools and gets what the rules name (and the edits under
     ``acceptEdits``; ``bypassPermissions`` asks for nothing); ``disallowed_tools`` and
     plan mode take away. Plan mode also takes bash: the parent's commands are unsandboxed.
-    ``tools`` (``--tools``) is the set all this chooses from (``task`` only if it names it)."""
+    ``tools`` (``--tools``) is the set all this chooses from (``Agent`` only if it names it)."""
     asks = bool(settings.permission_prompt_tool)  # then the rules say what needs no asking
     unasked = _unasked(settings.allowed_tools, settings.permission_mode)
     fields: dict[str, object] = {
@@ -151,7 +159,7 @@ def parent_tools(settings: Settings) -> AgentSpec:
         "disallowedTools": [
             r
             for r in settings.disallowed_tools
-            if not (r in TASK_NAMES or r.startswith(MCP_PREFIX))
+            if not (r in TASK_ALIASES or r.startswith(MCP_PREFIX))
         ],
         "permissionMode": settings.permission_mode,
     }
@@ -161,9 +169,9 @@ def parent_tools(settings: Settings) -> AgentSpec:
         base, _ = build_spec("parent", "", "", {"tools": list(settings.tools)}, source="")
         tools = [t for t in tools if t in base.tools]
     if settings.permission_mode == PLAN_MODE:
-        tools = [t for t in tools if t != "bash"]
-    offered = settings.tools is None or TASK_NAMES & set(settings.tools)
-    if offered and not TASK_NAMES & set(settings.disallowed_tools):
+        tools = [t for t in tools if t != "Bash"]
+    offered = settings.tools is None or TASK_ALIASES & set(settings.tools)
+    if offered and not TASK_ALIASES & set(settings.disallowed_tools):
         tools.append(TASK_TOOL)
     return msgspec.structs.replace(spec, tools=tools)
 
@@ -248,13 +256,13 @@ def restrict_agents(
             tools = [t for t in tools if t in session.tools]
             bash_allow = _both(spec.bash_allow, session.bash_allow)
             if bash_allow is None:  # no command both allow
-                tools = [t for t in tools if t != "bash"]
+                tools = [t for t in tools if t != "Bash"]
         restricted[name] = msgspec.structs.replace(
             spec,
             tools=tools,
             bash_allow=bash_allow or [],
             bash_deny=[*spec.bash_deny, *narrowed.bash_deny],
-            delegates=spec.delegates and TASK_NAMES.isdisjoint(disallowed),
+            delegates=spec.delegates and TASK_ALIASES.isdisjoint(disallowed),
         )
     return restricted
 
@@ -266,13 +274,13 @@ def _unasked(allowed: Sequence[str], permission_mode: str) -> list[str] | None:
     if not allowed or permission_mode == "bypassPermissions":
         return None
     edits = ["Write", "Edit"] if permission_mode == "acceptEdits" else []
-    return [*_NEVER_ASKS, *(rule for rule in allowed if rule not in TASK_NAMES), *edits]
+    return [*_NEVER_ASKS, *(rule for rule in allowed if rule not in TASK_ALIASES), *edits]
 
 
 def allowed_spec(allowed: Sequence[str]) -> AgentSpec:
     """What an agent may do without asking: the read-only tools and what the
     ``--allowedTools`` rules name (its ``bash_allow``: the commands they match)."""
-    rules = [rule for rule in allowed if rule not in TASK_NAMES]
+    rules = [rule for rule in allowed if rule not in TASK_ALIASES]
     spec, _ = build_spec("", "", "", {"tools": [*_NEVER_ASKS, *rules]}, source="")
     return spec
 

@@ -21,26 +21,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from isoagent.child.agent.builtin_agents import SEND_MESSAGE, WRITE_TOOLS
+from isoagent.child.agent.tools import TOOL_CLASSES
 from isoagent.child.agent.tools.base import Tool, ToolOutput
 from isoagent.child.agent.tools.bash_rules import CommandRefused, check
 from isoagent.child.agent.tools.mcp import ServerTool, granted
 from isoagent.parent.claude_code.agent_files import PLAN_MODE
 from isoagent.protocol import AgentSpec, ToolSpec
 
-# isoagent's tools as the SDK's callback knows them (Claude Code's names)
-CLAUDE_NAMES = {
-    "bash": "Bash",
-    "read_file": "Read",
-    "write_file": "Write",
-    "edit_file": "Edit",
-    "glob": "Glob",
-    "grep": "Grep",
-    "todo_write": "TodoWrite",
-    "web_fetch": "WebFetch",
-    "web_search": "WebSearch",
-    "send_message": "SendMessage",
-}
-_EDITS = frozenset({"write_file", "edit_file"})
+# the tools whose calls may be asked about (an MCP tool's are too); the Agent tool is not
+ASKABLE = frozenset({*TOOL_CLASSES, SEND_MESSAGE})
 DENIED = "Permission to use "  # how a refused call's result begins
 NOT_GRANTED = "it needs a permission: --allowedTools (allowed_tools) does not name it"
 IN_PLAN_MODE = "an MCP tool is not called in plan mode: nothing may write"
@@ -53,7 +43,7 @@ class Decision:
     message: str = ""  # why not, for the model
 
 
-# (Claude Code's tool name, the call's input, set when the run is cancelled) -> the answer
+# (the tool's name, the call's input, set when the run is cancelled) -> the answer
 Ask = Callable[[str, dict[str, Any], threading.Event], Decision]
 
 
@@ -75,10 +65,10 @@ def asking_tools(
             asks = not granted(allowed.mcp_tools, tool.server, tool.tool)
         else:
             free = tool.name in allowed.tools or (
-                permission_mode == "acceptEdits" and tool.name in _EDITS
+                permission_mode == "acceptEdits" and tool.name in WRITE_TOOLS
             )
-            rules = allowed.bash_allow if tool.name == "bash" and free else []
-            asks = ask is not None and tool.name in CLAUDE_NAMES and (not free or bool(rules))
+            rules = allowed.bash_allow if tool.name == "Bash" and free else []
+            asks = ask is not None and tool.name in ASKABLE and (not free or bool(rules))
         wrapped.append(AskingTool(tool, ask or _refusal(NOT_GRANTED), rules) if asks else tool)
     return wrapped
 
@@ -111,11 +101,10 @@ class AskingTool(Tool[Any]):
     def run(self, args: dict[str, Any]) -> ToolOutput:
         if self.rules and _allowed(args.get("command"), self.rules):
             return self.tool.run(args)
-        name = CLAUDE_NAMES.get(self.name, self.name)
-        decision = self.ask(name, args, self.ctx.cancelled)
+        decision = self.ask(self.name, args, self.ctx.cancelled)
         if not decision.allow:
             why = decision.message or "the permission prompt refused it"
-            return ToolOutput(f"{DENIED}{name} denied: {why}", True)
+            return ToolOutput(f"{DENIED}{self.name} denied: {why}", True)
         return self.tool.run(decision.input)
 
 

@@ -1,7 +1,7 @@
-"""``send_message``: the parent model goes on with a child that has ended, its context intact
+"""``SendMessage``: the parent model goes on with a child that has ended, its context intact
 (Claude Code's SendMessage). The child's conversation, as the parent wrote it into its
 transcript (out of every child's reach), is the history of a new child process of the same
-agent type, whose prompt is the message; only its summary comes back, as from ``task``."""
+agent type, whose prompt is the message; only its summary comes back, as from ``Agent``."""
 
 from __future__ import annotations
 
@@ -19,8 +19,11 @@ from isoagent.protocol import ToolSpec
 
 
 class SendMessageInput(msgspec.Struct, forbid_unknown_fields=True):
-    to: Annotated[str, msgspec.Meta(description="The agentId a task result or notification gave")]
+    """Claude Code's SendMessage input (its notify_when_idle aside)."""
+
+    to: Annotated[str, msgspec.Meta(description="The agentId an Agent result or notification gave")]
     message: Annotated[str, msgspec.Meta(description="What to tell or ask it next")]
+    summary: Annotated[str, msgspec.Meta(description="A 5-10 word label for it")] = ""
 
 
 class SendMessageTool(Tool[SendMessageInput]):
@@ -30,11 +33,11 @@ class SendMessageTool(Tool[SendMessageInput]):
     description = (
         "Continue a subagent that has finished, with its context intact: it reads your message "
         "after its whole earlier conversation and answers with a new summary. `to` is the "
-        "agentId its task result (or notification) gave. A new task call starts fresh instead."
+        "agentId its Agent result (or notification) gave. A new Agent call starts fresh instead."
     )
 
     def __init__(self, ctx: ToolContext, task: TaskTool) -> None:
-        """``task``: the session's task tool, whose children this one continues."""
+        """``task``: the session's Agent tool, whose children this one continues."""
         super().__init__(ctx)
         self.task = task
 

@@ -1,4 +1,4 @@
-"""The ``task`` tool: the parent model's way to start a child process.
+"""The ``Agent`` tool: the parent model's way to start a child process.
 
 A call waits for its child's summary, or with ``run_in_background`` (or an agent type with
 ``background: true``) returns the child's id at once: the child's end reaches the model as a

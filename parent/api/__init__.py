@@ -10,7 +10,7 @@ The Python API, for scripts, services and a user's own click commands::
     result.status, result.usage, result.cost_usd, result.session_id, result.transcript
 
 ``task`` runs one subagent in its own process; ``run`` runs the parent agent, which may
-delegate with its ``task`` tool. ``atask`` and ``arun`` are the same from asyncio;
+delegate with its ``Agent`` tool. ``atask`` and ``arun`` are the same from asyncio;
 ``Session`` runs several over one fork server, gateway and run folder; ``batch`` (and
 ``abatch``) is ``isoagent batch``: each task's ``TaskRecord`` as it finishes, resumable from
 its ``output`` file. All work from any

@@ -1,23 +1,27 @@
 """The progress of ``isoagent batch`` on stderr: a bar, counts, rate, ETA, tokens, cost.
 
-On a terminal one status line is redrawn in place (``[#####.....] 12/40 done, 4 running,
-1 failed, 0.8/s, ETA 35s, 12.3k tokens, $0.0412``), with a lasting line above it for each
-task that did not end ok; elsewhere the children's own progress lines show (one a task),
-plus a line per invalid input line and the counts at the end, with the run folder.
+On a terminal the bar is a live line at its foot (``records/live_region.py``: cut to the
+width, redrawn in place: ``batch: [#####.....] 12/40 done, 4 running, 1 failed, 0.8/s, ETA
+35s, 12,345 tokens, $0.0412``), with a lasting line above it for each task that did not end
+ok; elsewhere the children's own progress lines show (one a task), plus a line per invalid
+input line. Both end with the same line (``isoagent: batch: 40/40 done, ...; <run folder>``),
+after which nothing is drawn.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from isoagent.parent.batch.input import label
 from isoagent.parent.model.retry import WaitNotices
 from isoagent.parent.records.events import TaskRecord
+from isoagent.parent.records.figures import duration, tokens, usd
 from isoagent.parent.records.terminal_text import terminal_line
 
-_CLEAR = "\r\x1b[K"
+if TYPE_CHECKING:
+    from isoagent.parent.records.live_region import LiveRegion
 
 
 class BatchDisplay:
@@ -30,6 +34,8 @@ class BatchDisplay:
         self.started = time.monotonic()
         self.waits = WaitNotices()
         self.where = ""  # the run folder
+        self.region: LiveRegion | None = None  # the bar, on a terminal, once the batch began
+        self.closed = False
 
     def start(self, waits: WaitNotices, where: str = "") -> None:
         """The batch begins: its clock starts here, not while the CLI was still starting.
@@ -39,11 +45,13 @@ class BatchDisplay:
         self.waits = waits
         self.where = where
         if self.live:
+            from isoagent.parent.records.live_region import LiveRegion
+
             waits.say = self._above
+            self.region = LiveRegion(self.stream, lambda: [self.status()], more="")
 
     def _above(self, line: str) -> None:
-        self.stream.write(f"{_CLEAR}{terminal_line(line)}\n")
-        self.draw()
+        self._write(terminal_line(line))
 
     def task_started(self) -> None:
         self.running += 1
@@ -63,24 +71,22 @@ class BatchDisplay:
         if record.status != "ok":
             self.failed += 1
             if self.live or not ran:  # elsewhere the child's own progress line says it
-                clear = _CLEAR if self.live else ""
                 name = label(record.id, record.line)
-                line = terminal_line(f"  {name} {record.status}: {record.error}")
-                self.stream.write(f"{clear}{line}\n")
+                self._write(terminal_line(f"  {name} {record.status}: {record.error}"))
         self.draw()
 
     def status(self, *, final: bool = False) -> str:
         elapsed = time.monotonic() - self.started
-        facts = [f"{self.done}/{self.total} done"]
-        facts += [] if final else [f"{self.running} running"]
-        facts.append(f"{self.failed} failed")
+        facts = [f"{self.done:,}/{self.total:,} done"]
+        facts += [] if final else [f"{self.running:,} running"]
+        facts.append(f"{self.failed:,} failed")
         if not final and self.ran:  # tasks a second, and when the rest may be done
             rate = self.ran / elapsed
-            facts += [f"{rate:.2g}/s", f"ETA {_duration((self.total - self.done) / rate)}"]
-        facts += [_duration(elapsed)] if final or not self.ran else []
-        facts += [f"{_count(self.tokens)} tokens", f"${self.cost:.4f}"]
+            facts += [f"{rate:.2g}/s", f"ETA {duration((self.total - self.done) / rate)}"]
+        facts += [duration(elapsed)] if final or not self.ran else []
+        facts += [tokens(self.tokens), usd(self.cost)]
         waiting = self.waits.current
-        head = "batch:" if final or not self.live else f"batch: {self._bar()}"
+        head = "isoagent: batch:" if final else f"batch: {self._bar()}"
         return (
             f"{head} {', '.join(facts)}"
             + ("" if final or waiting is None else f"; {waiting.message}")
@@ -92,21 +98,25 @@ class BatchDisplay:
         return "[" + "#" * full + "." * (width - full) + "]"
 
     def draw(self) -> None:
-        if self.live:
-            self.stream.write(_CLEAR + self.status())
-            self.stream.flush()
+        if self.region is not None:
+            self.region.refresh()
 
     def close(self, note: str = "") -> None:
-        """The final counts as a lasting line, with ``note`` appended."""
-        prefix = _CLEAR if self.live else "isoagent: "
-        self.stream.write(f"{prefix}{self.status(final=True)}{note}\n")
-        self.stream.flush()
+        """The final counts as a lasting line, with ``note`` appended; the bar is gone."""
+        if self.closed:
+            return
+        self.closed = True
+        last = self.status(final=True) + note
+        if self.region is not None:
+            self.region.close(last)
+        else:
+            self.stream.write(last + "\n")
+            self.stream.flush()
 
-
-def _duration(seconds: float) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
-
-
-def _count(n: int) -> str:
-    return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
+    def _write(self, line: str) -> None:
+        """A lasting line: above the bar on a terminal."""
+        if self.region is not None:
+            self.region.print(line)
+        else:
+            self.stream.write(line + "\n")
+            self.stream.flush()

@@ -12,6 +12,7 @@ before) becomes an ``invalid`` record saying why, and the other lines still run.
 from __future__ import annotations
 
 import codecs
+import difflib
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -131,7 +132,12 @@ def label(task_id: TaskId, line: int) -> str:
 
 
 def unknown_agent(name: str, agents: Mapping[str, AgentSpec]) -> str:
-    return f"unknown agent {name!r}; choose one of: {', '.join(agents)}"
+    """What a name that is no agent type is told: the closest one, if one is close (in any
+    case: ``explore`` is ``Explore``), and every one."""
+    by_case = {known.lower(): known for known in agents}
+    close = difflib.get_close_matches(name.lower(), list(by_case), n=1, cutoff=0.7)
+    hint = f"did you mean {by_case[close[0]]!r}? " if close else ""
+    return f"unknown agent {name!r}; {hint}choose one of: {', '.join(agents)}"
 
 
 def _text(raw: bytes) -> str:

@@ -19,7 +19,7 @@ from isoagent.parent.batch.input import BatchTask, TaskId, label
 from isoagent.parent.batch.result_file import BatchRefused, ResultFile, record_decoder
 from isoagent.parent.records.costs import Costs
 from isoagent.parent.records.events import ChildFinished, TaskRecord
-from isoagent.parent.records.terminal_text import plural
+from isoagent.parent.records.figures import plural
 from isoagent.protocol import Result
 
 if TYPE_CHECKING:

@@ -23,7 +23,8 @@ from isoagent.parent.claude_code.mcp_servers import McpServers
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway
 from isoagent.parent.records.events import ChildProgress, Sink
-from isoagent.parent.records.terminal_text import plural, warn
+from isoagent.parent.records.figures import plural, tokens
+from isoagent.parent.records.terminal_text import warn
 from isoagent.protocol import (
     HookCall,
     HookReply,
@@ -45,7 +46,7 @@ ChildFrameIn = ModelCall | McpCall | HookCall | TaskCall | Progress | Result
 @dataclass
 class CallContext:
     """What a child's calls reach: the session's gateway, hooks and MCP servers, and its
-    ``task`` calls' way to the supervisor."""
+    ``Agent`` calls' way to the supervisor."""
 
     gateway: Gateway
     hooks: ChildHooks | None
@@ -83,7 +84,7 @@ class ChildCalls:
         self.cancelled = False  # the parent asked it to stop: no more tokens for it
         self.grants: Grants | None = None  # what its Task granted
         self.ledger: HookLedger | None = None  # what it asked the hooks, with a plan
-        self._delegations: set[asyncio.Future[None]] = set()  # its task calls under way
+        self._delegations: set[asyncio.Future[None]] = set()  # its Agent calls under way
 
     def granted(self, grants: Grants, ledger: HookLedger | None) -> None:
         """What the Task it is sent grants: its calls are held to it."""
@@ -95,9 +96,9 @@ class ChildCalls:
         the child said otherwise, a line says so (once: it ends here)."""
         if (result.usage, result.turns) != (self.usage, self.turns):
             warn(
-                f"warning: child {self.child} said it used {result.usage.total:,} tokens in "
-                f"{plural(result.turns, 'turn')}; the gateway relayed {self.usage.total:,} in "
-                f"{self.turns}, which its records keep"
+                f"warning: child {self.child} said it used {tokens(result.usage.total)} in "
+                f"{plural(result.turns, 'turn')}; the gateway relayed {tokens(self.usage.total)} "
+                f"in {plural(self.turns, 'turn')}, which its records keep"
             )
         return msgspec.structs.replace(result, usage=self.usage, turns=self.turns)
 
@@ -179,7 +180,7 @@ class ChildCalls:
         return ""
 
     async def _check_delegation(self, process: ChildProcess, call: TaskCall) -> None:
-        """A ``task`` call its Task grants: refused, and the child ended, if not."""
+        """An ``Agent`` call its Task grants: refused, and the child ended, if not."""
         assert self.grants is not None
         if refused := self.grants.delegation_refusal(call):
             await process.answer(TaskReply(call.id, f"refused by the parent: {refused}", True))

@@ -61,6 +61,7 @@ class ChildRequest:
     agent: AgentSpec
     depth: int = 1  # 1: the parent's child; 2: a child's (--max-depth 2), ...
     history: tuple[Message, ...] = ()  # an earlier child's conversation it goes on with
+    asked_by: str = ""  # the child whose Agent call this is ("": the parent's)
 
 
 def describe(prompt: str, width: int = 50) -> str:
@@ -87,7 +88,7 @@ class Supervising(Protocol):
     live: dict[str, ChildRun]
 
     async def delegate(self, asking: ChildRun, call: TaskCall) -> TaskReply:
-        """A child's ``task`` call, checked against the run's limits."""
+        """A child's ``Agent`` call, checked against the run's limits."""
         ...
 
 
@@ -180,6 +181,7 @@ class ChildRun:
                     pid=process.pid,
                     transcript=self.transcript_label,
                     host=launcher.host_name,
+                    parent=self.request.asked_by,
                 )
             )
             for message in self.request.history:  # the parent's record it goes on from

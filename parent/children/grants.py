@@ -32,7 +32,7 @@ def beyond(asking: AgentSpec, asked: AgentSpec) -> str:
     more = [tool for tool in asked.tools if tool not in asking.tools]
     more += [name for name in asked.mcp_tools if not _covers(asking.mcp_tools, name)]
     more += [f"its MCP server {s.name}" for s in asked.mcp_servers if s not in asking.mcp_servers]
-    if "bash" in asked.tools and "bash" in asking.tools:
+    if "Bash" in asked.tools and "Bash" in asking.tools:
         allow = set(asked.bash_allow)
         if asking.bash_allow and not (allow and allow <= set(asking.bash_allow)):
             more.append("bash commands that its rules do not allow")
@@ -65,7 +65,7 @@ class Grants:
     """What one child's Task grants; ``refusal`` counts its model calls."""
 
     def __init__(self, task: Task, no_delegation: str = "") -> None:
-        """``no_delegation``: why its Task grants no ``task`` (``startable``'s), if it does not."""
+        """``no_delegation``: why its Task grants no ``Agent`` (``startable``'s), if it does not."""
         self.task = task
         self.no_delegation = no_delegation
         self.calls = 0

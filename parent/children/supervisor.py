@@ -5,7 +5,7 @@ server: ``parent/children/forkserver.py``) in a session of its own, with an envi
 built from an allow-list (no credentials). The supervisor runs at most
 ``--max-parallel`` of them at once (a child's child in its ancestor's slot), each as a
 ``ChildRun`` (``child_run.py``: one child from its spawn to its Result), ends them when
-the run is interrupted, and checks a child's ``task`` call against the run's limits before
+the run is interrupted, and checks a child's ``Agent`` call against the run's limits before
 its child's child starts.
 """
 
@@ -119,7 +119,7 @@ class Supervisor:
 
     async def end_all(self) -> None:
         """End every child still running and wait until each is ended and recorded. A
-        session's children may run in tasks of their own (those of the parent's ``task``
+        session's children may run in tasks of their own (those of the parent's ``Agent``
         tool do), which no cancellation of the session's own task reaches."""
         running = list(self._running)
         for run in running:
@@ -137,7 +137,7 @@ class Supervisor:
                 run.end(failure)
 
     async def delegate(self, asking: ChildRun, call: TaskCall) -> TaskReply:
-        """A child's ``task`` call, one its Task grants (``child_calls.py`` checked): a
+        """A child's ``Agent`` call, one its Task grants (``child_calls.py`` checked): a
         request, checked against the run's limits (children in all, budget) before its
         child runs, as a process of this parent's."""
         agent = self.settings.agents[call.subagent_type]
@@ -149,13 +149,14 @@ class Supervisor:
         else:
             self.nested += 1
             depth = asking.request.depth + 1
-            finished = await self.run(ChildRequest(call.description, call.prompt, agent, depth))
+            request = ChildRequest(call.description, call.prompt, agent, depth, asked_by=asking.id)
+            finished = await self.run(request)
             return TaskReply(call.id, report(finished), not ended_well(finished))
         return TaskReply(call.id, refusal, is_error=True)
 
     def stop(self, child: str) -> bool:
         """End child ``child`` alone (the SDK's ``stop_task``), its status cancelled: the
-        ``task`` call that started it returns that, and the parent goes on. False: no
+        ``Agent`` call that started it returns that, and the parent goes on. False: no
         such child is running. One that has not started yet (a background child waiting for
         a slot) never starts."""
         run, asked = self.live.get(child), self._asked.get(child)

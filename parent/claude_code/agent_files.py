@@ -25,7 +25,9 @@ read as the literal text after the colon; names may hold spaces and dots; values
 wrong type for ``tools``, ``model`` or ``maxTurns`` are ignored; unknown keys are ignored;
 an ``mcpServers`` that is not such a list, or whose inline server is not a stdio, http or
 sse one, rejects the file, and so does a field isoagent cannot honour (``memory``, ``skills``,
-``hooks``, ``isolation``: ``REFUSED_FIELDS``) or an ``effort`` that is not a level.
+``hooks``, ``isolation``: ``REFUSED_FIELDS``), an ``effort`` that is not a level, or a tool
+by isoagent's name of old (``read_file``: "did you mean Read"). Tools go by Claude Code's
+names, which are isoagent's own.
 A file whose front matter cannot be read, or that lacks a name or a description, is
 rejected with one line (``path:line: message``); Markdown files without front matter
 (READMEs) are not agent files. Everything else worth knowing (tools isoagent lacks, names
@@ -47,7 +49,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +57,14 @@ import msgspec
 import yaml
 from yaml.reader import ReaderError
 
-from isoagent.child.agent.builtin_agents import BASE_TOOLS, BUILTIN_AGENTS, WRITE_TOOLS
+from isoagent.child.agent.builtin_agents import (
+    BASE_TOOLS,
+    BUILTIN_AGENTS,
+    SEND_MESSAGE,
+    TASK_ALIASES,
+    WRITE_TOOLS,
+)
+from isoagent.child.agent.tools import TOOL_CLASSES
 from isoagent.parent.claude_code.mcp_servers import PREFIX as MCP_PREFIX
 from isoagent.parent.claude_code.mcp_servers import agent_entry, server_of, whole_server
 from isoagent.parent.model.aliases import agent_model
@@ -85,22 +94,12 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)  # type: ignore[no-untyped-call]
 
 
-# Claude Code tool names -> ours; our own names map to themselves.
-CLAUDE_TOOLS: dict[str, str] = {
-    "Read": "read_file",
-    "Write": "write_file",
-    "Edit": "edit_file",
-    "MultiEdit": "edit_file",
-    "Bash": "bash",
-    "Glob": "glob",
-    "Grep": "grep",
-    "LS": "glob",
-    "TodoWrite": "todo_write",
-    "WebFetch": "web_fetch",
-    "WebSearch": "web_search",
-    **{tool: tool for tool in (*BASE_TOOLS, "todo_write", "web_fetch", "web_search")},
-}
-# Claude Code tools isoagent does not give an agent; naming them is not an error.
+# isoagent's names before it took Claude Code's: refused, with the name to use instead
+RENAMED = {
+    "bash": "Bash", "read_file": "Read", "write_file": "Write", "edit_file": "Edit",
+    "glob": "Glob", "grep": "Grep", "todo_write": "TodoWrite", "web_fetch": "WebFetch",
+    "web_search": "WebSearch", "task": "Agent", "send_message": "SendMessage",
+}  # fmt: skip
 EFFORTS = ("low", "medium", "high", "max")
 # fields of Claude Code's agents that isoagent cannot honour: an agent that sets one is
 # refused with the reason, not run without it. initialPrompt and color are accepted: Claude
@@ -111,13 +110,15 @@ REFUSED_FIELDS = {
     "hooks": "isoagent runs an agent's own hooks nowhere (give them in --settings)",
     "isolation": "each isoagent child is isolated by its own sandbox, not a git worktree",
 }
-TASK_NAMES = frozenset({"Task", "Agent", "task"})  # Claude Code's delegation tool, ours
+# Claude Code tools isoagent does not give an agent (MultiEdit and LS: older Claude Code's,
+# which the current one does not know either); naming them is not an error
 KNOWN_ELSEWHERE = frozenset(
     {
-        *TASK_NAMES, "TodoRead",
+        *TASK_ALIASES, SEND_MESSAGE, "TodoRead", "MultiEdit", "LS",
         "NotebookEdit", "NotebookRead", "BashOutput", "KillShell", "KillBash", "ExitPlanMode",
         "SlashCommand", "Skill", "AskUserQuestion", "ListMcpResourcesTool",
-        "ReadMcpResourceTool", "LSP", "ToolSearch", "SendMessage", "TaskStop", "Monitor",
+        "ReadMcpResourceTool", "LSP", "ToolSearch", "TaskStop", "Monitor", "TaskCreate",
+        "TaskGet", "TaskList", "TaskUpdate", "TaskOutput",
     }
 )  # fmt: skip
 PLAN_MODE = "plan"
@@ -369,7 +370,7 @@ def build_spec(
     named = {_split_rule(entry)[0] for entry in tool_entries(tools)}
     kept_from = {_split_rule(entry)[0] for entry in tool_entries(fields.get("disallowedTools"))}
     # nesting is the type's: Claude Code's Task (or Agent) among its tools, or no tools list
-    delegates = not isinstance(tools, str | list) or bool(named & TASK_NAMES)
+    delegates = not isinstance(tools, str | list) or bool(named & TASK_ALIASES)
     if isinstance(tools, str | list):
         granted, allow = _grant(tool_entries(tools), missing, mcp)
     else:  # absent, or of a type Claude Code ignores too
@@ -394,13 +395,13 @@ def build_spec(
         model=agent_model(model) if isinstance(model, str) else None,
         max_turns=turns if isinstance(turns, int) and turns > 0 else None,
         source=source,
-        bash_allow=allow if "bash" in granted else [],
-        bash_deny=deny if "bash" in granted else [],
+        bash_allow=allow if "Bash" in granted else [],
+        bash_deny=deny if "Bash" in granted else [],
         mcp_tools=mcp,
         mcp_servers=own,
         effort=effort or "",
         background=fields.get("background") is True,
-        delegates=delegates and not kept_from & TASK_NAMES,
+        delegates=delegates and not kept_from & TASK_ALIASES,
     )
     return spec, missing
 
@@ -444,45 +445,58 @@ def _split_rule(entry: str) -> tuple[str, str | None]:
 
 
 def _grant(entries: list[str], missing: list[str], mcp: list[str]) -> tuple[list[str], list[str]]:
-    """Our tools for a ``tools`` list, in order, and the bash allow rules (none: any
+    """The tools a ``tools`` list gives, in order, and the Bash allow rules (none: any
     command); the MCP tools it names go to ``mcp``. A rule isoagent cannot enforce
     (``Read(src/**)``) grants nothing."""
     granted: list[str] = []
     rules: list[str] = []
     unrestricted_bash = False
+    check_names(entries, "tools")
     for entry in entries:
         tool, rule = _split_rule(entry)
         tool = whole_server(tool)
-        ours = CLAUDE_TOOLS.get(tool)
         if tool.startswith(MCP_PREFIX) and rule is None:
             mcp.append(tool)
             continue
-        if ours is None:
-            if tool not in TASK_NAMES:  # the type's nesting: its ``delegates``
+        if tool not in TOOL_CLASSES:
+            if tool not in TASK_ALIASES:  # the type's nesting: its ``delegates``
                 missing.append(tool)
             continue
-        if rule is not None and rule not in ("", "*") and ours != "bash":
+        if rule is not None and rule not in ("", "*") and tool != "Bash":
             missing.append(f"{tool}(...)")
             continue
-        if ours == "bash":
+        if tool == "Bash":
             if rule in (None, "", "*"):
                 unrestricted_bash = True
             else:
                 rules.append(rule)
-        if ours not in granted:
-            granted.append(ours)
+        if tool not in granted:
+            granted.append(tool)
     return granted, [] if unrestricted_bash else rules
+
+
+def check_names(entries: Iterable[str], key: str) -> None:
+    """Refuse (InvalidAgent) an entry that names a tool by isoagent's name of old, with the
+    name to use: a rule meant to give or keep away a tool must not miss it silently."""
+    for entry in entries:
+        tool = _split_rule(entry)[0]
+        if tool in RENAMED:
+            raise InvalidAgent(
+                key,
+                f"{key} names {tool!r}: did you mean {RENAMED[tool]}? (tools go by "
+                "Claude Code's names)",
+            )
 
 
 def _take_away(entries: list[str], granted: list[str], mcp: list[str]) -> list[str]:
     """Remove what ``disallowedTools`` names from ``granted`` and ``mcp``; return the bash
     deny rules. A name isoagent does not know is refused: it cannot keep away what it
     cannot name."""
+    check_names(entries, "disallowedTools")
     deny: list[str] = []
     for entry in entries:
         tool, rule = _split_rule(entry)
         tool = whole_server(tool)
-        ours = CLAUDE_TOOLS.get(tool)
         if tool.startswith(MCP_PREFIX):  # itself, or a whole server's: every tool of it
             mcp[:] = [t for t in mcp if t != tool and not t.startswith(f"{tool}__")]
             whole = MCP_PREFIX + server_of(tool)
@@ -493,7 +507,7 @@ def _take_away(entries: list[str], granted: list[str], mcp: list[str]) -> list[s
                     f"({whole}); name in tools those to give instead",
                 )
             continue
-        if ours is None:
+        if tool not in TOOL_CLASSES:
             if tool in KNOWN_ELSEWHERE:
                 continue  # never given anyway
             raise InvalidAgent(
@@ -501,10 +515,10 @@ def _take_away(entries: list[str], granted: list[str], mcp: list[str]) -> list[s
                 f"disallowedTools names {tool!r}, a tool isoagent does not know; refusing the "
                 "agent rather than guessing what to keep from it",
             )
-        if ours == "bash" and rule not in (None, "", "*"):
+        if tool == "Bash" and rule not in (None, "", "*"):
             deny.append(rule)
-        elif ours in granted:  # a rule on another tool: the whole tool goes
-            granted.remove(ours)
+        elif tool in granted:  # a rule on another tool: the whole tool goes
+            granted.remove(tool)
     return deny
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 from pathlib import Path
@@ -16,10 +17,11 @@ from isoagent.parent.batch.runner import BatchRun, Outcome
 from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import fail, run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
-from isoagent.parent.cli.options import pick_agent, settings_options
+from isoagent.parent.cli.help import GroupedHelp, hide
+from isoagent.parent.cli.options import AGENT_MODEL, DEFAULTS, pick_agent, settings_options
 from isoagent.parent.cli.output import JsonLines, end_when_reader_goes
 from isoagent.parent.records.events import TaskRecord
-from isoagent.parent.records.terminal_text import plural
+from isoagent.parent.records.figures import plural
 from isoagent.parent.settings import Settings
 
 EPILOG = f"""\b
@@ -44,13 +46,14 @@ Examples:
 {EXIT_CODES_HELP}"""
 
 
-@click.command(epilog=EPILOG)
+@click.command(epilog=EPILOG, cls=GroupedHelp)
 @click.argument("source_name", metavar="FILE")
 @click.option(
     "-j",
     "--jobs",
     type=click.IntRange(1),
-    help="Tasks running at once (default: --max-parallel).",
+    help=f"Tasks running at once [default: {DEFAULTS.max_parallel}; with --hosts, the "
+    "hosts' slots].",
 )
 @click.option(
     "-o",
@@ -72,8 +75,10 @@ Examples:
 @click.option(
     "--api-batches",
     is_flag=True,
-    help="Send the model calls as Anthropic Message Batches: half the price, each turn as "
-    "slow as a batch (minutes, up to 24 h; raise --timeout). See the README.",
+    help="Send the tasks' model calls as Anthropic Message Batches (one batch for the calls "
+    "of the tasks running at once): half the price, but each model turn takes as long as a "
+    "batch (minutes, up to 24 h: raise --timeout). With -o, a batch run again collects the "
+    "turns already sent instead of paying for them twice.",
 )
 @click.option(
     "--batch-window",
@@ -84,7 +89,7 @@ Examples:
     help="With --api-batches: how long a model call waits for the others to join its batch "
     "(it goes at once when every running task waits).",
 )
-@settings_options
+@functools.partial(settings_options, model_for=AGENT_MODEL)
 def batch(
     source_name: str,
     jobs: int | None,
@@ -132,11 +137,18 @@ def batch(
     if skipped:
         tasks = plural(skipped, "task")
         click.echo(f"isoagent: skipping {tasks} already done in {output_path}", err=True)
+    if not pending and not invalid:  # nothing to run: no session, so no run for logs
+        if results is not None:
+            results.close()
+        click.echo("isoagent: batch: nothing left to run", err=True)
+        return
     stdout = JsonLines()
     live = sys.stderr.isatty()
     runner = BatchRun(pending, invalid, previous.reported, results, stdout, live=live)
-    # on a terminal the batch line replaces the per-child progress lines
-    sinks = [] if live else [ProgressDisplay(verbose=settings.verbose)]
+    # on a terminal the bar replaces the per-child lines; -v's tool calls are written above it
+    verbose = live and settings.verbose
+    progress = ProgressDisplay(verbose=settings.verbose, live=False, closing=False)
+    sinks = [progress] if not live or verbose else []
 
     async def main() -> int:
         from isoagent.parent.session import Session
@@ -203,3 +215,6 @@ def same_file(source: BinaryIO, path: Path) -> bool:
         return os.path.samestat(os.fstat(source.fileno()), path.stat())
     except OSError:
         return False
+
+
+hide(batch, "max_parallel")  # -j's older spelling

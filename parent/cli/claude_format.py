@@ -2,7 +2,7 @@
 
 Programs written for ``claude -p`` (and the claude-agent-sdk's ``parse_message``) read
 these lines unchanged: ``system``/``init``; ``assistant`` and ``user`` messages with
-``parent_tool_use_id`` (None for the parent, the ``task`` tool_use id for a child's);
+``parent_tool_use_id`` (None for the parent, the ``Agent`` tool_use id for a child's);
 ``system`` ``task_started``/``task_progress``/``task_notification`` for children; with
 ``--include-partial-messages``, each streamed event of every model call (``stream_event``);
 and the final ``result``. isoagent's own facts ride along in fields Claude Code does not use
@@ -20,7 +20,8 @@ import msgspec
 
 from isoagent.child.agent.builtin_agents import BASE_TOOLS, SEND_MESSAGE, TASK_TOOL
 from isoagent.child.agent.tools.bash import REFUSED
-from isoagent.parent.agent.permission_prompt import CLAUDE_NAMES, DENIED
+from isoagent.child.agent.tools.task import DEFAULT_AGENT
+from isoagent.parent.agent.permission_prompt import DENIED
 from isoagent.parent.agent.task_tool import TASK_STATUS
 from isoagent.parent.model.prices import cost_usd
 from isoagent.parent.records.events import (
@@ -313,7 +314,7 @@ class ClaudeFormat:
         return message
 
     def _child(self, child: str, description: str, prompt: str, agent: str) -> _Child:
-        """The record of ``child``, made at its first event by claiming the ``task`` call it
+        """The record of ``child``, made at its first event by claiming the ``Agent`` call it
         answers: a child's with the same description, prompt and type (a child's child),
         else the parent's that has them, else the parent's oldest."""
         if child not in self._children:
@@ -339,18 +340,17 @@ class ClaudeFormat:
         return self._children[child].tool_use_id if child in self._children else None
 
     def _note_denials(self, content: list[Any]) -> None:
-        """Claude Code's ``permission_denials``: the bash calls whose rules refused them,
+        """Claude Code's ``permission_denials``: the Bash calls whose rules refused them,
         and the calls the SDK's ``can_use_tool`` refused."""
         for block in content:
             call = self._calls.get(getattr(block, "tool_use_id", ""))
             if call is None or not block.is_error or not isinstance(block.content, str):
                 continue
             if block.content.startswith(DENIED) or (
-                call.name == "bash" and block.content.startswith(REFUSED)
+                call.name == "Bash" and block.content.startswith(REFUSED)
             ):
-                name = CLAUDE_NAMES.get(call.name, call.name)
                 self._denials.append(
-                    {"tool_name": name, "tool_use_id": call.id, "tool_input": call.input}
+                    {"tool_name": call.name, "tool_use_id": call.id, "tool_input": call.input}
                 )
 
     def _count(self, child: str, model: str, usage: Usage) -> None:
@@ -362,8 +362,9 @@ class ClaudeFormat:
 
 
 def _calls_for(task_input: dict[str, Any], wanted: dict[str, str]) -> bool:
-    """Whether a ``task`` call's input asks for this child (``run_in_background`` aside)."""
-    return all(task_input.get(key) == value for key, value in wanted.items())
+    """Whether an ``Agent`` call's input asks for this child (``run_in_background`` aside)."""
+    asked = {"subagent_type": DEFAULT_AGENT, **task_input}
+    return all(asked.get(key) == value for key, value in wanted.items())
 
 
 def _version() -> str:

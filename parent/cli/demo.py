@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.parent.cli.errors import fail, run_session_body
 from isoagent.parent.cli.exit_codes import exit_code_for
 from isoagent.parent.records.events import MessageAdded
-from isoagent.parent.records.terminal_text import plural
+from isoagent.parent.records.figures import plural
 from isoagent.protocol import Limits, Result, ToolResultBlock, ToolUseBlock
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ class Tally:
         if not isinstance(event, MessageAdded):
             return
         for block in event.content:
-            if isinstance(block, ToolUseBlock) and block.name == "task" and not event.child:
+            if isinstance(block, ToolUseBlock) and block.name == TASK_TOOL and not event.child:
                 self._task_ids.add(block.id)
             elif isinstance(block, ToolResultBlock):
                 size = len(block.content.encode())
@@ -104,12 +105,13 @@ def copy_sample_project(root: Path) -> Path:
 async def run_examples(
     root: Path,
     source: ModelSource,
-    display: Sink,
+    display: Callable[[], Sink],
     echo: Callable[[str], None],
     outcomes: list[Outcome],
 ) -> None:
     """Run each example as a ``run`` in ``root/project``, adding its outcome to ``outcomes``
-    as it ends (an interrupt keeps those); stop after one that fails."""
+    as it ends (an interrupt keeps those); stop after one that fails. ``display`` makes each
+    example's own progress display: its closing line counts that example alone."""
     from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
     from isoagent.parent.session import Session
     from isoagent.parent.settings import Settings
@@ -124,7 +126,7 @@ async def run_examples(
     for number, prompt in enumerate(EXAMPLES, 1):
         echo(f"\n[{number}/{len(EXAMPLES)}] {prompt}")
         tally = Tally()
-        async with Session.open(settings, source=source, sinks=[display, tally]) as session:
+        async with Session.open(settings, source=source, sinks=[display(), tally]) as session:
             result = await session.run_parent(prompt)
             finished = session.finish(result)
             outcomes.append(Outcome(prompt, result, session.run.path, finished.children, tally))
@@ -156,8 +158,9 @@ def demo() -> None:
     outcomes: list[Outcome] = []
 
     async def main() -> int:
-        display = ProgressDisplay(verbose=True)
-        await run_examples(root, source, display, click.echo, outcomes)
+        await run_examples(
+            root, source, lambda: ProgressDisplay(verbose=True), click.echo, outcomes
+        )
         return 0
 
     code = run_session_body(main)

@@ -1,10 +1,11 @@
 """The progress lines on stderr: the parent's model call and each running child.
 
-On a terminal the lines are redrawn in place (and every half second, so the elapsed time
-moves): the parent thinking (for how long, about how many tokens it has streamed), each
-child with its current tool; at the end one line says the run's turns, children, tokens,
-cost and run folder. Elsewhere it stays quiet: one line when a child ends (plus a line per
-tool call, and the closing line, with ``-v``).
+On a terminal a live block at its foot (``records/live_region.py``) shows the parent
+thinking (for how long, about how many tokens it has streamed) and each running child with
+its current tool, a child's children indented under it; a line stays above the block when a
+child ends, and at the end one line says the run's turns, children, tokens, cost and run
+folder. Elsewhere it stays quiet: one line when a child ends (plus a line per tool call, and
+the closing line, with ``-v``). Figures are said as ``records/figures.py`` says them.
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ from isoagent.parent.records.events import (
     MessageAdded,
     RunFinished,
 )
-from isoagent.parent.records.terminal_text import plural, terminal_line
+from isoagent.parent.records.figures import duration, plural, tokens, usd
+from isoagent.parent.records.terminal_text import terminal_line
 
 if TYPE_CHECKING:
+    from isoagent.parent.records.live_region import LiveRegion
     from isoagent.parent.session import Session
 
 TICK = 0.5  # seconds between redraws of the live lines
@@ -52,7 +55,7 @@ class _Running:
     def line(self) -> str:
         now = f": {self.tool}" if self.tool else ""
         tools = plural(self.tools, "tool")
-        return f"{self.head} ... {tools}, {seconds(time.monotonic() - self.started)}{now}"
+        return f"{self.head} ... {tools}, {duration(time.monotonic() - self.started)}{now}"
 
 
 @dataclass
@@ -63,8 +66,8 @@ class _Thinking:
     characters: int = 0  # of text, thinking and tool input streamed so far
 
     def line(self) -> str:
-        tokens = f", ~{self.characters // 4} tokens" if self.characters else ""
-        return f"  parent: thinking {seconds(time.monotonic() - self.started)}{tokens}"
+        streamed = f", ~{tokens(self.characters // 4)}" if self.characters else ""
+        return f"  parent: thinking {duration(time.monotonic() - self.started)}{streamed}"
 
 
 class ProgressDisplay:
@@ -76,17 +79,22 @@ class ProgressDisplay:
         *,
         live: bool | None = None,
         verbose: bool = False,
+        closing: bool = True,
     ) -> None:
-        stream = stream if stream is not None else sys.stderr
-        self.stream: TextIO | None = stream  # None once nobody reads it
-        self.live = stream.isatty() if live is None else live
+        """``closing``: a closing line at the end (a batch has its own)."""
+        self._stream = stream  # None: sys.stderr when written to (above a batch's bar, rich's)
+        self.lost = False  # nobody reads it any more
+        self.live = (stream or sys.stderr).isatty() if live is None else live
         self.verbose = verbose
+        self.closing = closing
         self.active: dict[str, _Running] = {}  # child id -> its live line
         self.thinking: _Thinking | None = None  # the parent's call in flight, on a terminal
         self.costs = Costs()  # every agent's tokens and cost, for the closing line
+        self.turns = 0  # every agent's model turns (answers), as ``logs`` counts them
         self.children = 0
+        self.asked_by: dict[str, str] = {}  # child id -> the child that started it ("": none)
         self.delegated = False  # a parent agent answered: the children were its
-        self._drawn = 0
+        self.region: LiveRegion | None = None  # the live block, once something is live
         self._ticker: asyncio.Task[None] | None = None
 
     def hear(self, child: str, data: bytes) -> None:
@@ -112,9 +120,9 @@ class ProgressDisplay:
             self._message(event)
         elif isinstance(event, ChildStarted):
             self.children += 1
+            self.asked_by[event.child] = event.parent
             if self.live:
-                head = terminal_line(f"  [{event.agent}] {event.description}")
-                self.active[event.child] = _Running(head)
+                self.active[event.child] = _Running(self._head(event))
                 self._redraw()
                 self._tick()
         elif isinstance(event, ChildProgress):
@@ -124,24 +132,39 @@ class ProgressDisplay:
                 shown.tool = progress.tool if progress.event == "tool_start" else ""
                 self._redraw()
             if self.verbose and progress.event == "tool_start":
-                head = f"  [{event.agent}] {event.description}"
+                head = self._head(event)
                 self._print(f"{head}: {progress.tool} {progress.detail}".rstrip())
         elif isinstance(event, ChildFinished):
             r = event.result
-            facts = f"{r.tool_calls} tools, {seconds(r.duration)}"
-            head = f"  [{event.agent}] {event.description}"
+            facts = f"{plural(r.tool_calls, 'tool')}, {duration(r.duration)}"
+            head = self._head(event)
             if r.status == "ok":
                 line = f"{head} - done ({facts})"
             else:
                 line = f"{head} - {r.status} ({facts}): {r.error}"
             self.active.pop(event.child, None)
             self._print(line)
-        elif isinstance(event, RunFinished) and (self.live or self.verbose):
+        elif isinstance(event, RunFinished) and (self.live or self.verbose) and self.closing:
             self.thinking = None
-            self._print(self._closing(event))
+            self.active.clear()
+            self._close(self._closing(event))
+
+    def _head(self, event: ChildStarted | ChildProgress | ChildFinished) -> str:
+        """``  [Explore] find test framework``, two spaces more for each level of nesting."""
+        indent = "  " * len(self._line_of(event.child))
+        return f"{indent}[{event.agent}] {event.description}"
+
+    def _line_of(self, child: str) -> tuple[str, ...]:
+        """``child``'s ancestors and itself, from the parent's child down."""
+        line = [child]
+        while (asking := self.asked_by.get(line[-1], "")) and asking not in line:
+            line.append(asking)
+        return tuple(reversed(line))
 
     def _message(self, message: MessageAdded) -> None:
         """A parent's prompt or tool results go to the model: it thinks until it answers."""
+        if message.role == "assistant" and message.usage is not None:
+            self.turns += 1
         self.delegated = self.delegated or (message.role == "assistant" and not message.child)
         if message.child or not self.live:
             return
@@ -152,10 +175,10 @@ class ProgressDisplay:
 
     def _closing(self, final: RunFinished) -> str:
         """isoagent: 3 turns, 2 children, 1,234 tokens, $0.0123; .isoagent/runs/<id>"""
-        facts = [plural(final.result.turns, "turn")]
+        facts = [plural(self.turns, "turn")]
         if self.delegated and self.children:  # not task's, whose one child is the main agent
             facts.append(plural(self.children, "child", "children"))
-        facts += [f"{self.costs.usage.total:,} tokens", f"${self.costs.total:.4f}"]
+        facts += [tokens(self.costs.usage.total), usd(self.costs.total)]
         return f"isoagent: {', '.join(facts)}; {final.run_dir}"
 
     def _tick(self) -> None:
@@ -179,30 +202,45 @@ class ProgressDisplay:
         """A line of the parent's own (what model calls wait on), above the live block."""
         self._print(line)
 
+    def _lines(self) -> list[str]:
+        """The live block: the parent thinking, then each running child under its parent."""
+        lines = [self.thinking.line()] if self.thinking is not None else []
+        tree = sorted(self.active, key=self._line_of)
+        return lines + [self.active[child].line() for child in tree]
+
     def _print(self, line: str) -> None:
         """A line that stays, written above the live block; a child's words in it escaped."""
-        self._redraw(terminal_line(line) + "\n")
+        self._write(terminal_line(line))
 
-    def _redraw(self, above: str = "") -> None:
-        """Clear the live block, write ``above``, draw the live block again."""
-        if self.stream is None:
+    def _redraw(self) -> None:
+        if self.live and (self.active or self.thinking is not None or self.region):
+            self._write(None)
+
+    def _close(self, line: str) -> None:
+        """The closing line; the live block is gone for good."""
+        self._write(terminal_line(line), last=True)
+
+    def _write(self, line: str | None, *, last: bool = False) -> None:
+        """``line`` above the live block (None: only a redraw of the block)."""
+        if self.lost:
             return
-        text = f"\x1b[{self._drawn}F\x1b[J" if self._drawn else ""
-        text += above
-        lines = [running.line() for running in self.active.values()] if self.live else []
-        if self.live and self.thinking is not None:
-            lines.insert(0, self.thinking.line())
-        text += "".join(line + "\n" for line in lines)
+        stream = self._stream or sys.stderr
         try:
-            self.stream.write(text)
-            self.stream.flush()
+            if self.live and self.region is None and not last:
+                from isoagent.parent.records.live_region import LiveRegion
+
+                self.region = LiveRegion(stream, self._lines)
+            if self.region is None:
+                if line is not None:
+                    stream.write(line + "\n")
+                    stream.flush()
+            elif last:
+                self.region.close(line or "")
+            elif line is not None:
+                self.region.print(line)
+            else:
+                self.region.refresh()
         except OSError as exc:  # nobody reads stderr any more: the run goes on without progress
-            if self.stream is sys.stderr:  # nor do later messages fail; it ends non-zero
+            if self._stream is None:  # nor do later messages fail; it ends non-zero
                 stderr_lost(exc)
-            self.stream = None
-        self._drawn = len(lines)
-
-
-def seconds(value: float) -> str:
-    """3.2s, or 45ms below a tenth of a second (where 0.0s would say nothing)."""
-    return f"{value:.1f}s" if value >= 0.1 else f"{value * 1000:.0f}ms"
+            self.lost = True

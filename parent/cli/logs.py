@@ -22,9 +22,10 @@ from isoagent.parent.cli.errors import fail
 from isoagent.parent.cli.exit_codes import ExitCode
 from isoagent.parent.cli.options import run_dir_option, workdir_option
 from isoagent.parent.records.events import AnyEvent, ChildFinished, ChildStarted, MessageAdded
+from isoagent.parent.records.figures import duration, plural, tokens, usd
 from isoagent.parent.records.past_run import AgentLog, PastRun
 from isoagent.parent.records.run_folder import runs_dir_for
-from isoagent.parent.records.terminal_text import for_stdout, plural, shorten
+from isoagent.parent.records.terminal_text import for_stdout, shorten
 from isoagent.protocol import TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
 SHORT = 90  # characters of a text, a tool's input or output shown without --full
@@ -93,7 +94,7 @@ class RunRecord(msgspec.Struct, omit_defaults=True):
 )
 @click.option("--html", is_flag=True, help="Write RUN's timeline as one self-contained HTML page.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Where --html writes (default: stdout).")  # fmt: skip
+              help="Where --html writes its page (default: stdout); only with --html.")  # fmt: skip
 def logs(
     run_id: str | None,
     workdir: Path,
@@ -108,6 +109,8 @@ def logs(
     tree of its agents, their turns and tool calls. Tokens and cost include every child."""
     if html and (run_id is None or as_json):
         fail("--html draws one RUN, as a page: give RUN, without --json", ExitCode.USAGE)
+    if output is not None and not html:
+        fail("-o is where --html writes its page: add --html (or redirect stdout)", ExitCode.USAGE)
     runs_dir, _ = runs_dir_for(workdir, run_dir)
     runs = sorted(_runs(runs_dir), key=_started)
     if run_id is None:
@@ -203,7 +206,7 @@ def _agent_record(run: PastRun, agent: AgentLog) -> AgentRecord:
         agent=agent.agent,
         model=agent.model,
         status=result.status if result else "unfinished",
-        turns=len(agent.answers),
+        turns=agent.turns,
         tool_calls=agent.tool_calls,
         tokens=agent.usage.total,
         usage=agent.usage,
@@ -220,7 +223,7 @@ def run_line(run: PastRun) -> str:
     children = plural(len(run.children), "child", "children")
     if run.failed:
         children += f" ({_failures(run.failed)})"
-    return f"{run.run_id}  {_totals(run)}, {children}  {shorten(run.label, 60)}"
+    return f"{run.run_id}  {run.status}, {totals(run)}, {children}  {shorten(run.label, 60)}"
 
 
 def _failures(failed: list[AgentLog]) -> str:
@@ -231,22 +234,23 @@ def _failures(failed: list[AgentLog]) -> str:
     return ", ".join(f"{n} {status}" for status, n in counts.items())
 
 
-def _totals(run: PastRun) -> str:
-    seconds = f", {run.seconds:.1f} s" if run.seconds is not None else ""
+def totals(run: PastRun) -> str:
+    """``5 turns, 4 tool calls, 3,412 tokens, $0.0127, 5.1s``: every agent's, as the run's
+    closing line counts them."""
+    seconds = f", {duration(run.seconds)}" if run.seconds is not None else ""
     return (
-        f"{run.status}, {plural(run.turns, 'turn')}, {plural(run.tool_calls, 'tool call')}, "
-        f"{run.usage.total} tokens, {_dollars(run.cost)}{seconds}"
+        f"{plural(run.turns, 'turn')}, {plural(run.tool_calls, 'tool call')}, "
+        f"{tokens(run.usage.total)}, {usd(run.cost)}{seconds}"
     )
-
-
-def _dollars(cost: float) -> str:
-    return f"${cost:.4f}" if cost < 1 else f"${cost:.2f}"
 
 
 def run_tree(run: PastRun, *, full: bool = False) -> Iterator[str]:
     """One run as indented lines: the run, the parent's turns, each child under the
-    ``task`` call that started it, with its own turns; ``full``: nothing cut short."""
-    yield f"run {run.run_id}: {_totals(run)}"
+    ``Agent`` call that started it, with its own turns, and its own children under it;
+    ``full``: nothing cut short."""
+    yield f"run {run.run_id}: {run.status}, {totals(run)}"
+    if (final := run.final) is not None and final.result.error:
+        yield f"  {final.result.status}: {shorten(final.result.error, SHORT)}"
     if (start := run.start) is not None:
         batch = f", batch {start.batch_input}" if start.batch_input else ""
         yield f"  model {start.model}, workdir {start.workdir}{batch}"
@@ -258,24 +262,31 @@ def run_tree(run: PastRun, *, full: bool = False) -> Iterator[str]:
         if isinstance(event, MessageAdded) and not event.child:
             yield from _message_lines(event, "  ", full)
         elif isinstance(event, ChildFinished | ChildStarted) and event.child not in shown:
-            shown.add(event.child)
-            yield from _child_lines(children[event.child], "    ", full)
+            child = children[event.child]
+            if not child.asked_by:  # a child's children are shown under it
+                yield from _child_lines(run, child, "    ", full, shown)
 
 
-def _child_lines(child: AgentLog, indent: str, full: bool) -> Iterator[str]:
+def _child_lines(
+    run: PastRun, child: AgentLog, indent: str, full: bool, shown: set[str]
+) -> Iterator[str]:
+    shown.add(child.child)
     known = child.started or child.finished
     description = known.description if known else ""
     result = child.result
-    seconds = f", {result.duration:.1f} s" if result else ""
+    seconds = f", {duration(result.duration)}" if result else ""
     yield (
         f"{indent}child {child.child} {child.agent} {description!r}: {child.status}, "
-        f"{plural(len(child.answers), 'turn')}, {plural(child.tool_calls, 'tool call')}, "
-        f"{child.usage.total} tokens, {_dollars(child.cost)}{seconds}"
+        f"{plural(child.turns, 'turn')}, {plural(child.tool_calls, 'tool call')}, "
+        f"{tokens(child.usage.total)}, {usd(child.cost)}{seconds}"
     )
     for message in child.messages:
         yield from _message_lines(message, indent + "  ", full)
     if result and result.error:
         yield from _text_lines("error: ", result.error, indent + "  ", full)
+    for grandchild in run.children_of(child.child):
+        if grandchild.child not in shown:
+            yield from _child_lines(run, grandchild, indent + "    ", full, shown)
 
 
 def _message_lines(event: MessageAdded, indent: str, full: bool) -> Iterator[str]:
@@ -287,8 +298,8 @@ def _message_lines(event: MessageAdded, indent: str, full: bool) -> Iterator[str
             elif isinstance(block, TextBlock) and event.turn == 0:
                 yield from _text_lines("prompt: ", block.text, indent, full)
         return
-    tokens = f" ({event.usage.total} tokens)" if event.usage else ""
-    yield f"{indent}turn {event.turn + 1}{tokens}"
+    used = f" ({tokens(event.usage.total)})" if event.usage else ""
+    yield f"{indent}turn {event.turn + 1}{used}"
     for block in event.content:
         if isinstance(block, TextBlock) and block.text.strip():
             yield from _text_lines("", block.text, indent + "  ", full)

@@ -19,6 +19,7 @@ import click
 
 from isoagent.parent.cli.errors import OutputErrorsCommand
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP, ExitCode
+from isoagent.parent.cli.help import HELP_NAMES
 
 # name: (module defining the command function of that name, its short help for the list)
 COMMANDS = {
@@ -63,6 +64,19 @@ class _Group(OutputErrorsCommand, click.Group):
         command: click.Command = getattr(importlib.import_module(COMMANDS[name][0]), name)
         return command
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """An unknown command is an error that names the closest one (``runn``: ``run``)."""
+        name = args[0]
+        if name not in COMMANDS and not name.startswith("-"):
+            import difflib  # here: --help need not import it
+
+            close = difflib.get_close_matches(name, list(COMMANDS), n=1, cutoff=0.7)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The list of commands, from ``COMMANDS``: importing each to ask would cost more
         than the rest of ``--help``."""
@@ -84,6 +98,7 @@ class _Group(OutputErrorsCommand, click.Group):
 
             command = print_mode
         kwargs["standalone_mode"] = False
+        kwargs.setdefault("help_option_names", HELP_NAMES["help_option_names"])  # -p's too
         with one_line_errors():
             return click.Command.main(command, args, **kwargs)
 
@@ -106,13 +121,18 @@ def one_line_errors() -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-@click.group(cls=_Group, epilog=EXIT_CODES_HELP)
+@click.group(
+    cls=_Group, epilog=EXIT_CODES_HELP, invoke_without_command=True, context_settings=HELP_NAMES
+)
 @click.version_option(package_name="isoagent")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context) -> None:
     """Run Claude subagents as separate OS processes.
 
     `isoagent -p PROMPT` is `claude -p`, with Claude Code's flags (see `isoagent -p --help`).
     """
+    if ctx.invoked_subcommand is None:  # a bare `isoagent`: its help, not an error
+        click.echo(ctx.get_help(), color=ctx.color)
 
 
 def main() -> None:

@@ -48,18 +48,25 @@ def run_dir_option() -> Callable[..., Any]:
     )  # fmt: skip
 
 
+PARENT_MODEL = "the parent agent, and for subagents whose agent type names none"
+AGENT_MODEL = "the subagents whose agent type names none"
+
+
 def settings_options(
-    fn: Callable[..., Any], extra: Sequence[Callable[..., Any]] = ()
+    fn: Callable[..., Any],
+    extra: Sequence[Callable[..., Any]] = (),
+    *,
+    model_for: str = PARENT_MODEL,
 ) -> Callable[..., Any]:
     """The options every model-backed command shares, handed to it as one ``settings``;
-    ``extra``: a command's own options that are ``Options`` fields too."""
+    ``extra``: a command's own options that are ``Options`` fields too; ``model_for``: who
+    ``--model`` is for, as its help says."""
     options = [
         click.option(
             "--model", envvar=["ISOAGENT_MODEL", "ANTHROPIC_MODEL"], default=DEFAULTS.model,
             show_default=True,
-            help="Model for the parent and for children whose agent type names none; an id "
-            "or an alias (sonnet, opus, haiku, fable) as in Claude Code "
-            "[env ISOAGENT_MODEL, ANTHROPIC_MODEL].",
+            help=f"Model for {model_for}; an id or an alias (sonnet, opus, haiku, fable) as "
+            "in Claude Code [env ISOAGENT_MODEL, ANTHROPIC_MODEL].",
         ),
         click.option(
             "--max-turns", type=click.IntRange(0), default=LIMITS.max_turns,
@@ -81,7 +88,7 @@ def settings_options(
         click.option(
             "--max-parallel", type=click.IntRange(1), default=DEFAULTS.max_parallel,
             show_default=True,
-            help="Children running at once.",
+            help="Subagents running at once (with --hosts: the hosts' slots).",
         ),
         click.option(
             "--max-depth", type=click.IntRange(1), default=DEFAULTS.max_depth,
@@ -95,7 +102,11 @@ def settings_options(
             type=click.Path(exists=True, file_okay=False, path_type=Path),
             help="Another folder of agent files (*.md, Claude Code format); repeatable.",
         ),
-        click.option("-v", "--verbose", is_flag=True, help="Show every tool call on stderr."),
+        click.option(
+            "-v", "--verbose", is_flag=True,
+            help="Show every tool call on stderr, each agent's indented under the agent that "
+            "started it.",
+        ),
         *LIMIT_OPTIONS,
         *REMOTE_OPTIONS,
         click.option(
@@ -167,7 +178,7 @@ LIMIT_OPTIONS = [
     ),
     click.option(
         "--allow-local-fetch", "local_fetch_hosts", multiple=True, metavar="HOST",
-        help="A host web_fetch may fetch although it is on a private, loopback or link-local "
+        help="A host WebFetch may fetch although it is on a private, loopback or link-local "
         "address (an intranet's docs); repeatable. Others are refused, redirects included.",
     ),
     click.option(

@@ -24,9 +24,10 @@ import click
 import msgspec
 
 from isoagent.parent.cli.claude_format import ClaudeFormat
-from isoagent.parent.cli.errors import silence
+from isoagent.parent.cli.errors import OUTPUT_ERRNOS, silence
 from isoagent.parent.cli.exit_codes import ExitCode, exit_code_for
 from isoagent.parent.records.events import RunFinished
+from isoagent.parent.records.live_region import paused
 from isoagent.parent.records.terminal_text import for_stdout, terminal_line
 
 if TYPE_CHECKING:
@@ -53,8 +54,9 @@ class JsonLines:
         if self.gone:
             return
         try:
-            self.stream.write(self._encoder.encode(item) + b"\n")
-            self.stream.flush()
+            with paused(self.stream):  # a live block on the same terminal is taken away
+                self.stream.write(self._encoder.encode(item) + b"\n")
+                self.stream.flush()
         except BrokenPipeError:
             self.reader_gone()
         except OSError:
@@ -135,10 +137,19 @@ class Output:
         """json and stream-json follow every event (stream-json prints them)."""
         return [self.claude] if self.format != "text" else []
 
-    def finish(self, final: RunFinished) -> ExitCode:
+    def finish(self, final: RunFinished, session: Session | None = None) -> ExitCode:
         """Print the end of the run (stream-json has already written its ``result`` line;
         text, the answer of a run that ended ok), say on stderr why it failed if it did, and
-        return the exit code."""
+        return the exit code. An answer that cannot be written fails the command, and
+        ``session``'s record says so."""
+        try:
+            return self._finish(final)
+        except OSError as exc:
+            if session is not None and exc.errno in OUTPUT_ERRNOS:
+                session.failed_after(final, f"cannot write to stdout: {exc.strerror}")
+            raise
+
+    def _finish(self, final: RunFinished) -> ExitCode:
         result = final.result
         if self.format == "json":
             self.lines(self.claude.result(final))

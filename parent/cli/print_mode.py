@@ -316,7 +316,7 @@ def run_prompt(
             if inbox is not None:
                 inbox.cost = output.claude.cost_before + output.claude.run_cost
                 inbox.context_tokens = output.claude.context_tokens
-            return output.finish(final)
+            return output.finish(final, session)
 
     return run_session_body(main), run_id
 

@@ -1,4 +1,4 @@
-"""``isoagent run``: the parent agent, delegating to child processes with ``task``."""
+"""``isoagent run``: the parent agent, delegating to child processes with ``Agent``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import click
 from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP
+from isoagent.parent.cli.help import GroupedHelp
 from isoagent.parent.cli.options import output_options, settings_options
 from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import task_prompt
@@ -14,7 +15,7 @@ from isoagent.parent.records.events import Sink
 from isoagent.parent.settings import Settings
 
 
-@click.command(epilog=EXIT_CODES_HELP)
+@click.command(epilog=EXIT_CODES_HELP, cls=GroupedHelp)
 @click.argument("prompt")
 @settings_options
 @output_options
@@ -25,7 +26,7 @@ def run(
 
     Text piped to stdin is attached to PROMPT between <stdin> and </stdin> lines.
 
-    The parent can delegate to subagents with its `task` tool; each runs as its own
+    The parent can delegate to subagents with its `Agent` tool; each runs as its own
     process and only its summary comes back. Progress goes to stderr.
     """
     from isoagent.parent.session import Session
@@ -41,6 +42,6 @@ def run(
             end_when_reader_goes(session, output.lines)
             output.hear(session.gateway)
             result = await session.run_parent(prompt)
-            return output.finish(session.finish(result))
+            return output.finish(session.finish(result), session)
 
     run_command(main)

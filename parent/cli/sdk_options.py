@@ -129,7 +129,7 @@ class KnowsItsFlags(click.Command):
     click parses the rest, for ``sdk_flags`` to refuse by name."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        known = {opt for param in self.params for opt in param.opts}
+        known = {opt for param in self.get_params(ctx) for opt in param.opts}  # --help too
         kept: list[str] = []
         unknown: list[str] = []
         rest = iter(args)

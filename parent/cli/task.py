@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+
 import click
 
 from isoagent.parent.cli.display import ProgressDisplay
 from isoagent.parent.cli.errors import run_command
 from isoagent.parent.cli.exit_codes import EXIT_CODES_HELP
-from isoagent.parent.cli.options import output_options, pick_agent, settings_options
+from isoagent.parent.cli.help import GroupedHelp
+from isoagent.parent.cli.options import (
+    AGENT_MODEL,
+    output_options,
+    pick_agent,
+    settings_options,
+)
 from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import task_prompt
 from isoagent.parent.records.events import Sink
@@ -22,13 +30,13 @@ Examples:
 {EXIT_CODES_HELP}"""
 
 
-@click.command(epilog=EPILOG)
+@click.command(epilog=EPILOG, cls=GroupedHelp)
 @click.argument("prompt")
 @click.option(
     "--agent", "-a", "agent_name", default="general-purpose", show_default=True,
     help="Agent type to run (see `isoagent agents`).",
 )  # fmt: skip
-@settings_options
+@functools.partial(settings_options, model_for=AGENT_MODEL)
 @output_options
 def task(
     prompt: str,
@@ -60,6 +68,6 @@ def task(
             end_when_reader_goes(session, output.lines)
             output.hear(session.gateway)
             finished = await session.supervisor.run(request)
-            return output.finish(session.finish(finished.result))
+            return output.finish(session.finish(finished.result), session)
 
     run_command(main)

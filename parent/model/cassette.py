@@ -8,7 +8,7 @@ correctly in any order; identical conversations take their responses in
 recorded order. The system prompt (it names the workspace), the model and the
 tool list are not compared, so a recording replays from any directory.
 
-Strict matching compares every message exactly, except the text of ``task``
+Strict matching compares every message exactly, except the text of ``Agent``
 results (the child's conversation is matched on its own; the rest is timings
 and paths); loose matching ignores the text of every tool result (pids,
 timings, paths), but never whether a tool failed.
@@ -185,7 +185,7 @@ def _key(call: ModelCall, match: MatchMode) -> Key:
 def _comparable(messages: list[Message], match: MatchMode) -> list[Message]:
     """The messages as matching sees them: without the text of the tool results it ignores.
 
-    Loose ignores every tool result's text. Strict ignores only that of ``task`` results:
+    Loose ignores every tool result's text. Strict ignores only that of ``Agent`` results:
     a child's conversation is matched on its own, and the rest is its timing and the path
     of its transcript, different in every run.
     """

@@ -41,6 +41,7 @@ class ChildStarted(Event, tag="child_started"):
     pid: int  # with --hosts: its pid on its host server's host, or its own launcher's here
     transcript: str
     host: str = ""  # with --hosts: where it runs
+    parent: str = ""  # the child whose task call started it (--max-depth 2); "": the parent's
 
 
 class MessageAdded(Event, tag="message"):

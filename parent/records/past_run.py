@@ -87,6 +87,17 @@ class AgentLog:
     def tool_calls(self) -> int:
         return sum(isinstance(b, ToolUseBlock) for m in self.answers for b in m.content)
 
+    @property
+    def turns(self) -> int:
+        """Its model turns in this run: the answers it was given (an earlier conversation a
+        resumed run goes on with is in its transcript, without usage, and is not one)."""
+        return sum(m.usage is not None for m in self.answers)
+
+    @property
+    def asked_by(self) -> str:
+        """The child whose ``task`` call started it ("": the parent's, or the batch's)."""
+        return self.started.parent if self.started else ""
+
 
 @dataclass
 class PastRun:
@@ -131,7 +142,9 @@ class PastRun:
 
     @property
     def final(self) -> RunFinished | None:
-        return next((e for e in self.events if isinstance(e, RunFinished)), None)
+        """How the run ended: its last ``RunFinished`` (a command that failed after its run
+        ended, its answer not written, records a second one that says so)."""
+        return next((e for e in reversed(self.events) if isinstance(e, RunFinished)), None)
 
     @property
     def agents(self) -> list[AgentLog]:
@@ -151,7 +164,12 @@ class PastRun:
 
     @property
     def turns(self) -> int:
-        return sum(len(a.answers) for a in self.agents)
+        """Every agent's model turns, as its tokens and cost are every agent's."""
+        return sum(a.turns for a in self.agents)
+
+    def children_of(self, child: str) -> list[AgentLog]:
+        """The children ``child`` started ("": the parent's own, or a batch's tasks)."""
+        return [c for c in self.children if c.asked_by == child]
 
     @property
     def tool_calls(self) -> int:

@@ -55,11 +55,6 @@ def warn(message: str) -> None:
     print(f"isoagent: {terminal_line(message)}", file=sys.stderr, flush=True)
 
 
-def plural(n: int, one: str, many: str = "") -> str:
-    """``1 tool call``, ``2 tool calls``; ``many`` where adding an s is wrong (children)."""
-    return f"{n} {one if n == 1 else many or one + 's'}"
-
-
 def shorten(text: str, width: int, more: str = "...") -> str:
     """``text`` on one line (runs of whitespace one space), cut to ``width`` characters,
     ``more`` ending it where it was cut."""

@@ -4,9 +4,12 @@ The parent and each child are bars on one time axis, from the times their transc
 written (``Event.timestamp``, one clock: the parent's). A bar's pieces follow its
 conversation: a model call runs from the message that asked (the prompt, or the tools'
 results) to the answer, so it includes any wait for a slot or the rate limit; the tools run
-from the answer to the next results message, and a parent's ``task`` calls are its waits for
-children. Inline CSS and SVG only: no script, no network; the details of each piece are in
-its tooltip (SVG ``<title>``).
+from the answer to the next results message, and a parent's ``Agent`` calls are its waits for
+children. A child started by a child (``--max-depth 2``) is drawn under it, its name
+indented; a batch has no parent agent, so no lane for one. The drawing scales to the page's
+width; agents' names get the column they need; a tool call too short to see is drawn
+``MIN_PIECE`` wide, over the model calls around it. Inline CSS and SVG only: no script, no
+network; the details of each piece are in its tooltip (SVG ``<title>``).
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from datetime import datetime
 from html import escape
 from typing import Literal
 
+from isoagent.child.agent.builtin_agents import TASK_TOOL
+from isoagent.parent.records.figures import duration, plural, tokens, usd
 from isoagent.parent.records.past_run import AgentLog, PastRun
-from isoagent.parent.records.terminal_text import plural, shorten
+from isoagent.parent.records.terminal_text import shorten
 from isoagent.protocol import ToolUseBlock, Usage
 
 Kind = Literal["starting", "model", "tools", "children"]
@@ -36,8 +41,10 @@ LEGEND: dict[Kind, str] = {
     "children": "waiting for children (task)",
 }
 
-LABEL_WIDTH = 300  # the agents' names, left of the bars
-PLOT_WIDTH = 840
+WIDTH = 1200  # the drawing's own width; the page scales it to its own
+NAME_CHARACTER = 7.5  # pixels of a character of an agent's name, about (13px, semibold)
+NAME_LIMIT = 64  # characters of a name and description shown before it is cut
+MIN_PIECE = 3.0  # pixels: a tool call shorter than this still shows
 LANE = 46  # one agent's height
 BAR = 26
 AXIS = 30
@@ -63,6 +70,12 @@ class Lane:
     start: float
     end: float
     pieces: list[Piece] = field(default_factory=list)
+    depth: int = 0  # 1 for a child of the parent's, 2 for a child's child
+
+    @property
+    def label(self) -> str:
+        name = f"{self.name}: {self.description}" if self.description else self.name
+        return "  " * max(self.depth - 1, 0) + shorten(name, NAME_LIMIT, "…")
 
 
 def lanes(run: PastRun) -> list[Lane]:
@@ -73,13 +86,19 @@ def lanes(run: PastRun) -> list[Lane]:
     origin = run.start.timestamp
     last = run.final.timestamp if run.final and run.final.timestamp else max(times)
     end = _seconds(last, origin)
-    result = [_lane(run.parent, origin, 0.0, end)]
-    for child in run.children:
-        started = child.started.timestamp if child.started else None
-        finished = child.finished.timestamp if child.finished else None
-        result.append(
-            _lane(child, origin, _seconds(started, origin), _seconds(finished, origin) or end)
-        )
+    # a batch's session has no agent of its own: its tasks are the lanes
+    result = [_lane(run.parent, origin, 0.0, end)] if run.parent.messages else []
+
+    def add(asking: str, depth: int) -> None:
+        for child in run.children_of(asking):
+            started = child.started.timestamp if child.started else None
+            finished = child.finished.timestamp if child.finished else None
+            start, stop = _seconds(started, origin), _seconds(finished, origin) or end
+            result.append(_lane(child, origin, start, stop))
+            result[-1].depth = depth
+            add(child.child, depth + 1)
+
+    add("", 1)
     return result
 
 
@@ -107,16 +126,16 @@ def _lane(agent: AgentLog, origin: datetime, start: float, end: float) -> Lane:
             continue
         usage = message.usage or Usage()
         cost = agent.price(message)
-        said = f"turn {message.turn + 1}: model call, {usage.total:,} tokens, ${cost:.4f}"
+        said = f"turn {message.turn + 1}: model call, {tokens(usage.total)}, {usd(cost)}"
         lane.pieces.append(Piece(asked if asked is not None else at, at, "model", said))
         asked = None
         names = [b.name for b in message.content if isinstance(b, ToolUseBlock)]
         if names:
-            kind: Kind = "children" if "task" in names else "tools"
+            kind: Kind = "children" if TASK_TOOL in names else "tools"
             tools = Piece(at, end, kind, f"turn {message.turn + 1}: " + ", ".join(names))
             lane.pieces.append(tools)
     for piece in lane.pieces:
-        piece.title += f" ({piece.end - piece.start:.2f} s, from {piece.start:.2f} s)"
+        piece.title += f" ({duration(piece.end - piece.start)}, from {duration(piece.start)})"
     return lane
 
 
@@ -125,31 +144,33 @@ def timeline_page(run: PastRun) -> str:
     drawn = lanes(run)
     span = max(max(lane.end for lane in drawn), 0.001)
     step = _tick_step(span)
-    scale = PLOT_WIDTH / (math.ceil(span / step) * step)
+    names = max(len(lane.label) for lane in drawn)
+    label_width = round(16 + NAME_CHARACTER * max(names, 24))
+    plot_width = WIDTH - label_width - 60
+    scale = plot_width / (math.ceil(span / step) * step)
     height = AXIS + LANE * len(drawn) + 10
-    width = LABEL_WIDTH + PLOT_WIDTH + 60
     svg = [
-        f'<svg width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" shape-rendering="crispEdges" role="img">'
+        f'<svg viewBox="0 0 {WIDTH} {height}" width="100%" '
+        'preserveAspectRatio="xMinYMin meet" shape-rendering="crispEdges" role="img">'
     ]
     ticks = math.ceil(span / step)
     for i in range(ticks + 1):
-        x = LABEL_WIDTH + i * step * scale
+        x = label_width + i * step * scale
         svg.append(
             f'<line x1="{x:.1f}" y1="{AXIS - 6}" x2="{x:.1f}" y2="{height - 6}" class="grid"/>'
         )
         svg.append(f'<text x="{x:.1f}" y="{AXIS - 12}" class="tick">{_tick_label(i * step)}</text>')
     for index, lane in enumerate(drawn):
-        svg.extend(_lane_svg(lane, AXIS + index * LANE, scale))
+        svg.extend(_lane_svg(lane, AXIS + index * LANE, label_width, scale))
     svg.append("</svg>")
     final = run.final
-    seconds = f", {final.result.duration:.1f} s" if final else ""
+    seconds = f", {duration(final.result.duration)}" if final else ""
     started = run.start.timestamp if run.start else None
     when = f"started {started:%Y-%m-%d %H:%M:%S} UTC · " if started else ""
     heading = (
         f"{when}{escape(run.status)}, {plural(len(run.children), 'child', 'children')}, "
         f"{plural(run.turns, 'turn')}, {plural(run.tool_calls, 'tool call')}, "
-        f"{run.usage.total:,} tokens, ${run.cost:.4f}{seconds}"
+        f"{tokens(run.usage.total)}, {usd(run.cost)}{seconds}"
     )
     legend = "".join(
         f'<span class="key"><i style="background:{COLOURS[kind]}"></i>{escape(text)}</span>'
@@ -162,31 +183,33 @@ def timeline_page(run: PastRun) -> str:
         heading=heading,
         legend=legend,
         svg="\n".join(svg),
-        rows="\n".join(_row(lane, run.status) for lane in drawn),
+        rows="\n".join(_row(lane, run) for lane in drawn),
         bars=len(drawn),
     )
 
 
-def _lane_svg(lane: Lane, top: int, scale: float) -> list[str]:
+def _lane_svg(lane: Lane, top: int, label_width: int, scale: float) -> list[str]:
     agent = lane.agent
-    x = LABEL_WIDTH + lane.start * scale
+    x = label_width + lane.start * scale
     width = max((lane.end - lane.start) * scale, 2.0)
     y = top + (LANE - BAR) // 2
     status = "ok" if not agent.child else agent.status
     failed = status not in ("ok", "unfinished")
-    title = f"{lane.name}: {lane.end - lane.start:.2f} s, {agent.usage.total:,} tokens"
-    name = f"{lane.name}: {lane.description}" if lane.description else lane.name
+    title = f"{lane.name}: {duration(lane.end - lane.start)}, {tokens(agent.usage.total)}"
+    indent = 8 + NAME_CHARACTER * 2 * max(lane.depth - 1, 0)
     parts = [
         f'<g class="bar" data-agent="{escape(lane.name)}">',
-        f'<text x="8" y="{y + 11}" class="name">{escape(shorten(name, 36, "…"))}</text>',
-        f'<text x="8" y="{y + 25}" class="facts">{agent.usage.total:,} tokens · '
-        f"${agent.cost:.4f} · {plural(len(agent.answers), 'turn')}</text>",
+        f'<text x="{indent:.0f}" y="{y + 11}" class="name" xml:space="preserve">'
+        f"{escape(lane.label.lstrip())}</text>",
+        f'<text x="{indent:.0f}" y="{y + 25}" class="facts">{tokens(agent.usage.total)} · '
+        f"{usd(agent.cost)} · {plural(agent.turns, 'turn')}</text>",
         f'<rect x="{x:.1f}" y="{y}" width="{width:.1f}" height="{BAR}" fill="{TRACK}">'
         f"<title>{escape(title)}</title></rect>",
     ]
-    for piece in lane.pieces:
-        px = LABEL_WIDTH + piece.start * scale
-        pw = max((piece.end - piece.start) * scale, 1.5)
+    # model calls first: a tool call too short to see is drawn over them, never under
+    for piece in sorted(lane.pieces, key=lambda piece: piece.kind == "tools"):
+        px = label_width + piece.start * scale
+        pw = max((piece.end - piece.start) * scale, MIN_PIECE if piece.kind == "tools" else 1.5)
         parts.append(
             f'<rect x="{px:.1f}" y="{y + 3}" width="{pw:.1f}" height="{BAR - 6}" '
             f'fill="{COLOURS[piece.kind]}"><title>{escape(piece.title)}</title></rect>'
@@ -199,18 +222,18 @@ def _lane_svg(lane: Lane, top: int, scale: float) -> list[str]:
     return parts
 
 
-def _row(lane: Lane, run_status: str) -> str:
+def _row(lane: Lane, run: PastRun) -> str:
     agent = lane.agent
-    result = agent.result
+    result = agent.result if agent.child else (run.final.result if run.final else None)
     cells = [
-        lane.name,
+        "↳ " * max(lane.depth - 1, 0) + lane.name,
         shorten(lane.description, 60, "…"),
-        agent.status if agent.child else run_status,
-        str(len(agent.answers)),
+        agent.status if agent.child else run.status,
+        str(agent.turns),
         str(agent.tool_calls),
         f"{agent.usage.total:,}",
-        f"${agent.cost:.4f}",
-        f"{lane.end - lane.start:.2f}",
+        usd(agent.cost),
+        duration(result.duration if result else lane.end - lane.start),  # as logs says it
         str(agent.finished.retries if agent.finished else ""),
         shorten(result.error, 120, "…") if result else "",
     ]
@@ -224,7 +247,7 @@ def _tick_step(span: float) -> float:
 
 
 def _tick_label(value: float) -> str:
-    return f"{value:g} s"
+    return f"{value:g}s"
 
 
 _PAGE = """<!doctype html>
@@ -253,7 +276,7 @@ th {{ color: #475569; font-weight: 600; }}
 <div class="legend">{legend}</div>
 {svg}
 <table><tr><th>agent</th><th>description</th><th>status</th><th>turns</th><th>tool calls</th>
-<th>tokens</th><th>cost</th><th>seconds</th><th>retries</th><th>error</th></tr>
+<th>tokens</th><th>cost</th><th>time</th><th>retries</th><th>error</th></tr>
 {rows}
 </table>
 </body></html>

@@ -1,7 +1,7 @@
 """One run's trace: its spans as data, with the ids the parent gives them.
 
 The run is one trace and one span. The parent agent and each child are an agent span under
-it (a child's under the ``task`` call that started it, if one did); each model call is a
+it (a child's under the ``Agent`` call that started it, if one did); each model call is a
 span under its agent's, made by the gateway, which counts its tokens and its cost; each tool
 call is a span under its agent's, made where the tool ran. A child's spans come over the
 protocol (``Result.spans``) and are taken as a hostile process's: at most ``MAX_SPANS``,
@@ -136,7 +136,7 @@ class RunTrace:
             self.export.count("retries", reply.retries, who)
 
     def child_started(self, child: str) -> ChildSpan:
-        """Child ``child``'s agent span, under the span the caller is in (a ``task`` call's)."""
+        """Child ``child``'s agent span, under the span the caller is in (an ``Agent`` call's)."""
         span = ChildSpan(new_span_id(), current_span.get() or self.run_span, time.time_ns())
         self._children[child] = span.id
         return span

@@ -94,7 +94,7 @@ def use(id: str, name: str, **inp: Any) -> ToolUseBlock:
 
 
 def task(id: str, description: str, prompt: str, agent: str) -> ToolUseBlock:
-    return use(id, "task", description=description, prompt=prompt, subagent_type=agent)
+    return use(id, "Agent", description=description, prompt=prompt, subagent_type=agent)
 
 
 # (agent, first user message) -> the model's content, turn by turn
@@ -117,12 +117,12 @@ SCRIPT: dict[tuple[str, str], list[list[Block]]] = {
     ("Explore", FRAMEWORK_PROMPT): [
         [
             text("Looking at the test files and the project configuration."),
-            use("1b", "glob", pattern="tests/**/*.py"),
-            use("1c", "read_file", path="pyproject.toml"),
+            use("1b", "Glob", pattern="tests/**/*.py"),
+            use("1c", "Read", file_path="pyproject.toml"),
         ],
         [
-            use("1d", "grep", pattern=r"pytest|unittest", glob="*.py"),
-            use("1e", "read_file", path="tests/test_inventory.py"),
+            use("1d", "Grep", pattern=r"pytest|unittest", glob="*.py", output_mode="content"),
+            use("1e", "Read", file_path="tests/test_inventory.py"),
         ],
         [
             text("The project uses **pytest**.\n\nEvidence:\n"
@@ -156,11 +156,11 @@ SCRIPT: dict[tuple[str, str], list[list[Block]]] = {
         ],
     ],
     ("Explore", LIBRARY_PROMPT): [
-        [use("2c", "glob", pattern="*.py")],
+        [use("2c", "Glob", pattern="*.py")],
         [
-            use("2d", "read_file", path="inventory.py"),
-            use("2e", "read_file", path="pricing.py"),
-            use("2f", "read_file", path="report.py"),
+            use("2d", "Read", file_path="inventory.py"),
+            use("2e", "Read", file_path="pricing.py"),
+            use("2f", "Read", file_path="report.py"),
         ],
         [
             text("- inventory.py: `Item` (name, quantity, unit price, reorder level) and "
@@ -173,10 +173,10 @@ SCRIPT: dict[tuple[str, str], list[list[Block]]] = {
         ],
     ],
     ("Explore", TESTS_PROMPT): [
-        [use("2g", "glob", pattern="tests/*.py")],
+        [use("2g", "Glob", pattern="tests/*.py")],
         [
-            use("2h", "read_file", path="tests/test_inventory.py"),
-            use("2i", "read_file", path="tests/test_pricing.py"),
+            use("2h", "Read", file_path="tests/test_inventory.py"),
+            use("2i", "Read", file_path="tests/test_pricing.py"),
         ],
         [
             text("- tests/test_inventory.py: pytest tests of `Inventory`: adding to a known "
@@ -195,7 +195,7 @@ SCRIPT: dict[tuple[str, str], list[list[Block]]] = {
         ],
         [
             text("The subagent reports the module is written. Verifying it from here:"),
-            use("3b", "bash", command=VERIFY_COMMAND),
+            use("3b", "Bash", command=VERIFY_COMMAND),
         ],
         [
             text("Done. A subagent created `discounts.py` with `bulk_discount(quantity, "
@@ -207,13 +207,13 @@ SCRIPT: dict[tuple[str, str], list[list[Block]]] = {
     ("general-purpose", MODULE_PROMPT): [
         [
             text("Reading pricing.py for its style and line_total."),
-            use("3c", "read_file", path="pricing.py"),
+            use("3c", "Read", file_path="pricing.py"),
         ],
-        [use("3d", "write_file", path="discounts.py", content=DISCOUNTS_SOURCE)],
+        [use("3d", "Write", file_path="discounts.py", content=DISCOUNTS_SOURCE)],
         [
             use(
                 "3e",
-                "bash",
+                "Bash",
                 command='python3 -c "from discounts import bulk_discount as b; '
                 'print(b(12, 2.5), b(3, 2.0))"',
             )
@@ -252,16 +252,31 @@ class ScriptedModel:
         return ModelReply(call.turn, content, "tool_use" if has_tools else "end_turn", usage)
 
 
+class KeptOpen:
+    """The one recording of the three examples, each a session that closes its source."""
+
+    def __init__(self, inner: RecordingSource) -> None:
+        self.inner = inner
+
+    async def complete(self, call: ModelCall) -> ModelReply:
+        return await self.inner.complete(call)
+
+    async def aclose(self) -> None:
+        pass
+
+
 def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="isoagent-demo-script-"))
+    recording = RecordingSource(ScriptedModel(), CASSETTE)
     try:
         copy_sample_project(root)
-        source = RecordingSource(ScriptedModel(), CASSETTE)
-        display = ProgressDisplay(verbose=True)
         outcomes: list[Outcome] = []
-        asyncio.run(run_examples(root, source, display, print, outcomes))
+        display = lambda: ProgressDisplay(verbose=True)  # noqa: E731
+        asyncio.run(run_examples(root, KeptOpen(recording), display, print, outcomes))
     finally:
+        asyncio.run(recording.aclose())
         shutil.rmtree(root)
+
     failed = [o for o in outcomes if o.result.status != "ok"]
     if failed or len(outcomes) != len(EXAMPLES):
         print(f"the script failed: {failed[0].result.error if failed else 'stopped'}")

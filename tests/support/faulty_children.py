@@ -23,10 +23,10 @@ Behaviours:
   each reply's error (or ``ok``) as a line of ``DIR/replies``, until one is refused.
 - ``forge-mcp``: Hello, takes its Task, calls ``secret`` of the SDK's server ``calc`` (an
   ``McpCall``), notes ``DIR/forged.pid`` and waits for an answer.
-- ``forge-hook``: Hello, takes its Task, asks the parent's hooks about a ``write_file`` call
+- ``forge-hook``: Hello, takes its Task, asks the parent's hooks about a ``Write`` call
   (a ``HookCall``) its Task's plan does not name, notes ``DIR/forged.pid`` and waits.
 - ``skip-hook``, ``lie-hook``, ``swap-hook``, ``twice-hook``, ``big-post``: Hello, takes its
-  Task, asks its model (the Task's prompt, a ``bash`` tool) and plays the hooks about the
+  Task, asks its model (the Task's prompt, a ``Bash`` tool) and plays the hooks about the
   call it gets, then runs its command in the workspace: without asking them (skip); though
   they denied it (lie); asking PreToolUse with a harmless input instead of the model's, and
   only if allowed (swap); asking PreToolUse twice (twice); asking PreToolUse as it should,
@@ -229,13 +229,13 @@ def main(behaviour: str, folder: Path) -> int:
         with (folder / "replies").open("a") as replies:
             for n in range(FORGED_HOOK_CALLS):
                 writer.write(
-                    HookCall(n, "PreToolUse", "bash", f"toolu_{n}", {"x": "y" * (16 << 20)})
+                    HookCall(n, "PreToolUse", "Bash", f"toolu_{n}", {"x": "y" * (16 << 20)})
                 )
                 replies.write(f"{reader.read()!r}\n")
                 replies.flush()
         return 0
     if behaviour == "forge-hook":  # a step its Task does not ask the hooks about
-        writer.write(HookCall(1, "PreToolUse", "write_file", "toolu_x", {"path": "x"}))
+        writer.write(HookCall(1, "PreToolUse", "Write", "toolu_x", {"file_path": "x"}))
         note(folder, "forged", os.getpid())
         reader.read()  # never answered: the parent ends it
         return 0
@@ -290,8 +290,8 @@ def forged_spans() -> list[Span]:
 def play_hooks(
     behaviour: str, task: Task, writer: FrameWriter, reader: FrameReader, folder: Path
 ) -> None:
-    """Ask the model for a bash call, and ask the hooks about it as ``behaviour`` says."""
-    bash = ToolSpec("bash", "Run a command.", {"type": "object"})
+    """Ask the model for a Bash call, and ask the hooks about it as ``behaviour`` says."""
+    bash = ToolSpec("Bash", "Run a command.", {"type": "object"})
     asked = [Message("user", [TextBlock(task.prompt)])]
     model, max_tokens = task.model, task.limits.max_tokens
     writer.write(ModelCall(0, model, max_tokens, "", asked, tools=[bash]))
@@ -341,7 +341,7 @@ def amplifying_frame(field: str, task: Task) -> bytes:
     bare_span = encode_frame(Span(1, 0, "", 0, 0))[HEADER.size :]
     frames: dict[str, tuple[msgspec.Struct, bytes]] = {
         "tool-input": (ModelCall(0, task.model, 1, "", [Message("assistant", [
-            ToolUseBlock("toolu_1", "bash", {"a": PLACE})])]), empty_list),
+            ToolUseBlock("toolu_1", "Bash", {"a": PLACE})])]), empty_list),
         "server-tool-input": (ModelCall(0, task.model, 1, "", [Message("assistant", [
             ServerToolUseBlock("srvtoolu_1", "web_search", {"a": PLACE})])]), empty_list),
         "web-search-content": (ModelCall(0, task.model, 1, "", [Message("user", [
@@ -351,7 +351,7 @@ def amplifying_frame(field: str, task: Task) -> bytes:
         "messages": (ModelCall(0, task.model, 1, "", PLACE), items(  # type: ignore[arg-type]
             encode_frame(Message("user", []))[HEADER.size :], TYPED_ITEMS)),
         "mcp-arguments": (McpCall(1, "calc", "add", {"a": PLACE}), empty_list),
-        "hook-input": (HookCall(1, "PreToolUse", "bash", "toolu_1", {"a": PLACE}), empty_list),
+        "hook-input": (HookCall(1, "PreToolUse", "Bash", "toolu_1", {"a": PLACE}), empty_list),
         "spans": (Result("@", "ok", 0, 0, Usage(), 0.1, spans=PLACE), items(  # type: ignore[arg-type]
             bare_span, TYPED_ITEMS)),
         "spooled-spans": (Result("@", "ok", 0, 0, Usage(), 0.1, spans=PLACE), items(  # type: ignore[arg-type]

@@ -131,8 +131,8 @@ class Request:
 
     @property
     def is_parent(self) -> bool:
-        """True when the `task` tool is offered (the parent agent's call)."""
-        return "task" in self.tool_names
+        """True when the `Agent` tool is offered (the parent agent's call)."""
+        return "Agent" in self.tool_names
 
     @property
     def turn(self) -> int:

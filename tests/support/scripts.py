@@ -15,7 +15,7 @@ def delegating(child: list[Reply]) -> Callable[[Request], Reply]:
         if req.is_parent:
             if req.turn == 0:
                 return tool_reply(
-                    "task",
+                    "Agent",
                     {"description": "risky", "prompt": "do it", "subagent_type": "general-purpose"},
                 )
             result = req.tool_results[0]
@@ -32,11 +32,11 @@ def child_runs(agent: str, command: str) -> Callable[[Request], Reply]:
         if req.is_parent:
             if req.turn == 0:
                 return tool_reply(
-                    "task", {"description": "try", "prompt": "try", "subagent_type": agent}
+                    "Agent", {"description": "try", "prompt": "try", "subagent_type": agent}
                 )
             return text_reply(req.tool_results[0]["content"])
         if req.turn == 0:
-            return tool_reply("bash", {"command": command})
+            return tool_reply("Bash", {"command": command})
         return text_reply("CHILD SAW: " + req.tool_results[0]["content"])
 
     return handler

@@ -1,4 +1,4 @@
-"""The base tools, by name: what an agent type's ``tools`` list refers to."""
+"""The base tools, by name (Claude Code's): what an agent type's ``tools`` list refers to."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from collections.abc import Iterable
 
 from isoagent.child.agent.tools.base import Tool, ToolContext
 from isoagent.child.agent.tools.bash import Bash
-from isoagent.child.agent.tools.files import EditFile, ReadFile, WriteFile
-from isoagent.child.agent.tools.search import Glob, Grep
+from isoagent.child.agent.tools.files import Edit, Read, Write
+from isoagent.child.agent.tools.grep import Grep
+from isoagent.child.agent.tools.search import Glob
 from isoagent.child.agent.tools.todo import TodoWrite
 from isoagent.child.agent.tools.web import WebFetch, WebSearch
 
 TOOL_CLASSES: dict[str, type[Tool]] = {
-    cls.name: cls
-    for cls in (Bash, ReadFile, WriteFile, EditFile, Glob, Grep, TodoWrite, WebFetch, WebSearch)
+    cls.name: cls for cls in (Bash, Read, Write, Edit, Glob, Grep, TodoWrite, WebFetch, WebSearch)
 }
 
 

@@ -113,13 +113,18 @@ _schemas: dict[type, dict[str, Any]] = {}
 
 
 def input_schema(struct: type[msgspec.Struct]) -> dict[str, Any]:
-    """The JSON schema of a tool input Struct, nested Structs inlined (the API wants no
-    ``$ref``)."""
+    """The JSON schema of a tool input Struct as the model sees it: nested Structs inlined
+    (the API wants no ``$ref``), without titles, defaults (a description says those that
+    matter: tokens) or the Struct's docstring, which is for readers of the code."""
     if struct not in _schemas:
         _, components = msgspec.json.schema_components([struct], ref_template="{name}")
         schema = _inline(components[struct.__name__], components)
+        schema.pop("description", None)
         _schemas[struct] = schema
     return _schemas[struct]
+
+
+_DROPPED = frozenset({"title", "default"})
 
 
 def _inline(node: Any, components: dict[str, Any]) -> Any:
@@ -129,4 +134,7 @@ def _inline(node: Any, components: dict[str, Any]) -> Any:
         return node
     if set(node) == {"$ref"}:
         return _inline(components[node["$ref"]], components)
-    return {k: _inline(v, components) for k, v in node.items() if k != "title"}
+    inlined = {k: _inline(v, components) for k, v in node.items() if k not in _DROPPED}
+    if isinstance(node.get("properties"), dict):  # its keys are field names, kept whole
+        inlined["properties"] = {k: _inline(v, components) for k, v in node["properties"].items()}
+    return inlined

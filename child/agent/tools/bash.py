@@ -1,4 +1,4 @@
-"""The ``bash`` tool: one command in its own process group, output bounded in memory."""
+"""``Bash``: one command in its own process group, output bounded in memory."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from isoagent.child.agent.tools.base import Tool, ToolError
 from isoagent.child.agent.tools.bash_rules import GIT_LOCKED, CommandRefused, check, rule_path
 from isoagent.child.agent.truncate import keep_sizes, mark_cut, truncate
 
-MAX_TIMEOUT = 600.0
+MAX_TIMEOUT_MS = 600_000  # Claude Code's, for a command in the foreground
 # how long the pipe may stay open after the command exits (a background job holds it)
 _EOF_GRACE = 0.5
 _CHECK_EVERY = 0.1  # seconds between checks for a timeout or a cancel
@@ -29,15 +29,26 @@ REFUSED = "command refused: "  # a command its Bash(...) rules do not allow
 
 
 class BashInput(msgspec.Struct, forbid_unknown_fields=True):
+    """Claude Code's Bash input (without its run_in_background, dangerouslyDisableSandbox)."""
+
     command: Annotated[str, msgspec.Meta(description="The bash command to run.")]
-    timeout: Annotated[
-        Annotated[float, msgspec.Meta(gt=0, le=MAX_TIMEOUT)] | None,
-        msgspec.Meta(description="Optional timeout in seconds (max 600)."),
-    ] = None
+    timeout: (
+        Annotated[
+            float,
+            msgspec.Meta(
+                gt=0, le=MAX_TIMEOUT_MS, description="Optional timeout in ms (max 600000)."
+            ),
+        ]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
+    description: (
+        Annotated[str, msgspec.Meta(description="What the command does, in 5-10 words.")]
+        | msgspec.UnsetType
+    ) = msgspec.UNSET
 
 
 class Bash(Tool[BashInput]):
-    name = "bash"
+    name = "Bash"
     description = (
         "Run a bash command in the workspace directory and return its combined stdout and "
         "stderr. Each call starts a fresh shell: `cd` and variables do not persist between "
@@ -45,7 +56,7 @@ class Bash(Tool[BashInput]):
         "`--no-pager`. Long output is truncated (head and tail kept). A non-zero exit code "
         "makes the result an error. The command is killed when it times out, and any "
         "background processes it started (`cmd &`) are ended when it finishes. Prefer "
-        "read_file, edit_file, glob and grep over cat, sed, find and grep."
+        "Read, Edit, Glob and Grep over cat, sed, find and grep."
     )
     Input = BashInput
 
@@ -58,7 +69,7 @@ class Bash(Tool[BashInput]):
                 check(inp.command, ctx.bash_allow, ctx.bash_deny)
             except CommandRefused as exc:
                 raise ToolError(f"{REFUSED}{exc}") from None
-        timeout = inp.timeout if inp.timeout is not None else ctx.limits.bash_timeout
+        timeout = ctx.limits.bash_timeout if inp.timeout is msgspec.UNSET else inp.timeout / 1000
         cap = ctx.limits.output_cap if ctx.limits.output_cap > 0 else _UNCAPPED
         output = _Output(cap)
         env = ctx.env

@@ -1,4 +1,4 @@
-"""Which commands a restricted ``bash`` may run: Claude Code's ``Bash(git:*)`` rules.
+"""Which commands a restricted ``Bash`` may run: Claude Code's ``Bash(git:*)`` rules.
 
 A rule is a command prefix (``git`` from ``Bash(git:*)``, ``npm run test`` from
 ``Bash(npm run test:*)``) or an exact command (``Bash(git status)``). A compound

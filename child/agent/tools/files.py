@@ -1,4 +1,6 @@
-"""File tools confined to the workspace: ``read_file``, ``write_file``, ``edit_file``."""
+"""Claude Code's file tools, confined to the workspace and the added folders: ``Read``,
+``Write``, ``Edit``. A ``file_path`` is absolute (as Claude Code's) or relative to the
+workspace."""
 
 from __future__ import annotations
 
@@ -20,65 +22,69 @@ _COUNT_LIMIT = 64 * 1024 * 1024
 _COUNT_CHUNK = 256 * 1024
 
 
-class ReadFileInput(msgspec.Struct, forbid_unknown_fields=True):
-    path: Annotated[str, msgspec.Meta(description="File path, relative to the workspace.")]
+_FILE_PATH = "The file's absolute path (or a path relative to the workspace)."
+
+
+class ReadInput(msgspec.Struct, forbid_unknown_fields=True):
+    file_path: Annotated[str, msgspec.Meta(description=_FILE_PATH)]
     offset: Annotated[
-        int, msgspec.Meta(ge=1, description="First line to show (1-based). Default 1.")
+        int, msgspec.Meta(ge=0, description="The line to start from (1-based; 0 is 1 too).")
     ] = 1
     limit: Annotated[
-        int, msgspec.Meta(ge=1, description=f"Number of lines to show. Default {DEFAULT_LIMIT}.")
+        int, msgspec.Meta(ge=1, description=f"How many lines to read. Default {DEFAULT_LIMIT}.")
     ] = DEFAULT_LIMIT
 
 
-class ReadFile(Tool[ReadFileInput]):
-    name = "read_file"
+class Read(Tool[ReadInput]):
+    name = "Read"
     description = (
-        "Read a text file in the workspace. Lines are numbered like `cat -n` (the number and a "
-        f"tab are not part of the file). Shows up to {DEFAULT_LIMIT} lines from `offset`; "
-        "use offset and limit to page through long files. Lines longer than "
-        f"{MAX_LINE_CHARS} characters are cut. Binary files are refused (use bash)."
+        "Read a text file. Lines are numbered like `cat -n` (the number and a tab are not "
+        f"part of the file). Shows up to {DEFAULT_LIMIT} lines from `offset`; use offset and "
+        f"limit to page through long files. Lines longer than {MAX_LINE_CHARS} characters "
+        "are cut. Binary files are refused (use Bash)."
     )
-    Input = ReadFileInput
+    Input = ReadInput
     parallel_safe = True
 
-    def execute(self, inp: ReadFileInput) -> str:
-        target = _existing_file(self.ctx, inp.path)
+    def execute(self, inp: ReadInput) -> str:
+        target = _existing_file(self.ctx, inp.file_path)
         try:
             with target.open("rb") as f:
-                return _read_page(f, inp)
+                return _read_page(f, inp.file_path, max(inp.offset, 1), inp.limit)
         except OSError as exc:
-            raise ToolError(f"cannot read {inp.path!r}: {exc.strerror or exc}") from None
+            raise ToolError(f"cannot read {inp.file_path!r}: {exc.strerror or exc}") from None
 
 
-def _read_page(f: BinaryIO, inp: ReadFileInput) -> str:
+def _read_page(f: BinaryIO, path: str, offset: int, limit: int) -> str:
+    """Lines ``offset`` (1-based) to ``offset + limit - 1`` of ``f``, numbered."""
     size = os.fstat(f.fileno()).st_size
     if looks_binary(f.read(SNIFF_BYTES)):
         raise ToolError(
-            f"{inp.path!r} is a binary file ({size} bytes); use bash (e.g. xxd, file) to inspect it"
+            f"{path!r} is a binary file ({size} bytes); use Bash (e.g. xxd, file) to inspect it"
         )
     f.seek(0)
     if size == 0:
         return "(empty file)"
     skipped = 0
-    while skipped < inp.offset - 1 and _next_line(f) is not None:
+    while skipped < offset - 1 and _next_line(f) is not None:
         skipped += 1
     lines = []
-    for number in range(inp.offset, inp.offset + inp.limit):
+    for number in range(offset, offset + limit):
         line = _next_line(f)
         if line is None:
             break
         lines.append(_numbered(number, *line))
     else:
-        lines += _footer(f, size, inp.offset + inp.limit)
+        lines += _footer(f, size, offset + limit)
     if not lines:
-        raise ToolError(f"offset {inp.offset} is past the end of {inp.path!r} ({skipped} lines)")
+        raise ToolError(f"offset {offset} is past the end of {path!r} ({skipped} lines)")
     return "\n".join(lines)
 
 
 def _existing_file(ctx: ToolContext, path: str) -> Path:
     target = resolve_in_workspace(ctx.workdir, path, must_exist=True, add_dirs=ctx.add_dirs)
     if target.is_dir():
-        raise ToolError(f"{path!r} is a directory, not a file; use glob or bash `ls` to list it")
+        raise ToolError(f"{path!r} is a directory, not a file; use Glob or Bash `ls` to list it")
     if not target.is_file():
         raise ToolError(f"{path!r} is not a regular file")
     return target
@@ -100,7 +106,7 @@ def _numbered(number: int, raw: bytes, cut: bool) -> str:
     text = raw.decode("utf-8", "replace")
     if cut or len(text) > MAX_LINE_CHARS:
         text = f"{text[:MAX_LINE_CHARS]} [... line cut at {MAX_LINE_CHARS} characters]"
-    return f"{number:6}\t{text}"
+    return f"{number}\t{text}"
 
 
 def _footer(f: BinaryIO, size: int, next_line: int) -> list[str]:
@@ -117,37 +123,37 @@ def _footer(f: BinaryIO, size: int, next_line: int) -> list[str]:
     return [f"[... file has {count} more lines; use offset={next_line} to continue]"]
 
 
-class WriteFileInput(msgspec.Struct, forbid_unknown_fields=True):
-    path: Annotated[str, msgspec.Meta(description="File path, relative to the workspace.")]
+class WriteInput(msgspec.Struct, forbid_unknown_fields=True):
+    file_path: Annotated[str, msgspec.Meta(description=_FILE_PATH)]
     content: Annotated[str, msgspec.Meta(description="The complete new content of the file.")]
 
 
-class WriteFile(Tool[WriteFileInput]):
-    name = "write_file"
+class Write(Tool[WriteInput]):
+    name = "Write"
     description = (
-        "Create a file in the workspace, or overwrite it, with the given content (UTF-8). "
-        "Missing parent directories are created. To change part of an existing file, "
-        "prefer edit_file."
+        "Create a file, or overwrite it, with the given content (UTF-8). Missing parent "
+        "directories are created. To change part of an existing file, prefer Edit."
     )
-    Input = WriteFileInput
+    Input = WriteInput
 
-    def execute(self, inp: WriteFileInput) -> str:
+    def execute(self, inp: WriteInput) -> str:
+        path = inp.file_path
         target = resolve_in_workspace(
-            self.ctx.workdir, inp.path, must_exist=False, add_dirs=self.ctx.add_dirs
+            self.ctx.workdir, path, must_exist=False, add_dirs=self.ctx.add_dirs
         )
         if target.is_dir():
-            raise ToolError(f"{inp.path!r} is a directory")
+            raise ToolError(f"{path!r} is a directory")
         data = inp.content.encode()
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
         except OSError as exc:
-            raise ToolError(f"cannot write {inp.path!r}: {exc.strerror or exc}") from None
-        return f"wrote {len(data)} bytes to {inp.path}"
+            raise ToolError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+        return f"wrote {len(data)} bytes to {path}"
 
 
-class EditFileInput(msgspec.Struct, forbid_unknown_fields=True):
-    path: Annotated[str, msgspec.Meta(description="File path, relative to the workspace.")]
+class EditInput(msgspec.Struct, forbid_unknown_fields=True):
+    file_path: Annotated[str, msgspec.Meta(description=_FILE_PATH)]
     old_string: Annotated[
         str, msgspec.Meta(description="The exact text to replace, including whitespace.")
     ]
@@ -157,38 +163,39 @@ class EditFileInput(msgspec.Struct, forbid_unknown_fields=True):
     ] = False
 
 
-class EditFile(Tool[EditFileInput]):
-    name = "edit_file"
+class Edit(Tool[EditInput]):
+    name = "Edit"
     description = (
-        "Replace exact text in a file in the workspace. `old_string` must match the file "
-        "exactly (whitespace and indentation included, without read_file's line-number "
-        "prefix) and, unless `replace_all` is set, occur exactly once: include enough "
-        "surrounding lines to make it unique."
+        "Replace exact text in a file. `old_string` must match the file exactly (whitespace "
+        "and indentation included, without Read's line-number prefix) and, unless "
+        "`replace_all` is set, occur exactly once: include enough surrounding lines to make "
+        "it unique."
     )
-    Input = EditFileInput
+    Input = EditInput
 
-    def execute(self, inp: EditFileInput) -> str:
+    def execute(self, inp: EditInput) -> str:
+        path = inp.file_path
         if not inp.old_string:
-            raise ToolError("old_string is empty; use write_file to create or overwrite a file")
+            raise ToolError("old_string is empty; use Write to create or overwrite a file")
         if inp.old_string == inp.new_string:
             raise ToolError("old_string and new_string are the same; nothing to change")
-        target = _existing_file(self.ctx, inp.path)
+        target = _existing_file(self.ctx, path)
         data = target.read_bytes()
         if looks_binary(data):
-            raise ToolError(f"{inp.path!r} is a binary file; use bash to change it")
+            raise ToolError(f"{path!r} is a binary file; use Bash to change it")
         # surrogateescape keeps bytes that are not UTF-8 exactly as they were
         text = data.decode("utf-8", "surrogateescape")
         count = text.count(inp.old_string)
         if count == 0:
-            raise ToolError(f"old_string not found in {inp.path}")
+            raise ToolError(f"old_string not found in {path}")
         if count > 1 and not inp.replace_all:
             raise ToolError(
-                f"old_string occurs {count} times in {inp.path}; "
+                f"old_string occurs {count} times in {path}; "
                 "add context to make it unique or set replace_all"
             )
         new = text.replace(inp.old_string, inp.new_string)
         try:
             target.write_bytes(new.encode("utf-8", "surrogateescape"))
         except OSError as exc:
-            raise ToolError(f"cannot write {inp.path!r}: {exc.strerror or exc}") from None
-        return f"replaced {count} occurrence(s) in {inp.path}"
+            raise ToolError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+        return f"replaced {count} occurrence(s) in {path}"

@@ -1,4 +1,4 @@
-"""The readable text of an HTML page, for ``web_fetch``.
+"""The readable text of an HTML page, for ``WebFetch``.
 
 A module of its own so that ``html.parser`` is imported when a page is fetched, not at every
 child's start.

@@ -1,4 +1,4 @@
-"""The ``task`` tool's input and its model-facing description, and a child's own ``task``
+"""The ``Agent`` tool's input and its model-facing description, and a child's own ``Agent``
 (``--max-depth`` 2 or more): its call is a request to the parent (a ``TaskCall`` frame),
 which decides, and starts the child's child as a process of its own."""
 
@@ -16,28 +16,35 @@ from isoagent.protocol import TaskReply, ToolSpec
 
 DESCRIPTION = (
     "Launch a subagent in its own process to handle a task autonomously. It starts with "
-    "a fresh context and every base tool except task, and returns only its final summary, "
+    "a fresh context and every base tool except Agent, and returns only its final summary, "
     "so your own context stays small. Give it a complete, self-contained prompt: it cannot "
-    "see this conversation. Several task calls in one message run concurrently.\n"
+    "see this conversation. Several Agent calls in one message run concurrently.\n"
     "Agent types:\n"
 )
 
 
+DEFAULT_AGENT = "general-purpose"  # the agent type of a call that names none, as in Claude Code
+
+
 def unknown_type(name: str, agents: Iterable[str]) -> str:
-    """What a ``task`` call for an agent type its caller may not start is told."""
+    """What an ``Agent`` call for an agent type its caller may not start is told."""
     return f"unknown subagent_type {name!r}; choose one of: {', '.join(agents)}"
 
 
 class TaskInput(msgspec.Struct, forbid_unknown_fields=True):
+    """Claude Code's Agent input (its ``model``, ``effort``, ``isolation`` aside)."""
+
     description: Annotated[str, msgspec.Meta(description="A short (3-5 word) task title")]
     prompt: Annotated[str, msgspec.Meta(description="The complete task for the subagent")]
-    subagent_type: Annotated[str, msgspec.Meta(description="The agent type to use")]
+    subagent_type: Annotated[
+        str, msgspec.Meta(description="The agent type to use (default general-purpose)")
+    ] = DEFAULT_AGENT
 
 
 def task_spec(
     description: str, inputs: type[msgspec.Struct], agents: Mapping[str, str]
 ) -> ToolSpec:
-    """The ``task`` tool as the model sees it: ``agents`` (name: description) its types."""
+    """The ``Agent`` tool as the model sees it: ``agents`` (name: description) its types."""
     schema: dict[str, Any] = copy.deepcopy(input_schema(inputs))
     schema["properties"]["subagent_type"]["enum"] = list(agents)
     kinds = "".join(f"- {name}: {about}\n" for name, about in agents.items())
@@ -45,7 +52,7 @@ def task_spec(
 
 
 class DelegateTool(Tool[TaskInput]):
-    """A child's ``task``: ``delegate`` asks the parent and waits for its ``TaskReply``."""
+    """A child's ``Agent``: ``delegate`` asks the parent and waits for its ``TaskReply``."""
 
     name = TASK_TOOL
     Input = TaskInput

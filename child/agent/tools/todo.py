@@ -1,4 +1,4 @@
-"""``todo_write``: Claude Code's TodoWrite, a task list the agent keeps for itself.
+"""``TodoWrite``: Claude Code's task list, one the agent keeps for itself.
 
 The list lives in the agent's own process and ends with it; nothing outside reads it.
 """
@@ -28,7 +28,7 @@ _MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 
 
 class TodoWrite(Tool[TodoInput]):
-    name = "todo_write"
+    name = "TodoWrite"
     description = (
         "Keep a task list for a multi-step job: send the whole updated list each time "
         "(content, status pending|in_progress|completed). Mark a task in_progress before "

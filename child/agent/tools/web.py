@@ -1,9 +1,9 @@
 """Claude Code's WebFetch and WebSearch.
 
-``web_fetch`` fetches a web page as text in the child itself, through the parent's
+``WebFetch`` fetches a web page as text in the child itself, through the parent's
 egress proxy (``--child-network on``) or directly (``host``); a child started with
 ``--child-network off`` has no network, and the tool says so rather than failing on a
-socket error. ``web_search`` is the Messages API's own web search tool: the API runs it
+socket error. ``WebSearch`` is the Messages API's own web search tool: the API runs it
 (through the parent's gateway, like every model call), so the child needs no network.
 """
 
@@ -26,17 +26,21 @@ TIMEOUT = 30.0
 
 
 class WebFetchInput(msgspec.Struct, forbid_unknown_fields=True):
+    """Claude Code's WebFetch input; ``prompt`` is kept for the model's own reading (no
+    second model reads the page for it)."""
+
     url: Annotated[str, msgspec.Meta(description="The http(s) URL to fetch.")]
-    prompt: Annotated[
-        str, msgspec.Meta(description="What you want from the page (for your own reading).")
-    ] = ""
+    prompt: Annotated[str, msgspec.Meta(description="What you want from the page.")]
+    offset: Annotated[
+        int, msgspec.Meta(ge=0, description="Character of the page's text to start from.")
+    ] = 0
 
 
 class WebFetch(Tool[WebFetchInput]):
-    name = "web_fetch"
+    name = "WebFetch"
     description = (
         "Fetch a web page (http or https) and return its text (HTML reduced to text, "
-        "scripts and styles dropped). Long pages are truncated."
+        "scripts and styles dropped). Long pages are truncated: read on with `offset`."
     )
     Input = WebFetchInput
 
@@ -44,7 +48,7 @@ class WebFetch(Tool[WebFetchInput]):
         sandbox = self.ctx.sandbox
         if not sandbox.network and not sandbox.proxy:
             raise ToolError(
-                "web_fetch is not available: this agent runs without network (--child-network off)"
+                "WebFetch is not available: this agent runs without network (--child-network off)"
             )
         import urllib.error
         import urllib.request
@@ -76,8 +80,11 @@ class WebFetch(Tool[WebFetchInput]):
             from isoagent.child.agent.tools.html_text import html_text
 
             text = html_text(text)
+        text = text.strip()
         cut = " (first 5 MB)" if len(body) > MAX_BYTES else ""
-        return f"{inp.url} ({kind}){cut}:\n\n{text.strip()}"
+        if inp.offset:
+            cut += f" from character {inp.offset} of {len(text)}"
+        return f"{inp.url} ({kind}){cut}:\n\n{text[inp.offset :]}"
 
 
 def check_destination(url: str, policy: SandboxPolicy, resolve: bool = True) -> None:
@@ -95,7 +102,7 @@ def check_destination(url: str, policy: SandboxPolicy, resolve: bool = True) -> 
             parts.hostname, parts.port or 443, policy.allowed_domains, policy.local_fetch_hosts
         )
     except NotAllowed as exc:
-        raise ToolError(f"web_fetch refused: {exc}") from None
+        raise ToolError(f"WebFetch refused: {exc}") from None
     except (OSError, UnicodeError) as exc:
         raise ToolError(f"cannot fetch {url}: {exc}") from None
 
@@ -185,14 +192,17 @@ class WebSearchInput(msgspec.Struct):
 
 
 class WebSearch(Tool[WebSearchInput]):
-    name = "web_search"
+    """Claude Code's WebSearch is the API's server tool, whose name the API fixes: the model
+    sees (and its answers name) ``web_search``; agent files, rules and hooks say WebSearch."""
+
+    name = "WebSearch"
     description = "The Messages API's web search, run by the API."
     Input = WebSearchInput
     MAX_USES = 5
 
     @property
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, type="web_search_20250305", max_uses=self.MAX_USES)
+        return ToolSpec("web_search", type="web_search_20250305", max_uses=self.MAX_USES)
 
     def execute(self, inp: WebSearchInput) -> str:
-        raise ToolError("web_search runs on the API's side; it cannot be called here")
+        raise ToolError("WebSearch runs on the API's side; it cannot be called here")
