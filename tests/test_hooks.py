@@ -381,7 +381,7 @@ def recorder(heard: list[dict[str, Any]]) -> Any:
     ("behaviour", "why", "seen"),
     [
         ("swap-hook", r"asked the PreToolUse hooks about (toolu_\w+) with an input other "
-         r"than its model gave \(bash\)", []),
+         r"than its model gave \(Bash\)", []),
         ("twice-hook", r"asked the PreToolUse hooks about (toolu_\w+) twice", ["PreToolUse"]),
         ("big-post", r"asked the PostToolUse hooks about (toolu_\w+) with an output of 60000 "
          r"characters, past its Task's output cap \(30000\)", ["PreToolUse"]),
@@ -412,7 +412,7 @@ def test_a_child_asks_the_hooks_only_about_its_models_calls_as_the_model_made_th
     answer = str(api_server.requests[-1].tool_results[0]["content"])
     assert re.search(f"child {why}", answer), answer
     assert [h["hook_event_name"] for h in heard] == seen
-    model_gave = {"command": f"touch made.txt; {HARMLESS}"}
+    model_gave = {"command": f"touch made.txt; {HARMLESS}", "description": "run"}
     assert all(h["tool_input"] == model_gave for h in heard)
     assert len(child_requests(api_server)) == (behaviour != "forge-hooks")
 
