@@ -70,7 +70,7 @@ class Sizes:
     import_runs: int
     remote_runs: int
     remote_batch_tasks: int
-    rate_limit_case: str
+    rate_limit_cases: tuple[str, ...]
     api_batch_tasks: int
     api_batch_delay: float  # seconds a Message Batch takes
     api_batch_window: float
@@ -103,7 +103,7 @@ FULL = Sizes(
     import_runs=5,
     remote_runs=15,
     remote_batch_tasks=64,
-    rate_limit_case="batch-20rps",
+    rate_limit_cases=rate_limits.ROW,
     api_batch_tasks=500,
     api_batch_delay=5.0,
     api_batch_window=10.0,
@@ -129,7 +129,7 @@ QUICK = Sizes(  # each row once, as cheaply as it still runs every path
     import_runs=1,
     remote_runs=1,
     remote_batch_tasks=4,
-    rate_limit_case="batch-20rps-quick",
+    rate_limit_cases=("batch-20rps-quick",),
     api_batch_tasks=4,
     api_batch_delay=0.2,
     api_batch_window=1.0,
@@ -145,7 +145,7 @@ def measure(sizes: Sizes, rows: list[str]) -> tuple[list[Line], list[str]]:
         "api-batches": lambda: api_batches.row(
             sizes.api_batch_tasks, sizes.api_batch_delay, sizes.api_batch_window
         ),
-        "rate-limit": lambda: rate_limits.row(sizes.rate_limit_case),
+        "rate-limit": lambda: rate_limits.row(sizes.rate_limit_cases),
         "task-cpu": lambda: references.task_cpu(
             sizes.cpu_tasks, sizes.cpu_jobs, sizes.cpu_repeats, sizes.idle
         ),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import os
 import resource
 import shutil
@@ -31,7 +32,7 @@ from isoagent.child.agent.tools.workspace import add_dirs_note
 from isoagent.child.confine_command import Confinement, command_prefix
 from isoagent.child.sandbox.privileges import make_undumpable
 from isoagent.parent.agent.bridge import GatewayBridge, run_in_thread
-from isoagent.parent.agent.cost_budget import CostBudget
+from isoagent.parent.agent.cost_budget import TOKENS, BudgetedSource, SharedBudget, usd_rates
 from isoagent.parent.agent.hooks import SessionHooks
 from isoagent.parent.agent.parent_agent import (
     allowed_spec,
@@ -80,6 +81,7 @@ from isoagent.protocol import Result, SandboxPolicy, Usage
 
 # the signals that end a run: each cancels the session's task, which ends every child
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+ANSWERED_GRACE = 5.0  # seconds a child whose last answer is in has to send its Result
 
 PARENT_PROMPT = """\
 You are isoagent, a coding agent working in the directory {workdir}.
@@ -104,6 +106,33 @@ class Interrupted(Exception):
         super().__init__(f"interrupted; transcripts so far are in {run_dir}")
         self.exit_code = 128 + signum
         self.quiet = signum == signal.SIGPIPE
+
+
+def leave_the_terminal() -> None:
+    """SIGHUP: the terminal is gone (or going). What was written to it now goes nowhere, so
+    that the run's ending (its children ended, its records, exit 129) is not cut short by
+    the first line it would have said there (EIO: it exited 1, its run unfinished)."""
+    try:
+        nowhere = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        for fd in (1, 2):
+            with contextlib.suppress(OSError):
+                if os.isatty(fd) or _gone(fd):
+                    os.dup2(nowhere, fd)
+    finally:
+        os.close(nowhere)
+
+
+def _gone(fd: int) -> bool:
+    """Whether ``fd`` was a terminal that hung up (it answers EIO)."""
+    try:
+        os.fstat(fd)
+        os.write(fd, b"")
+    except OSError as exc:
+        return exc.errno == errno.EIO
+    return False
 
 
 def raise_open_files_limit() -> None:
@@ -161,6 +190,12 @@ def model_source(
     return source
 
 
+def price_rate(settings: Settings) -> float:
+    """Of the price, what a session's model calls cost: half in Message Batches (not
+    replayed). The one rule every cost figure of the session prices by."""
+    return BATCH_PRICE if settings.api_batches and settings.replay is None else 1.0
+
+
 class Session:
     def __init__(
         self, settings: Settings, source: ModelSource, fork_server: ForkServer | None
@@ -175,18 +210,26 @@ class Session:
         self.log = TranscriptWriter(log, self.run.opener(log))
         self.events.sinks.append(self._log_run_event)
         # of the price, what its model calls cost: half in Message Batches (not replayed)
-        self.price_rate = BATCH_PRICE if settings.api_batches and settings.replay is None else 1.0
-        self.cost_budget: CostBudget | None = None
-        if settings.max_budget_usd:
-            self.cost_budget = CostBudget(
-                source, settings.max_budget_usd, settings.budget_spent, self.price_rate
+        self.price_rate = price_rate(settings)
+        self.parent_running = False  # the parent agent shares the budgets while it runs
+        # a batch's: on a signal, the children whose answer is in may send their Result
+        # before the session ends (their lines are written, their tasks not paid again)
+        self.answers_kept = False
+        self.cost_budget: BudgetedSource | None = None
+        if settings.max_tokens_total:
+            tokens = SharedBudget(settings.max_tokens_total, running=self.sharers)
+            name = f"--max-tokens-total {settings.max_tokens_total}"
+            source = BudgetedSource(
+                source, tokens, TOKENS, name, between_calls=settings.budget_between_calls
             )
+        if settings.max_budget_usd:
+            usd = SharedBudget(settings.max_budget_usd, settings.budget_spent, self.sharers)
+            self.cost_budget = BudgetedSource(
+                source, usd, usd_rates(self.price_rate), f"${settings.max_budget_usd:g}",
+                between_calls=settings.budget_between_calls,
+            )  # fmt: skip
             source = self.cost_budget
-        self.gateway = Gateway(
-            source,
-            max_concurrent=max(settings.max_parallel, 1) + 1,
-            max_tokens_total=settings.max_tokens_total,
-        )
+        self.gateway = Gateway(source, max_concurrent=max(settings.max_parallel, 1) + 1)
         self.fork_server = fork_server
         self.supervisor = Supervisor(
             settings, gateway=self.gateway, run=self.run, sink=self.events, fork_server=fork_server
@@ -198,6 +241,7 @@ class Session:
         except TelemetryUnavailable as exc:
             warn(f"warning: telemetry is off: {exc}")
         if self.trace is not None:
+            self.trace.price_rate = self.price_rate
             self.gateway.on_call = self.trace.model_call
             self.supervisor.trace = self.trace
         self.signal = 0  # the signal that ended the session, if one did
@@ -312,6 +356,11 @@ class Session:
             if trace is not None:  # after the run's last record
                 trace.close()
 
+    def sharers(self) -> list[str]:
+        """The agents that share the run's budgets now: the children running, by id, and
+        the parent ("") while it runs."""
+        return [*self.supervisor.live, *([""] if self.parent_running else [])]
+
     def stop(self, signum: int) -> None:
         """End the session as ``signum`` does (exit 128 + ``signum``): the task that opened it
         is cancelled, which ends every child. Only the first call counts: a second Ctrl-C
@@ -319,6 +368,14 @@ class Session:
         if self._task is None or self.signal:
             return
         self.signal = signum
+        if signum == signal.SIGHUP:
+            leave_the_terminal()
+        if self.answers_kept and signum != signal.SIGPIPE:
+            why = f"interrupted ({signal.Signals(signum).name})"
+            ending = self.supervisor.let_answered_finish(why, ANSWERED_GRACE)
+            self._ending = asyncio.ensure_future(ending)
+            self._ending.add_done_callback(lambda _: self._cancel())
+            return
         # at the task's next wait, also when called from the task itself (a sink whose
         # reader went away): then the session may be ending already, and must not be cut
         asyncio.get_running_loop().call_soon(self._cancel)
@@ -399,6 +456,7 @@ class Session:
                 session_id=self.session_id,
                 batch_input=self.settings.batch_input,
                 trace_id=self.trace_id,
+                price_rate=self.price_rate,
             )
         )
 
@@ -511,6 +569,7 @@ class Session:
             spans=self.trace.recorder() if self.trace is not None else None,
             hooks=hooks,
         )
+        self.parent_running = True
         try:
             if self.hooks is not None:  # UserPromptSubmit
                 submitted, refused = await run_in_thread(self.hooks.prompt, prompt)
@@ -522,11 +581,14 @@ class Session:
                 if result.status == "ok" and self.structured.value is None:  # once more
                     result = await run_in_thread(agent.run, ENFORCE_STRUCTURED, agent.messages)
                 result = self.structured.result(result)
+            if self._ending is not None:  # an interrupt's: the children's ends come first
+                await self._ending
             return result
         except asyncio.CancelledError:
             ctx.cancelled.set()
             raise
         finally:
+            self.parent_running = False
             ctx.end_commands()  # and whatever the parent's own commands left running
             if mcp_sessions is not None:  # their servers among them: no wait for their end
                 mcp_sessions.close()

@@ -71,6 +71,9 @@ class Settings:
     tools: tuple[str, ...] | None = None  # --tools: the base tools, children's too; None: all
     max_budget_usd: float = 0.0  # what the run's model calls may cost; 0: no limit
     budget_spent: float = 0.0  # of it, what earlier runs of the session spent (stream-json)
+    # -p, as Claude Code: the budgets are checked between calls (the call that crosses the
+    # line finishes), not reserved per call and shared fairly (``agent/cost_budget.py``)
+    budget_between_calls: bool = False
     json_schema: dict[str, Any] | None = None  # the parent answers in this shape (--json-schema)
     fallback_model: str = ""  # calls to `model` go on with this one when it is overloaded
     mcp_servers: McpServers = field(default_factory=McpServers)  # .mcp.json, --mcp-config

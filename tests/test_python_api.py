@@ -85,14 +85,6 @@ def test_async_variants_run_concurrently_from_asyncio(
     assert one.session_id != two.session_id
 
 
-def test_the_sync_call_inside_an_event_loop_says_to_await(workspace: Path) -> None:
-    async def inside() -> None:
-        isoagent.task("x", workdir=workspace)
-
-    with pytest.raises(isoagent.IsoagentError, match=r"await isoagent\.atask"):
-        asyncio.run(inside())
-
-
 def test_options_are_the_clis_and_wrong_ones_fail_clearly(
     server: MessagesServer, workspace: Path
 ) -> None:
@@ -199,7 +191,7 @@ def test_dir_and_help_show_the_api() -> None:
     import pydoc
 
     public = {"task", "run", "atask", "arun", "batch", "abatch", "Session", "Options", "Result"}
-    public |= {"AgentDefinition", "TaskRecord"}
+    public |= {"AgentDefinition", "TaskRecord", "read_tasks"}
     errors = {name for name in isoagent.__all__ if name.endswith("Error")}
     assert public | errors == set(isoagent.__all__)
     assert {"IsoagentError", "OptionError", "AuthenticationError", "TurnLimitError"} <= errors

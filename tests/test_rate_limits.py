@@ -173,3 +173,49 @@ def test_the_backoff_of_the_thousandth_retry_is_the_longest_not_an_overflow() ->
     from isoagent.parent.model.retry import MAX_DELAY, backoff
 
     assert MAX_DELAY / 2 <= backoff(5000) <= MAX_DELAY
+
+
+def test_calls_held_by_bare_429s_go_at_the_rate_the_server_let_through(
+    api_server: MessagesServer, source: RetryingSource
+) -> None:
+    """A proxy that meters 2 requests a second and says so only by refusing (no rate-limit
+    headers, a 1 s retry-after): once a 429 has held them, the calls go at the rate the
+    server let through before it, not all at once when the hold ends (each such wave was
+    refused but for one call: 16 calls met dozens of 429s)."""
+    limited = RateLimited(lambda req: text_reply("ok"), requests_per_second=2, headers=False)
+    api_server.handler = limited
+    replies = _all(source, [_call(n) for n in range(16)])
+    assert [r.error for r in replies] == [None] * 16
+    assert limited.refused <= 4 + 3  # the first window, and a few at the edge of the rate
+
+
+def test_a_call_waiting_on_a_bucket_goes_as_soon_as_an_answer_says_it_refilled() -> None:
+    """The call at the head of the queue reckoned a minute's wait from what it knew; the
+    next answer's headers say the bucket is full again: it goes then, not a minute later
+    (a 429 wave's answers, heard while a call slept on a wait reckoned before them, cost
+    the tight batch 2-3 s a wave)."""
+    from datetime import UTC, datetime, timedelta
+
+    from isoagent.parent.model.limiter import Limiter
+
+    def said(remaining: int) -> dict[str, str]:
+        reset = datetime.now(UTC) + timedelta(seconds=60 if remaining == 0 else 0)
+        return {
+            "anthropic-ratelimit-requests-limit": "1",
+            "anthropic-ratelimit-requests-remaining": str(remaining),
+            "anthropic-ratelimit-requests-reset": reset.isoformat(),
+        }
+
+    async def go() -> None:
+        limiter = Limiter()
+        deadline = time.monotonic() + 600
+        first = await limiter.admit(10, deadline)  # no bucket known yet: it goes at once
+        assert first is not None
+        limiter.heard(200, said(0))  # empty, refilled in a minute
+        waiting = asyncio.ensure_future(limiter.admit(10, deadline))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+        limiter.heard(200, said(1))  # the server's news: full again
+        assert await asyncio.wait_for(waiting, 20) is not None
+
+    asyncio.run(go())

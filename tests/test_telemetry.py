@@ -4,6 +4,7 @@ OTLP/HTTP receiver on 127.0.0.1 and decoded with the official protobuf classes."
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import sys
 import threading
@@ -19,7 +20,8 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from isoagent.parent.telemetry.config import telemetry_enabled
-from isoagent.protocol import MAX_SPANS
+from isoagent.parent.telemetry.otel import OtelExport
+from isoagent.protocol import MAX_SPANS, Span
 from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_cli, run_cli_listing_modules, run_dirs
 from tests.support.messages_server import (
@@ -288,9 +290,7 @@ def _path_up(span: dict[str, Any], by_id: dict[str, dict[str, Any]]) -> list[str
 def test_a_collector_that_is_not_there_is_one_warning_and_the_run_still_answers(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
-    with socket.socket() as closed:  # a port nothing listens on
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+    port = closed_port()
     api_server.handler = lambda req: text_reply("the answer")
     env = telemetry_env(api_server, tmp_path, f"http://127.0.0.1:{port}")
     done = run_cli(["task", "--agent", "Explore", "hi", "-C", str(workspace)], env, cwd=tmp_path)
@@ -299,6 +299,58 @@ def test_a_collector_that_is_not_there_is_one_warning_and_the_run_still_answers(
     said = [line for line in done.stderr.splitlines() if "telemetry" in line]
     assert len(said) == 1 and said[0].startswith("isoagent: warning: telemetry is not exported")
     assert "Connection refused" in said[0]
+
+
+def closed_port() -> int:
+    """A port of 127.0.0.1 that nothing listens on."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        return int(closed.getsockname()[1])
+
+
+def sdk_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("Otel") and t.is_alive()}
+
+
+def test_a_complaint_logged_by_another_exports_thread_is_not_this_exports(
+    receiver: tuple[str, Received],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The SDK's loggers are the process's: a warning from another session's exporter (one
+    still retrying, or the Python API's next session) neither warns for this export nor
+    makes its end stop waiting for its spans."""
+    endpoint, received = receiver
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    export = OtelExport({"CLAUDE_CODE_ENABLE_TELEMETRY": "1"}, trace_id=7)
+    export.span(Span(1, 0, "invoke_agent parent", 1, 2))
+    elsewhere = logging.getLogger("opentelemetry.exporter.otlp.common.http").warning
+    other = threading.Thread(target=elsewhere, args=("Transient error from another export",))
+    other.start()
+    other.join()
+    export.close()
+
+    assert "telemetry" not in capsys.readouterr().err
+    assert [span["name"] for span in received.spans] == ["invoke_agent parent"]
+
+
+def test_an_export_whose_collector_is_not_there_leaves_nothing_retrying(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "120")  # a retry's own deadline
+    before = sdk_threads()
+    export = OtelExport({"CLAUDE_CODE_ENABLE_TELEMETRY": "1"}, trace_id=7)
+    export.span(Span(1, 0, "invoke_agent parent", 1, 2))
+    export.close()
+
+    (said,) = capsys.readouterr().err.splitlines()
+    assert said.startswith("isoagent: warning: telemetry is not exported")
+    left = sdk_threads() - before
+    for thread in left:  # stopping: they wake from the retry's wait, long before its deadline
+        thread.join(timeout=10)  # unstopped, its retries take about 30 s
+        assert not thread.is_alive(), thread.name
+    assert not any("Transient" in line for line in capsys.readouterr().err.splitlines())
 
 
 def test_a_batch_is_one_trace_and_each_line_names_it(

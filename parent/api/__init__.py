@@ -13,9 +13,11 @@ The Python API, for scripts, services and a user's own click commands::
 delegate with its ``Agent`` tool. ``atask`` and ``arun`` are the same from asyncio;
 ``Session`` runs several over one fork server, gateway and run folder; ``batch`` (and
 ``abatch``) is ``isoagent batch``: each task's ``TaskRecord`` as it finishes, resumable from
-its ``output`` file. All work from any
-thread and install no signal handler: Ctrl-C reaches the caller as ``KeyboardInterrupt``
-(``asyncio.CancelledError`` in a task) once every child is ended.
+its ``output`` file (``read_tasks(path)`` reads a JSONL file of tasks). All work from any
+thread, the sync ones inside a running event loop too (a Jupyter cell: on a worker thread),
+write nothing to stderr (notices go to the ``isoagent`` logger) and install no signal
+handler: Ctrl-C reaches the caller as ``KeyboardInterrupt`` (``asyncio.CancelledError`` in a
+task) once every child is ended.
 
 ``Options`` holds every setting, typed, with the CLI's defaults (``isoagent run --help``),
 checked when it is built (``OptionError`` names the field, what it may be, and the nearest
@@ -38,7 +40,7 @@ TYPE_CHECKING = False  # typing itself is not imported: a child must start fast
 if TYPE_CHECKING:
     from typing import Any
 
-    from isoagent._batch import abatch, batch
+    from isoagent._batch import abatch, batch, read_tasks
     from isoagent._calls import Result
     from isoagent._session import Session
     from isoagent.errors import (
@@ -80,6 +82,7 @@ __all__ = [
     "arun",
     "atask",
     "batch",
+    "read_tasks",
     "run",
     "task",
 ]  # fmt: skip
@@ -95,6 +98,7 @@ _LAZY = {
     "Session": "isoagent._session",
     "batch": "isoagent._batch",
     "abatch": "isoagent._batch",
+    "read_tasks": "isoagent._batch",
     "TaskRecord": "isoagent.parent.records.events",
     **dict.fromkeys(_ERRORS, "isoagent.errors"),
 }

@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from isoagent._calls import options_with
-from isoagent._session import Session, _settings
+from isoagent._calls import on_a_loop_of_its_own, options_with
+from isoagent._session import NoticeStream, Session, _settings, notice
 from isoagent.errors import IsoagentError, OptionError
-from isoagent.parent.batch.input import BatchTask, parse_tasks, unknown_agent
+from isoagent.parent.batch.input import (
+    BatchTask,
+    LineTooLong,
+    parse_tasks,
+    read_lines,
+    unknown_agent,
+)
 from isoagent.parent.batch.result_file import (
     BatchRefused,
     Previous,
@@ -26,14 +32,21 @@ from isoagent.parent.batch.runner import BatchRun
 from isoagent.parent.options import Options
 from isoagent.parent.records.events import TaskRecord
 
-Task = str | Mapping[str, str]  # a prompt, or {"prompt": ..., "id": ..., "agent": ...}
+# a prompt, {"prompt": ..., "id": ..., "agent": ...}, or a line of a JSONL file (read_tasks)
+Task = str | Mapping[str, str] | bytes
 
 
 class _HandedResultFile(ResultFile):
     """``output``, each line written there also handed to the caller."""
 
-    def __init__(self, runs_dir: Path, output: Path, hand: Callable[[TaskRecord], None]) -> None:
-        super().__init__(runs_dir, output)
+    def __init__(
+        self,
+        runs_dir: Path,
+        output: Path,
+        reach: Sequence[Path],
+        hand: Callable[[TaskRecord], None],
+    ) -> None:
+        super().__init__(runs_dir, output, reach)
         self.hand = hand
 
     def __call__(self, record: object) -> None:
@@ -42,7 +55,18 @@ class _HandedResultFile(ResultFile):
         self.hand(record)
 
 
-async def abatch(
+def read_tasks(path: str | Path) -> list[bytes]:
+    """The lines of a JSONL task file (``isoagent batch``'s input), for ``batch``/``abatch``:
+    each is checked as that command checks it when the batch runs."""
+    try:
+        with open(path, "rb") as file:
+            return list(read_lines(file))
+    except (OSError, LineTooLong) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else str(exc)
+        raise OptionError(f"cannot read tasks from {path}: {why}") from None
+
+
+def abatch(
     tasks: Iterable[Task],
     *,
     jobs: int | None = None,
@@ -53,10 +77,19 @@ async def abatch(
 ) -> AsyncGenerator[TaskRecord, None]:
     """Each task's ``TaskRecord`` (the line ``isoagent batch`` writes) as it finishes, at
     most ``jobs`` at once (default: ``max_parallel``). A task is a prompt or a mapping of
-    ``prompt``, ``id`` and ``agent`` (default: ``agent``), as a line of ``isoagent batch``;
-    a bad one is a record of status ``invalid``. With ``output``, each line is appended
-    there before it is yielded, and the tasks with an ok line there already are skipped:
-    running the same batch again resumes it."""
+    ``prompt``, ``id`` and ``agent`` (default: ``agent``), as a line of ``isoagent batch``
+    (``read_tasks`` reads a file of them); a bad one is a record of status ``invalid``.
+    With ``output``, each line is appended there before it is yielded, and the tasks with
+    an ok line there already are skipped, their records yielded first: running the same
+    batch again resumes it. What cannot be used is refused here, at the call
+    (``OptionError``), not when the records are first asked for."""
+    if isinstance(tasks, str | bytes | Path):
+        raise OptionError(
+            f"tasks must be prompts or task mappings, not one {type(tasks).__name__}: to "
+            "read a JSONL file of them, isoagent.batch(isoagent.read_tasks(path))"
+        )
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise OptionError(f"jobs must be a whole number of at least 1, not {jobs!r}")
     options = options_with(options, kw)
     if jobs is not None:
         options = options.replace(max_parallel=jobs)
@@ -64,6 +97,12 @@ async def abatch(
     if agent not in settings.agents:
         raise OptionError(unknown_agent(agent, settings.agents))
     lines = [_line(task) for task in tasks]
+    return _records(lines, agent, output, options, settings)
+
+
+async def _records(
+    lines: list[bytes], agent: str, output: str | Path | None, options: Options, settings: Any
+) -> AsyncGenerator[TaskRecord, None]:
     items = list(parse_tasks(lines, settings.agents, agent))
     finished: asyncio.Queue[TaskRecord] = asyncio.Queue()
     results: ResultFile | None = None
@@ -71,7 +110,8 @@ async def abatch(
     if output is not None:
         path = Path(output)
         try:
-            results = _HandedResultFile(settings.runs_dir, path, finished.put_nowait)
+            reach = (settings.workdir, *settings.add_dirs)
+            results = _HandedResultFile(settings.runs_dir, path, reach, finished.put_nowait)
             previous = results.previous()
         except (OSError, BatchRefused) as exc:
             if results is not None:
@@ -83,9 +123,18 @@ async def abatch(
         if settings.api_batches:  # a rerun answers the turns already sent from their batches
             journal = batches_journal(settings.runs_dir, path)
             settings = dataclasses.replace(settings, batch_journal=journal)
-    pending = [t for t in items if isinstance(t, BatchTask) and t.id not in previous.done]
+        settings = dataclasses.replace(settings, budget_spent=previous.spent)
+    tasks_to_do = [t for t in items if isinstance(t, BatchTask)]
+    pending, done = previous.sort(tasks_to_do)
+    changed = previous.changed(tasks_to_do, Path(output)) if output is not None else []
     invalid = [r for r in items if isinstance(r, TaskRecord)]
-    runner = BatchRun(pending, invalid, previous.reported, results, finished.put_nowait)
+    reported = [r for r in invalid if (r.id, r.error) in previous.reported]
+    for record in [*done, *changed, *reported]:  # a resumed batch's ended tasks, from the file
+        finished.put_nowait(record)
+    runner = BatchRun(
+        pending, invalid, previous.reported, results, finished.put_nowait, say=notice,
+        changed=changed, stream=NoticeStream(),
+    )  # fmt: skip
     session = Session(options)
     session._settings = settings
     try:
@@ -115,23 +164,23 @@ async def abatch(
 def batch(tasks: Iterable[Task], **kw: Any) -> Iterator[TaskRecord]:
     """``abatch`` without asyncio: each task's ``TaskRecord`` as it finishes. Leaving the
     loop early ends the tasks still running (their lines are not written: a resume runs
-    them)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise IsoagentError("an event loop is running here: use isoagent.abatch")
-    with asyncio.Runner() as loop:
-        records = abatch(tasks, **kw)
+    them). Inside a running event loop (a Jupyter cell) the batch runs on a worker thread.
+    What cannot be used is refused here, at the call."""
+    records = abatch(tasks, **kw)
+    return _synchronously(records)
+
+
+def _synchronously(records: AsyncGenerator[TaskRecord, None]) -> Iterator[TaskRecord]:
+    with on_a_loop_of_its_own() as call, asyncio.Runner() as loop:
         try:
             while True:
                 try:
-                    yield loop.run(_next(records))
+                    yield call(loop.run, _next(records))
                 except StopAsyncIteration:
                     return
         finally:
-            loop.run(records.aclose())
+            call(loop.run, records.aclose())
+            call(loop.close)
 
 
 async def _next(records: AsyncGenerator[TaskRecord, None]) -> TaskRecord:
@@ -143,6 +192,8 @@ _encoder = msgspec.json.Encoder()
 
 def _line(task: Task) -> bytes:
     """A task as its line of ``isoagent batch``'s input."""
+    if isinstance(task, bytes):
+        return task
     if isinstance(task, str):
         return _encoder.encode({"prompt": task})
     return _encoder.encode(dict(task))

@@ -4,7 +4,9 @@ uses too, one session, a ``Result``. Nothing here imports click or the CLI."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Mapping
+import concurrent.futures
+import contextlib
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -68,13 +70,32 @@ class Result:
 
 
 def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run ``coroutine`` on a new event loop; inside a running one, say to await instead."""
+    """Run ``coroutine`` on a new event loop: in this thread, or inside a running one (a
+    Jupyter cell) on a worker thread, this one waiting for it."""
+    with on_a_loop_of_its_own() as call:
+        return call(asyncio.run, coroutine)
+
+
+@contextlib.contextmanager
+def on_a_loop_of_its_own() -> Iterator[Callable[..., Any]]:
+    """What runs an event loop's work from sync code: called here, or where this thread
+    runs a loop already (which cannot run a second), in a worker thread of its own."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine)
-    coroutine.close()
-    raise IsoagentError("an event loop is running here: use await isoagent.atask/arun")
+        yield lambda function, *args: function(*args)
+        return
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="isoagent") as worker:
+        yield lambda function, *args: worker.submit(function, *args).result()
+
+
+def check_prompt(prompt: object) -> str:
+    """``prompt``, if it is one (``OptionError`` says why not)."""
+    if not isinstance(prompt, str):
+        raise OptionError(f"the prompt must be a str, not {type(prompt).__name__}")
+    if not prompt.strip():
+        raise OptionError("the prompt is empty")
+    return prompt
 
 
 def options_with(options: Options | None, changes: Mapping[str, Any]) -> Options:
@@ -87,6 +108,8 @@ def options_with(options: Options | None, changes: Mapping[str, Any]) -> Options
 async def run_one(prompt: str, agent_name: str | None, options: Options) -> Result:
     """The parent (``agent_name`` None) or one subagent, in a session of its own."""
     from isoagent._session import Session
+
+    check_prompt(prompt)
 
     async with Session(options) as session:
         if agent_name is None:

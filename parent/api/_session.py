@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import logging
 import time
 from contextvars import ContextVar
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from isoagent._calls import Result, options_with
+from isoagent._calls import Result, check_prompt, options_with
 from isoagent.errors import AuthenticationError, IsoagentError, OptionError, RunInterruptedError
 from isoagent.parent import session as core
 from isoagent.parent.options import Options, settings_for
 from isoagent.parent.records.costs import Costs
 from isoagent.parent.records.events import ChildFinished, Event, Sink
+from isoagent.parent.records.terminal_text import notices
 from isoagent.parent.settings import Settings
 from isoagent.protocol import Result as AgentResult
 
@@ -42,13 +45,16 @@ class Session:
 
     async def __aenter__(self) -> Session:
         settings = self._settings or _settings(self.options)
-        self._costs = Costs(settings.model)
+        self._costs = Costs(settings.model)  # priced at the run's rate (its RunStarted)
         sinks: list[Sink] = [self._costs, _record_finished]
+        self._notices = notices.set(notice)  # a library writes nothing to stderr
         self._opened = core.Session.open(settings, sinks=sinks, signals=False)
         try:
             self._core = await self._opened.__aenter__()
         except core.SessionError as exc:
+            notices.reset(self._notices)
             raise IsoagentError(str(exc)) from None
+        self._core.waits.say = notice
         self._started = time.monotonic()
         return self
 
@@ -62,6 +68,9 @@ class Session:
             return bool(await self._opened.__aexit__(kind, exc, tb))
         except core.Interrupted as interrupted:
             raise RunInterruptedError(str(interrupted)) from None
+        finally:
+            with contextlib.suppress(ValueError):  # left in another context than entered
+                notices.reset(self._notices)
 
     @property
     def run_dir(self) -> Path:
@@ -93,7 +102,7 @@ class Session:
         spec = session.settings.agents.get(agent)
         if spec is None:
             raise OptionError(unknown_agent(agent, session.settings.agents))
-        request = ChildRequest(describe(_prompt(prompt)), prompt, spec)
+        request = ChildRequest(describe(check_prompt(prompt)), prompt, spec)
         mine: list[ChildFinished] = []  # its record, as the child's run emits it
         token = _finished_here.set(mine)
         try:
@@ -119,7 +128,7 @@ class Session:
     async def run_parent(self, prompt: str) -> Result:
         """The parent agent on ``prompt``: the run's one answer (``isoagent.run``)."""
         session = self._session
-        result = await session.run_parent(_prompt(prompt))
+        result = await session.run_parent(check_prompt(prompt))
         final = session.finish(result)
         return self._result(
             result,
@@ -170,6 +179,25 @@ class Session:
         )
 
 
+logger = logging.getLogger("isoagent")
+
+
+def notice(line: str) -> None:
+    """What the CLI says on stderr, from the Python API: to the ``isoagent`` logger (shown
+    once the caller asks, ``logging.basicConfig(level=logging.INFO)``)."""
+    logger.info("%s", line.removeprefix("isoagent: "))
+
+
+class NoticeStream(io.StringIO):
+    """A stream whose lines are ``notice``s (a batch's progress lines, from the API)."""
+
+    def write(self, text: str) -> int:
+        for line in text.replace("\r", "\n").splitlines():
+            if line := line.replace("\x1b[K", "").strip():
+                notice(line)
+        return len(text)
+
+
 # the ``ChildFinished`` of the child a ``task_result`` call started: the child's run is a
 # task of its own, begun in (a copy of) that call's context, and emits it from there
 _finished_here: ContextVar[list[ChildFinished]] = ContextVar("finished_here")
@@ -179,12 +207,6 @@ def _record_finished(event: Event) -> None:
     if isinstance(event, ChildFinished):
         with contextlib.suppress(LookupError):
             _finished_here.get().append(event)
-
-
-def _prompt(prompt: str) -> str:
-    if not prompt.strip():
-        raise OptionError("the prompt is empty")
-    return prompt
 
 
 def _settings(options: Options) -> Settings:

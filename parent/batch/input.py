@@ -1,12 +1,15 @@
 """``isoagent batch`` input: one task per line.
 
 A line is a JSON object ``{"id": ..., "prompt": ..., "agent": ...}`` (``id`` and
-``agent`` optional) or, if it does not start with ``{``, a plain-text prompt.
+``agent`` optional; any other key is refused, with the nearest known one) or, if it does
+not start with ``{``, a plain-text prompt; a JSON string or array (``"text"``, ``["a"]``)
+is refused rather than taken as its own literal text.
 A task's id is its ``id`` or else a hash of the task (its agent and prompt), so
 that it stays the same when lines are added, removed or moved: a resumed batch
 knows which tasks it has done. Blank lines are skipped. A line that cannot be
 run (not UTF-8, invalid JSON, no prompt, unknown agent, an id or a task seen
-before) becomes an ``invalid`` record saying why, and the other lines still run.
+before) becomes an ``invalid`` record saying why (its ``line`` says where), and the other
+lines still run.
 """
 
 from __future__ import annotations
@@ -28,10 +31,13 @@ MAX_PROMPT_BYTES = 8 << 20  # more than a model's context holds: a batch line, a
 HASH_PREFIX = "h-"  # of the id of a task that names none
 
 
-class TaskLine(msgspec.Struct):
+class TaskLine(msgspec.Struct, forbid_unknown_fields=True):
     prompt: str
     id: TaskId | None = None
     agent: str | None = None
+
+
+TASK_KEYS = ("prompt", "id", "agent")
 
 
 @dataclass
@@ -40,6 +46,7 @@ class BatchTask:
     line: int
     prompt: str
     agent: AgentSpec
+    digest: str = ""  # of what defines it (``task_hash``): its line's, to resume by
 
 
 class _IdOnly(msgspec.Struct):
@@ -83,6 +90,12 @@ def parse_tasks(
             text = _text(raw).strip()
             if not text:
                 continue
+            if text.startswith(("[", '"')) and is_json(text):
+                kind = "array" if text.startswith("[") else "string"
+                raise _Invalid(
+                    f'a JSON {kind}, not a task: write {{"prompt": ...}}, or the prompt as '
+                    "plain text"
+                )
             if text.startswith("{"):
                 fields = _decode(text)
                 prompt, agent_name, named = fields.prompt, fields.agent or default_agent, fields.id
@@ -105,10 +118,10 @@ def parse_tasks(
                 _line_hash(raw) if known is None else known,
                 "invalid",
                 number,
-                error=f"line {number}: {exc}",
+                error=str(exc),
             )
             continue
-        yield BatchTask(task_id, number, prompt, agent)
+        yield BatchTask(task_id, number, prompt, agent, task_hash(agent_name, prompt))
 
 
 def task_hash(agent: str, prompt: str) -> str:
@@ -162,6 +175,26 @@ def _decode(text: str) -> TaskLine:
     try:
         return msgspec.json.decode(text, type=TaskLine)
     except msgspec.ValidationError as exc:
-        raise _Invalid(str(exc), _id_of(text)) from None
+        unknown = _unknown_key(text)
+        raise _Invalid(unknown or str(exc), _id_of(text)) from None
     except msgspec.DecodeError as exc:
         raise _Invalid(f"invalid JSON: {exc}") from None
+
+
+def _unknown_key(text: str) -> str:
+    """What is wrong with a line's keys, if one is not a task's ("" if none)."""
+    keys = msgspec.json.decode(text, type=dict[str, object])
+    for key in keys:
+        if key not in TASK_KEYS:
+            near = difflib.get_close_matches(key, TASK_KEYS, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            return f"unknown key {key!r}{hint}; a task has {', '.join(TASK_KEYS)}"
+    return ""
+
+
+def is_json(text: str | bytes) -> bool:
+    try:
+        msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return False
+    return True

@@ -10,9 +10,9 @@ import asyncio
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from isoagent.parent.batch.display import BatchDisplay
 from isoagent.parent.batch.input import BatchTask, TaskId, label
@@ -32,13 +32,15 @@ def say_on_stderr(line: str) -> None:
 
 @dataclass
 class Outcome:
-    """How a batch ended: ``failed`` of ``total`` not ok; ``stopped``, why it stopped early;
-    ``unwritten``, whether some line could not be written."""
+    """How a batch ended: ``failed`` of ``total`` not ok; ``stopped``, why it stopped early
+    (``over_budget``: its --max-budget-usd was spent); ``unwritten``, whether some line
+    could not be written."""
 
     total: int
     failed: int
     stopped: str = ""
     unwritten: bool = False
+    over_budget: bool = False
 
 
 class _Stopped(Exception):
@@ -51,7 +53,10 @@ class BatchRun:
 
     When ``stdout`` fails (a full disk), no task starts any more; the lines so far and
     those of the tasks still running are kept in the run folder's ``results.jsonl``,
-    which a batch run again with it as ``-o`` resumes from.
+    which a batch run again with it as ``-o`` resumes from. When ``results`` fails, no task
+    starts any more either; the lines it could not take go to ``stdout``, signed, to be
+    appended to it once there is room. ``changed``: tasks not run because their id has a
+    line for another task; each is said, and counted as not ok.
     """
 
     def __init__(
@@ -64,8 +69,12 @@ class BatchRun:
         *,
         live: bool = False,
         say: Callable[[str], None] = say_on_stderr,
+        changed: Sequence[TaskRecord] = (),
+        stream: TextIO | None = None,
     ) -> None:
+        """``say``: where notices go, ``stream``: the progress display's (default: stderr)."""
         self.pending = pending
+        self.changed = changed
         self.invalid = invalid
         self.reported = reported
         self.results = results
@@ -77,24 +86,32 @@ class BatchRun:
         self.stdout_error: OSError | None = None  # why stdout failed, if it did
         self.kept: ResultFile | None = None  # the run folder's results, once stdout failed
         self.kept_error = ""  # why its lines could not be kept in the run folder then
-        self.display = BatchDisplay(len(pending) + len(invalid), live=live)
-        self.costs = Costs()  # each task's, by its child's id (priced when the batch runs)
+        count = len(pending) + len(invalid) + len(changed)
+        self.display = BatchDisplay(count, stream, live=live)
+        self.costs = Costs()  # each task's, by its child's id (at the run's price rate)
         self.over_budget = 0  # tasks the batch's --max-budget-usd ended or kept from starting
+        self.lined_usd = 0.0  # what the tasks whose line was written cost
 
     async def run(self, session: Session) -> Outcome:
         try:
             return await self._run(session)
         finally:
+            if self.results is not None:  # what tasks without a line cost: a resume's budget
+                self.results.spent(self.costs.total - self.lined_usd)
             if self.kept is not None:
                 self.kept.close()
 
     async def _run(self, session: Session) -> Outcome:
-        self.costs.rate = session.price_rate
+        session.answers_kept = True
         session.events.sinks.append(self.costs)
+        self.costs.rate = session.price_rate  # its RunStarted went by before it listened
         self.display.start(session.waits, session.run.display(session.run.path))
         for record in self.invalid:  # each bad line once in the output, on stderr every time
             if (record.id, record.error) not in self.reported:
                 self._write(session, record)
+            self.display.task_finished(record, ran=False)
+        for record in self.changed:  # its id's line stays the one line of that id
+            self.say(f"error: {record.error}")
             self.display.task_finished(record, ran=False)
         queue = iter(self.pending)
         ticker = asyncio.create_task(self._tick())
@@ -114,19 +131,28 @@ class BatchRun:
             raise
         finally:
             ticker.cancel()
-        stopped = stopped or self._stdout_failed() or self._budget_spent(session)
+        stopped = (
+            stopped
+            or self._stdout_failed()
+            or self._results_failed()
+            or self._budget_spent(session)
+        )
         self.display.close("; stopped" if stopped else "")
         unwritten = self._hand_back_unwritten()
         outcome = self._finish(session)
+        if self.over_budget and self.results is not None:
+            again = ": resumable: run it again with the same -o and a higher --max-budget-usd"
         if stopped:
             self.say(f"batch stopped: {stopped}{again}")
             outcome.stopped = stopped
         outcome.unwritten = unwritten
+        outcome.over_budget = bool(self.over_budget)
         return outcome
 
     def _write(self, session: Session, record: TaskRecord) -> None:
         """The task's line, written before the task counts as done."""
         self.written.append(record)
+        self.lined_usd += record.cost_usd
         if self.results is None and self.stdout_error is None:
             try:
                 self.stdout(record)
@@ -153,9 +179,19 @@ class BatchRun:
         """Why the batch stopped because its --max-budget-usd was spent, or ""."""
         if not self.over_budget:
             return ""
-        budget = session.settings.max_budget_usd
+        budget = session.cost_budget
+        limit = session.settings.max_budget_usd
+        spent = f" (${budget.spent:.4f} so far)" if budget is not None else ""
         tasks = plural(self.over_budget, "task")
-        return f"its budget (--max-budget-usd {budget:g}) is spent: {tasks} not done"
+        return f"its budget (--max-budget-usd {limit:g}) is spent{spent}: {tasks} not done"
+
+    def _results_failed(self) -> str:
+        """Why the batch stopped because -o could not take a line, or ""."""
+        results = self.results
+        if results is None or results is self.kept or not results.waiting:
+            return ""
+        why = results.error.strerror if results.error else "?"
+        return f"cannot write {results.path} ({why})"
 
     def _stdout_failed(self) -> str:
         """Why the batch stopped because stdout failed, or "" if it did not."""
@@ -182,16 +218,19 @@ class BatchRun:
             where = f"nor to stdout ({exc.strerror})"
         why = results.error.strerror if results.error else "?"
         count = plural(len(lines), "result line")
-        self.say(
-            f"error: cannot write {count} to {results.path} ({why}): {where}; "
-            "their tasks run again when the batch is resumed"
+        then = (
+            f"append them to {results.path} once there is room, and the resume will not "
+            "run their tasks again (they are signed)"
+            if self.stdout_error is None
+            else "their tasks run again when the batch is resumed"
         )
+        self.say(f"error: cannot write {count} to {results.path} ({why}): {where}; {then}")
         return True
 
     async def _worker(self, session: Session, queue: Iterator[BatchTask]) -> None:
         from isoagent.parent.children.child_run import ChildRequest, describe
 
-        while self.stdout_error is None and (task := next(queue, None)) is not None:
+        while not self._stopping(session) and (task := next(queue, None)) is not None:
             if _spent(session):  # the rest wait for a resume: no line, so not done
                 self.over_budget += 1
                 continue
@@ -200,7 +239,10 @@ class BatchRun:
             request = ChildRequest(title, task.prompt, task.agent)
             finished = await session.supervisor.run(request)
             record = task_record(task, finished, self.costs.usd.get(finished.child, 0.0))
-            if record.status == "budget" and _spent(session):  # cut short: it runs again
+            if record.status == "cancelled" and session.signal:  # it runs again on resume
+                self.display.task_finished(record, counted=False)
+                continue
+            if record.status == "budget":  # cut short by the budget: it runs again on resume
                 self.over_budget += 1
                 self.display.task_finished(record, counted=False)
                 continue
@@ -211,13 +253,22 @@ class BatchRun:
                 self.waiting_told = True
                 why = self.results.error.strerror if self.results.error else "?"
                 self.say(
-                    f"cannot write {self.results.path} for now ({why}): its lines "
-                    "wait and are tried again with each next one"
+                    f"cannot write {self.results.path} ({why}): no task starts any more; "
+                    "the lines of those running wait and are tried again with each next one"
                 )
             self.records.append(record)
             self.display.task_finished(record)
             if (rejected := session.gateway.rejected) is not None:  # so would every task be
                 raise _Stopped(rejected.message)
+
+    def _stopping(self, session: Session) -> bool:
+        """Whether no task may start: a signal ends the batch, or the lines of what ends
+        could not be kept."""
+        results = self.results
+        return bool(session.signal) or (
+            self.stdout_error is not None
+            or (results is not None and results is not self.kept and bool(results.waiting))
+        )
 
     async def _tick(self) -> None:
         while self.display.live:
@@ -226,8 +277,8 @@ class BatchRun:
 
     def _finish(self, session: Session) -> Outcome:
         records = self.records
-        failed = sum(r.status != "ok" for r in records) + len(self.invalid)
-        total = len(records) + len(self.invalid)
+        failed = sum(r.status != "ok" for r in records) + len(self.invalid) + len(self.changed)
+        total = len(records) + len(self.invalid) + len(self.changed)
         usage = session.gateway.usage
         result = Result(
             summary=f"{total - failed} of {total} tasks ok",
@@ -264,4 +315,5 @@ def task_record(task: BatchTask, finished: ChildFinished, cost: float = 0.0) -> 
         error=result.error,
         retries=finished.retries,
         cost_usd=round(cost, 6),
+        digest=task.digest,
     )

@@ -80,6 +80,7 @@ class ChildCalls:
         self.turns = 0
         self.retries = 0  # of its model calls, by the gateway
         self.last_text = ""  # the child's latest words: its summary so far, if it fails
+        self.answered = False  # its last model answer asked for no tool: its Result is next
         self.last_progress: Progress | None = None
         self.cancelled = False  # the parent asked it to stop: no more tokens for it
         self.grants: Grants | None = None  # what its Task granted
@@ -164,6 +165,7 @@ class ChildCalls:
         self.turns += reply.error is None
         self.retries += reply.retries
         self.last_text = text_of(reply.content) or self.last_text
+        self.answered = reply.error is None and reply.stop_reason != "tool_use"
         if self.ledger is not None and reply.error is None:
             self.ledger.answered(call, reply)
         return reply

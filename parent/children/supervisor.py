@@ -117,6 +117,19 @@ class Supervisor:
         """Children asked for and not yet ended."""
         return len(self._running)
 
+    async def let_answered_finish(self, why: str, grace: float) -> None:
+        """End every running child but those whose last model answer is in (it asked for
+        no tool: their Result is all that is left, and it was paid for), and give those up
+        to ``grace`` seconds to send it, so that their task is not run (and paid) again."""
+        deadline = self._loop.time() + grace
+        for run in list(self.live.values()):
+            if not run.calls.answered:
+                run.end(ChildFailed(why, "cancelled"))
+        while (
+            any(run.calls.answered for run in self.live.values()) and self._loop.time() < deadline
+        ):
+            await asyncio.sleep(0.02)
+
     async def end_all(self) -> None:
         """End every child still running and wait until each is ended and recorded. A
         session's children may run in tasks of their own (those of the parent's ``Agent``

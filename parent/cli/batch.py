@@ -34,7 +34,8 @@ Input, one task per line:
 Output, one JSON line per task as it finishes:
   id, status, line, agent, summary, turns, tool_calls, tokens, seconds,
   transcript, error, retries (model calls tried again: rate limit, overload),
-  cost_usd.
+  cost_usd, digest (of the task's agent and prompt), sig (isoagent's
+  signature: a resume trusts the lines it signed, wherever the file went).
   status is a child's (ok, max_turns, error, timeout, crashed, budget) or
   invalid for a line that could not be run.
 
@@ -61,16 +62,18 @@ Examples:
     "output_path",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Append the result lines to this file instead of stdout. Tasks whose id already "
-    "has an ok line there are skipped, so re-running the batch resumes it.",
+    "has an ok line there, signed by isoagent, are skipped, so re-running the batch resumes "
+    "it (also where the file was copied or moved).",
+)
+@click.option(
+    "--adopt",
+    is_flag=True,
+    help="Trust the ok lines in --output that isoagent did not sign (a file from another "
+    "user or machine, or an older isoagent): their tasks are not run again.",
 )
 @click.option(
     "--agent", "-a", "agent_name", default="general-purpose", show_default=True,
     help="Agent type for lines that name none (see `isoagent agents`).",
-)  # fmt: skip
-@click.option(
-    "--max-budget-usd", type=click.FloatRange(min=0), default=0.0, metavar="USD",
-    help="What this batch's model calls may cost (0: no limit): once spent, no task starts and "
-    "those it cut short write no line, so running it again with the same -o resumes them.",
 )  # fmt: skip
 @click.option(
     "--api-batches",
@@ -94,8 +97,8 @@ def batch(
     source_name: str,
     jobs: int | None,
     output_path: Path | None,
+    adopt: bool,
     agent_name: str,
-    max_budget_usd: float,
     api_batches: bool,
     batch_window: float,
     settings: Settings,
@@ -108,7 +111,7 @@ def batch(
     source = open_tasks(source_name)
     if output_path is not None and same_file(source, output_path):
         fail(f"--output {output_path} is the input file: name another file", ExitCode.USAGE)
-    settings = dataclasses.replace(settings, batch_input=source_name, max_budget_usd=max_budget_usd)
+    settings = dataclasses.replace(settings, batch_input=source_name)
     if jobs is not None:
         settings = dataclasses.replace(settings, max_parallel=jobs)
     settings = dataclasses.replace(settings, api_batches=api_batches, batch_window=batch_window)
@@ -124,27 +127,30 @@ def batch(
     results = None
     previous = Previous()
     if output_path is not None:
-        results, previous = open_output(settings, output_path)
+        results, previous = open_output(settings, output_path, adopt=adopt)
+        settings = dataclasses.replace(settings, budget_spent=previous.spent)
         # a writing child must not truncate or unlink it under the parent's open file
         settings = dataclasses.replace(settings, kept_files=(output_path.resolve(),))
         if api_batches:  # a rerun answers the turns already sent from their batches
             journal = batches_journal(settings.runs_dir, output_path)
             settings = dataclasses.replace(settings, batch_journal=journal)
-    done = previous.done
-    pending = [t for t in items if isinstance(t, BatchTask) and t.id not in done]
+    tasks = [t for t in items if isinstance(t, BatchTask)]
+    pending, done = previous.sort(tasks)
     invalid = [r for r in items if isinstance(r, TaskRecord)]
-    skipped = sum(isinstance(t, BatchTask) and t.id in done for t in items)
-    if skipped:
-        tasks = plural(skipped, "task")
-        click.echo(f"isoagent: skipping {tasks} already done in {output_path}", err=True)
-    if not pending and not invalid:  # nothing to run: no session, so no run for logs
+    if done:
+        count = plural(len(done), "task")
+        click.echo(f"isoagent: skipping {count} already done in {output_path}", err=True)
+    changed = previous.changed(tasks, output_path) if output_path is not None else []
+    if not pending and not invalid and not changed:  # nothing to run: no session, no run
         if results is not None:
             results.close()
         click.echo("isoagent: batch: nothing left to run", err=True)
         return
     stdout = JsonLines()
     live = sys.stderr.isatty()
-    runner = BatchRun(pending, invalid, previous.reported, results, stdout, live=live)
+    runner = BatchRun(
+        pending, invalid, previous.reported, results, stdout, live=live, changed=changed
+    )
     # on a terminal the bar replaces the per-child lines; -v's tool calls are written above it
     verbose = live and settings.verbose
     progress = ProgressDisplay(verbose=settings.verbose, live=False, closing=False)
@@ -165,10 +171,13 @@ def batch(
             results.close()
 
 
-def open_output(settings: Settings, path: Path) -> tuple[ResultFile, Previous]:
+def open_output(
+    settings: Settings, path: Path, *, adopt: bool = False
+) -> tuple[ResultFile, Previous]:
     """``-o``, held, and what an earlier batch left in it; a file that cannot be is one line."""
     try:
-        results = ResultFile(settings.runs_dir, path)
+        reach = (settings.workdir, *settings.add_dirs)
+        results = ResultFile(settings.runs_dir, path, reach, adopt=adopt)
         try:
             previous = results.previous()
         except BaseException:
@@ -181,14 +190,16 @@ def open_output(settings: Settings, path: Path) -> tuple[ResultFile, Previous]:
     if forged := previous.forged:
         click.echo(
             f"isoagent: warning: {plural(forged, 'ok line')} in {path} "
-            "not written by isoagent batch (changed, added by another process, or older): "
-            "their tasks run again",
+            "not signed by isoagent batch (changed, added by another process, from another "
+            "user, or older): their tasks run again (--adopt trusts them)",
             err=True,
         )
     return results, previous
 
 
 def exit_code(outcome: Outcome) -> ExitCode:
+    if outcome.over_budget:
+        return ExitCode.BUDGET
     if outcome.stopped or outcome.unwritten:
         return ExitCode.ERROR
     return ExitCode.TASKS_FAILED if outcome.failed else ExitCode.OK

@@ -192,6 +192,12 @@ LIMIT_OPTIONS = [
         help="Token budget for the whole run (0: none); past it agents end with status budget.",
     ),
     click.option(
+        "--max-budget-usd", type=click.FloatRange(min=0), default=DEFAULTS.max_budget_usd,
+        metavar="USD",
+        help="What the run's model calls may cost, every agent's (0: no limit); past it "
+        "agents end with status budget (exit 5).",
+    ),
+    click.option(
         "--api-retry-deadline", type=click.FloatRange(min=1),
         default=DEFAULTS.api_retry_deadline, show_default=True,
         help="Seconds a model call the API refuses (429), is overloaded for (529) or fails "

@@ -92,6 +92,13 @@ class _PrintModeCommand(OutputErrorsCommand, KnowsItsFlags):
     show_default=True,
     help="plan: nothing writes (read-only children, no bash in the parent).",
 )
+@click.option(
+    "--dangerously-skip-permissions",
+    "skip_permissions",
+    is_flag=True,
+    help="As Claude Code's: --permission-mode bypassPermissions (no tool call is asked "
+    "about); the sandbox still holds.",
+)
 @click.option("--continue", "-c", "continue_", is_flag=True, help="Continue the latest run.")
 @click.option("--resume", "-r", "resume", help="Continue this session (a session id or a run id).")
 @click.option(
@@ -137,6 +144,7 @@ def print_mode(
     disallowed_tools: tuple[str, ...],
     agents_json: str | None,
     permission_mode: str,
+    skip_permissions: bool,
     continue_: bool,
     resume: str | None,
     settings_value: str | None,
@@ -202,11 +210,14 @@ def print_mode(
                 f"error: invalid --settings: defaultMode {from_file.default_mode!r}", ExitCode.USAGE
             )
         permission_mode = from_file.default_mode
+    if skip_permissions:
+        permission_mode = bypass_permissions(permission_mode)
     settings = dataclasses.replace(
         settings,
         agents={**settings.agents, **plugged},
         plugins=tuple(plugins),
         hooks=from_file.hooks,
+        budget_between_calls=True,  # Claude Code's --max-budget-usd: the call that crosses ends
     )
     try:
         settings = _with_settings_file(settings, from_file)
@@ -636,6 +647,23 @@ def _answer(message: dict[str, Any], settings: Settings, inbox: _Inbox) -> Setti
     else:
         _respond(message, None, error)
     return settings
+
+
+def bypass_permissions(asked: str) -> str:
+    """``--dangerously-skip-permissions``: Claude Code's ``bypassPermissions``, said once;
+    with another ``--permission-mode`` it is a usage error, as what to do is unclear."""
+    if asked not in ("default", "bypassPermissions"):
+        fail(
+            f"--dangerously-skip-permissions is --permission-mode bypassPermissions: it "
+            f"cannot go with --permission-mode {asked}",
+            ExitCode.USAGE,
+        )
+    warn(
+        "--dangerously-skip-permissions: no tool call is asked about (bypassPermissions); "
+        "the sandbox still holds: each child as its agent type says, the parent's bash "
+        "confined to the workspace"
+    )
+    return "bypassPermissions"
 
 
 def _with_permission_mode(settings: Settings, mode: str) -> Settings:

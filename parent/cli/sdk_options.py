@@ -56,11 +56,6 @@ SDK_SETTINGS_OPTIONS = [
         "(.claude/agents), local; comma separated (default: all).",
     ),
     click.option(
-        "--max-budget-usd", type=click.FloatRange(min=0), default=0.0, metavar="USD",
-        help="What the run's model calls may cost, the children's too (0: no limit); past "
-        "it the run ends with status budget (Claude Code's error_max_budget_usd).",
-    ),
-    click.option(
         "--json-schema", callback=_schema, metavar="SCHEMA",
         help="The parent answers with JSON of this schema, through a StructuredOutput tool: "
         "the result's structured_output.",

@@ -27,11 +27,9 @@ class ModelSource(Protocol):
 
 
 class Gateway:
-    def __init__(
-        self, source: ModelSource, *, max_concurrent: int = 16, max_tokens_total: int = 0
-    ) -> None:
+    def __init__(self, source: ModelSource, *, max_concurrent: int = 16) -> None:
+        """``source``: the SDK's, a cassette, behind the run's budgets (``cost_budget``)."""
         self.source = source
-        self.max_tokens_total = max_tokens_total
         self.usage = Usage()
         self.api_seconds = 0.0  # summed over calls, concurrent ones included
         self.retries = 0  # refused or failed attempts retried, over every call
@@ -59,15 +57,10 @@ class Gateway:
         return reply
 
     async def _call(self, call: ModelCall) -> ModelReply:
-        """One model turn. The budget is checked when the call gets its slot, so calls
-        already under way when it runs out still finish: a run can pass its budget by
-        what at most ``max_concurrent - 1`` concurrent calls use, never by more."""
+        """One model turn, in a slot of the concurrency cap."""
         async with self._slots:
             if self.rejected is not None:  # it would be refused again: spare the server
                 return ModelReply(turn=call.turn, error=self.rejected)
-            if self.max_tokens_total and self.usage.total >= self.max_tokens_total:
-                budget = f"the run's token budget ({self.max_tokens_total}) is used up"
-                return ModelReply(turn=call.turn, error=ModelError("budget", budget))
             started = time.monotonic()
             child = calling_for.get()
             if hearers := [hear for hear, children in self._hearers if children or not child]:

@@ -30,14 +30,20 @@ FAMILY_PRICES = {
 BATCH_PRICE = 0.5  # of the price, for a Message Batch's tokens (its cache's too)
 
 
-def cost_usd(model: str, usage: Usage, rate: float = 1.0) -> float:
-    """The price of ``usage`` on ``model``, times ``rate`` (``BATCH_PRICE`` in a batch)."""
+def per_token(model: str) -> tuple[float, float]:
+    """US dollars an input token and an output token of ``model`` cost."""
     prices = PER_MILLION.get(model) or next(
         (price for family, price in FAMILY_PRICES.items() if family in model), (0.0, 0.0)
     )
+    return prices[0] / 1_000_000, prices[1] / 1_000_000
+
+
+def cost_usd(model: str, usage: Usage, rate: float = 1.0) -> float:
+    """The price of ``usage`` on ``model``, times ``rate`` (``BATCH_PRICE`` in a batch)."""
+    prices = per_token(model)
     inputs = (
         usage.input_tokens
         + 1.25 * usage.cache_creation_input_tokens
         + 0.1 * usage.cache_read_input_tokens
     )
-    return rate * (inputs * prices[0] + usage.output_tokens * prices[1]) / 1_000_000
+    return rate * (inputs * prices[0] + usage.output_tokens * prices[1])

@@ -2,10 +2,11 @@
 
 ``RetryingSource`` wraps the SDK source (one attempt per call) with the limiter and a retry
 loop: a refusal (429), an overload (529), a server error (500, 502, 503, 504), a connection
-that fails or an answer cut mid-way is tried again, after a capped exponential backoff with
-jitter (or the server's ``retry-after``), until the call's deadline; what is refused as
-asked (400, 401, 403, 404, 413) is not, nor, past a few tries, a server that has never
-answered (a wrong address). Only the answer that succeeds is kept, so a retried
+that fails or an answer cut mid-way is tried again after the server's ``retry-after``, as
+given, or where it sent none (or one too short to be meant, as a proxy's ``retry-after-ms:
+1``) after a capped exponential backoff with jitter, never both, until the call's deadline;
+what is refused as asked (400, 401, 403, 404, 413) is not, nor, past a few tries, a server
+that has never answered (a wrong address). Only the answer that succeeds is kept, so a retried
 call's usage counts once; a call that runs out of time fails with the kind it last met and
 a message that says for how long it tried.
 """
@@ -31,6 +32,7 @@ FIRST_DELAY = 0.5
 MAX_DELAY = 8.0
 UNREACHED_ATTEMPTS = 3  # tries of a server that has not answered once, before giving up
 FALLBACK_AFTER = 3  # overloaded answers in a row before a call takes the fallback model
+MEANT_RETRY_AFTER = 0.1  # seconds: a shorter retry-after is a proxy's reflex, not a limit
 
 WaitSink = Callable[[Waiting], None]
 _sizer = msgspec.msgpack.Encoder()
@@ -48,6 +50,13 @@ def backoff(attempt: int) -> float:
     MAX_DELAY, the upper half of it at random so that calls do not retry in step."""
     doublings = min(attempt - 1, 32)  # past MAX_DELAY long before: no float overflow
     return min(MAX_DELAY, FIRST_DELAY * 2**doublings) * random.uniform(0.5, 1.0)
+
+
+def retry_delay(retry_after: float, attempt: int) -> float:
+    """Seconds before retry ``attempt``: the server's ``retry-after`` as given, or the backoff
+    where it gave none or one too short to be meant (one or the other, never their maximum:
+    the server knows when its limit refills, and a backoff on top of that only loses time)."""
+    return retry_after if retry_after >= MEANT_RETRY_AFTER else backoff(attempt)
 
 
 class RetryingSource:
@@ -107,7 +116,7 @@ class RetryingSource:
                 failed = ModelError("connection", said)
                 return ModelReply(call.turn, error=failed, retries=attempt - 1)
             if error.kind == "rate_limit":  # every call waits: in the limiter
-                hold = self.limiter.refuse(error.retry_after, backoff(attempt))
+                hold = self.limiter.refuse(retry_delay(error.retry_after, attempt))
                 say(
                     Waiting(
                         "rate_limit",
@@ -117,11 +126,11 @@ class RetryingSource:
                 )
                 delay = 0.0
             else:  # the backoff grows with the API's failures in a row, not this call's
-                delay = max(error.retry_after, backoff(max(self.limiter.failures, 1)))
+                delay = retry_delay(error.retry_after, max(self.limiter.failures, 1))
                 say(Waiting(error.kind, _retrying(error, attempt, seconds), delay))
             if time.monotonic() + delay > ends:
                 return _gave_up(call, error, attempt, started)
-            if error.retry_after:  # as the server asked
+            if error.retry_after >= MEANT_RETRY_AFTER:  # as the server asked
                 await asyncio.sleep(delay)
             else:
                 await self.limiter.back_off(delay)

@@ -21,6 +21,7 @@ class Costs:
     def __call__(self, event: Event) -> None:
         if isinstance(event, RunStarted):
             self.models[""] = event.model
+            self.rate = event.price_rate
         elif isinstance(event, ChildStarted):
             self.models[event.child] = event.model
         elif isinstance(event, MessageAdded) and event.usage is not None:

@@ -30,6 +30,9 @@ class RunStarted(Event, tag="init"):
     session_id: str = ""  # its conversation's UUID (an earlier run's with --resume); "": its run id
     batch_input: str = ""  # isoagent batch: the file its tasks came from ("-": stdin)
     trace_id: str = ""  # its OpenTelemetry trace, when telemetry is on
+    # of the price, what its model calls cost (``BATCH_PRICE`` with --api-batches): every
+    # figure of its cost (lines, budget, logs, telemetry, the API's Result) prices by it
+    price_rate: float = 1.0
 
 
 class ChildStarted(Event, tag="child_started"):
@@ -108,6 +111,8 @@ class TaskRecord(msgspec.Struct):
     cost_usd: float = 0.0  # what its model calls cost
     # the batch's OpenTelemetry trace, when telemetry is on (else the line has no such key)
     trace_id: str | msgspec.UnsetType = msgspec.UNSET
+    digest: str = ""  # of what defines the task (its agent and prompt): a resume compares it
+    sig: str = ""  # isoagent's signature of the line (``batch/signature.py``): always last
 
 
 AnyEvent = RunStarted | ChildStarted | MessageAdded | ChildProgress | ChildFinished | RunFinished

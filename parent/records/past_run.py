@@ -53,6 +53,7 @@ class AgentLog:
     events: list[AnyEvent]
     started: ChildStarted | None = None  # a child's start, as run.jsonl has it
     finished: ChildFinished | None = None
+    price_rate: float = 1.0  # the run's (``RunStarted.price_rate``)
 
     @property
     def messages(self) -> list[MessageAdded]:
@@ -73,7 +74,7 @@ class AgentLog:
 
     def price(self, answer: MessageAdded) -> float:
         """What the call that gave ``answer`` cost, priced by the model that gave it."""
-        return cost_usd(answer.model or self.model, answer.usage or Usage())
+        return cost_usd(answer.model or self.model, answer.usage or Usage(), self.price_rate)
 
     @property
     def result(self) -> Result | None:
@@ -110,7 +111,8 @@ class PastRun:
     def read(cls, path: Path) -> PastRun:
         events = read_events(path / "run.jsonl")
         start = next((e for e in events if isinstance(e, RunStarted)), None)
-        parent = AgentLog("", "parent", start.model if start else "", events)
+        rate = start.price_rate if start else 1.0
+        parent = AgentLog("", "parent", start.model if start else "", events, price_rate=rate)
         started = {e.child: e for e in events if isinstance(e, ChildStarted)}
         finished = {e.child: e for e in events if isinstance(e, ChildFinished)}
         children = []
@@ -128,6 +130,7 @@ class PastRun:
                     transcript,
                     begun,
                     own_end or finished.get(child),
+                    rate,
                 )
             )
         return cls(path, events, parent, children)

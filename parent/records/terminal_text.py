@@ -17,6 +17,8 @@ a file or a pipe gets the text byte for byte, as scripts expect.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from contextvars import ContextVar
 
 _BIDI = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 _CONTROLS = [*range(0x20), 0x7F, *range(0x80, 0xA0), *map(ord, _BIDI)]
@@ -50,8 +52,16 @@ def for_stdout(text: str, *, lines: bool = True) -> str:
     return terminal_text(text) if lines else terminal_line(text)
 
 
+# where ``warn`` says things instead of stderr: the Python API's calls set it (a library
+# writes nothing to stderr unless asked: its notices go to the ``isoagent`` logger)
+notices: ContextVar[Callable[[str], None] | None] = ContextVar("notices", default=None)
+
+
 def warn(message: str) -> None:
-    """``isoagent: MESSAGE`` on stderr, as one escaped line."""
+    """``isoagent: MESSAGE`` on stderr, as one escaped line (or to ``notices``)."""
+    if (elsewhere := notices.get()) is not None:
+        elsewhere(message)
+        return
     print(f"isoagent: {terminal_line(message)}", file=sys.stderr, flush=True)
 
 

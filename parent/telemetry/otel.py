@@ -12,12 +12,14 @@ run, and the run's end does not wait on a collector that is not there.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
@@ -25,11 +27,18 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import (
     ConsoleMetricExporter,
     MetricExporter,
+    MetricExportResult,
+    MetricsData,
     PeriodicExportingMetricReader,
 )
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SpanExporter,
+    SpanExportResult,
+)
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
@@ -45,22 +54,88 @@ from isoagent.protocol import Span, SpanValue
 SCOPE = "isoagent"
 CLOSE_WAIT = 10.0  # seconds the run's end waits for the last export: the OTLP exporters' default
 
-_sdk_log = logging.getLogger("opentelemetry")
-_sdk_log.propagate = False  # said by ``_FirstComplaint`` while a run exports, else not at all
-_sdk_log.addHandler(logging.NullHandler())
 
-
-class _FirstComplaint(logging.Handler):
-    """The SDK's first warning or error, as one line on stderr; ``failed`` is set."""
+class _Complaint:
+    """An export's first complaint from the SDK, as one line on stderr; ``failed`` is set."""
 
     def __init__(self) -> None:
-        super().__init__(logging.WARNING)
         self.failed = threading.Event()
 
-    def emit(self, record: logging.LogRecord) -> None:
+    def say(self, message: str) -> None:
         if not self.failed.is_set():
             self.failed.set()
-            warn(f"warning: telemetry is not exported: {record.getMessage()[:300]}")
+            warn(f"warning: telemetry is not exported: {message[:300]}")
+
+
+# the export whose exporter a thread is running now, by thread: the SDK's loggers are the
+# process's, and a session's complaint must not come from another's (one that was closed
+# while its collector was away still retries in its threads, and the Python API may run
+# sessions side by side)
+_exporting: dict[int, _Complaint] = {}
+
+
+class _ToItsExport(logging.Handler):
+    """The SDK's warnings and errors, each said by the export whose exporter logged it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        complaint = _exporting.get(record.thread or 0)
+        if complaint is not None:
+            complaint.say(record.getMessage())
+
+
+_sdk_log = logging.getLogger("opentelemetry")
+_sdk_log.propagate = False  # said only through ``_ToItsExport``
+_sdk_log.addHandler(_ToItsExport(logging.WARNING))
+
+
+@contextlib.contextmanager
+def _exporting_for(complaint: _Complaint) -> Iterator[None]:
+    thread = threading.get_ident()
+    _exporting[thread] = complaint
+    try:
+        yield
+    finally:
+        del _exporting[thread]
+
+
+class _OwnSpans(SpanExporter):
+    """A span exporter whose complaints are its export's."""
+
+    def __init__(self, exporter: SpanExporter, complaint: _Complaint) -> None:
+        self.exporter = exporter
+        self.complaint = complaint
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with _exporting_for(self.complaint):
+            return self.exporter.export(spans)
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.exporter.force_flush(timeout_millis)
+
+
+class _OwnMetrics(MetricExporter):
+    """A metric exporter whose complaints are its export's."""
+
+    def __init__(self, exporter: MetricExporter, complaint: _Complaint) -> None:
+        # the reader asks its exporter for these; the SDK keeps them as attributes only
+        super().__init__(exporter._preferred_temporality, exporter._preferred_aggregation)
+        self.exporter = exporter
+        self.complaint = complaint
+
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
+        with _exporting_for(self.complaint):
+            return self.exporter.export(metrics_data, timeout_millis, **kwargs)
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return self.exporter.force_flush(timeout_millis)
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self.exporter.shutdown(timeout_millis, **kwargs)
 
 
 class _GivenIds(IdGenerator):
@@ -83,13 +158,15 @@ class OtelExport:
     def __init__(self, env: Mapping[str, str], trace_id: int) -> None:
         """Raises ``TelemetryUnavailable``."""
         self.trace_id = trace_id
-        self._complaint = _FirstComplaint()
-        _sdk_log.addHandler(self._complaint)
+        self._complaint = _Complaint()
         self.resource = _resource()
         self._ids = _GivenIds(trace_id)
-        self._processors = [BatchSpanProcessor(e) for e in _span_exporters(env)]
+        spans = [_OwnSpans(e, self._complaint) for e in _span_exporters(env)]
+        metrics = [_OwnMetrics(e, self._complaint) for e in _metric_exporters(env)]
+        self._exporters: list[SpanExporter | MetricExporter] = [*spans, *metrics]
+        self._processors = [BatchSpanProcessor(e) for e in spans]
         self._tracers: dict[tuple[int, str], trace.Tracer] = {}
-        readers = [PeriodicExportingMetricReader(e) for e in _metric_exporters(env)]
+        readers = [PeriodicExportingMetricReader(e) for e in metrics]
         self._meters = MeterProvider(
             resource=self.resource, metric_readers=readers, shutdown_on_exit=False
         )
@@ -127,7 +204,8 @@ class OtelExport:
 
     def close(self) -> None:
         """Export what is left, once: waited for up to ``CLOSE_WAIT`` seconds, and no
-        longer once an export has failed."""
+        longer once an export has failed; then an export still retrying is stopped, so
+        nothing of this run goes on in the background."""
         ends = [threading.Thread(target=p.shutdown, daemon=True) for p in self._processors]
         ends.append(threading.Thread(target=self._meters.shutdown, daemon=True))
         for end in ends:
@@ -139,7 +217,9 @@ class OtelExport:
                     warn(f"warning: telemetry not exported within {CLOSE_WAIT:g} s: left out")
                     break
                 end.join(0.05)
-        _sdk_log.removeHandler(self._complaint)
+        if any(end.is_alive() for end in ends):
+            for exporter in self._exporters:  # wakes a retry's wait, which then gives up
+                exporter.shutdown()
 
     def _tracer(self, pid: int, host: str) -> trace.Tracer:
         tracer = self._tracers.get((pid, host))

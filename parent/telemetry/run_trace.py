@@ -68,6 +68,7 @@ class RunTrace:
         self.started = time.time_ns()
         self._ended = False
         self._children: dict[str, int] = {}  # each running child's agent span, by its id
+        self.price_rate = 1.0  # of the price, what its calls cost (the session's)
 
     @classmethod
     def open(cls, env: Mapping[str, str], run_id: str) -> RunTrace | None:
@@ -96,7 +97,7 @@ class RunTrace:
         """A span and counts for a model call the gateway made (``started``: Unix ns)."""
         model = reply.model or call.model
         usage = reply.usage
-        cost = cost_usd(model, usage)
+        cost = cost_usd(model, usage, self.price_rate)
         attributes: dict[str, SpanValue] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": "anthropic",

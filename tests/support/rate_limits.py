@@ -62,8 +62,10 @@ class RateLimited:
         requests_per_second: float = 0.0,
         input_tokens_per_second: float = 0.0,
         burst: float = 1.0,
+        headers: bool = True,
     ) -> None:
         self.handler = handler
+        self.headers = headers  # the ratelimit headers on every answer (a bare proxy: none)
         self.refused = 0
         self.admitted = 0
         self._lock = threading.Lock()
@@ -93,7 +95,12 @@ class RateLimited:
                 self.admitted += 1
             else:
                 self.refused += 1
-            headers = {k: v for bucket in self._buckets for k, v in bucket.headers(now).items()}
+            headers = {
+                k: v
+                for bucket in self._buckets
+                if self.headers
+                for k, v in bucket.headers(now).items()
+            }
         if short > 0:
             wait = {"retry-after": str(math.ceil(short))}
             refused = error_reply(429, "rate_limit_error", "Rate limited", headers=wait)
