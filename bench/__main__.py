@@ -19,6 +19,7 @@ from pathlib import Path
 from bench import (
     api_batches,
     cli_start,
+    daemon,
     display_cost,
     flows,
     imports,
@@ -41,6 +42,9 @@ ROWS = (
     "rate-limit",
     "task-cpu",
     "one-shot",
+    "daemon-one-shot",
+    "daemon-shared",
+    "daemon-xargs",
     "display",
     "protocol",
     "cli-start",
@@ -152,6 +156,9 @@ def measure(sizes: Sizes, rows: list[str]) -> tuple[list[Line], list[str]]:
         "one-shot": lambda: references.one_shot(
             sizes.one_shot_runs, sizes.one_shot_warmup, skipped
         ),
+        "daemon-one-shot": lambda: daemon.one_shot(max(sizes.one_shot_runs * 2, 1), skipped),
+        "daemon-shared": lambda: daemon.shared(*((48, 16) if sizes is FULL else (8, 4))),
+        "daemon-xargs": lambda: daemon.xargs(*((200, 8) if sizes is FULL else (8, 4))),
         "memory": lambda: spawn.memory(sizes.memory_runs),
         "protocol": lambda: (
             wire.codec(30, sizes.codec_repeats, sizes.codec_seconds)

@@ -116,6 +116,17 @@ def claude_cli() -> tuple[Path | None, str]:
     return path, ""
 
 
+def claude_environment(server: MessagesServer, home: Path) -> dict[str, str]:
+    """``claude -p``'s environment: its leanest mode, against ``server``."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": server.base_url,
+        "ANTHROPIC_API_KEY": "bench-key",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+
+
 @contextmanager
 def idle_processes(count: int) -> Iterator[None]:
     """``count`` sleeping processes for the duration; all ended and reaped after it."""
@@ -197,11 +208,12 @@ def task_cpu(tasks: int, jobs: int, repeats: int, idle: int) -> list[Line]:
 
 @contextmanager
 def warm_gateway(env: dict[str, str]) -> Iterator[None]:
-    """A warm gateway for ``env``'s configuration, listening, for the duration; ended after."""
+    """The warm daemon (and its gateway) for ``env``'s configuration, listening, for the
+    duration; ended after (its gateway and fork server leave with it)."""
     from isoagent.parent.model import warm
 
     gateway = subprocess.Popen(
-        [sys.executable, "-m", "isoagent.parent.model.warm"],
+        [sys.executable, "-P", "-m", "isoagent.parent.daemon"],
         env={**env, warm.IDLE_VARIABLE: "3600"},
         stdin=subprocess.DEVNULL,
     )
@@ -231,13 +243,7 @@ def one_shot(runs: int, warmup: bool, skipped: list[str]) -> list[Line]:
         task = [sys.executable, str(SCRIPT), "task", PROMPT]
         cold_env = cli_env(server, HOME=str(home))
         warm_env = {**cold_env, "ISOAGENT_WARM_GATEWAY": "1"}
-        claude_env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(home),
-            "ANTHROPIC_BASE_URL": server.base_url,
-            "ANTHROPIC_API_KEY": "bench-key",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        }
+        claude_env = claude_environment(server, home)
         with warm_gateway(warm_env):
             for i in range(1 - warmup, runs + 1):  # round 0 warms the page cache: not counted
                 round = {
@@ -264,7 +270,7 @@ def one_shot(runs: int, warmup: bool, skipped: list[str]) -> list[Line]:
         lines.append(
             Line(
                 "one-shot",
-                f"`isoagent task`, warm gateway running, {unit}",
+                f"`isoagent task`, warm daemon running (a thin client of it), {unit}",
                 stats["warm"],
                 warm_versus,
                 "≤ 1.0x `claude -p`",
@@ -293,8 +299,9 @@ def one_shot(runs: int, warmup: bool, skipped: list[str]) -> list[Line]:
         )
     lines[0].notes.append(
         "A task is one Bash call running `true`, then the answer; zero-latency server; the "
-        "runs take turns. Warm: a gateway started before the runs (`python -m "
-        "isoagent.parent.model.warm`), so no run imports the SDK. Claude Code: HOME of its "
+        "runs take turns. Warm: a daemon started before the runs (`python -m "
+        "isoagent.parent.daemon`): each run is a thin client of it, and no run imports the "
+        "SDK. Claude Code: HOME of its "
         "own, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, `--allowedTools Bash`; it makes two "
         "model calls for the task, as isoagent does. Ratios: the median of run-by-run pairs."
     )

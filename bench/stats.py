@@ -71,6 +71,7 @@ ORDER = (
     "rate limit",
     "task CPU",
     "one-shot",
+    "daemon",
     "memory",
     "CPU",
     "protocol",

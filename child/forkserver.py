@@ -41,6 +41,7 @@ from isoagent.child.agent.tools import TOOL_CLASSES
 from isoagent.child.agent.tools.base import input_schema
 from isoagent.protocol.forkserver import (
     MAX_MESSAGE,
+    Attach,
     Exited,
     Spawn,
     Spawned,
@@ -53,25 +54,27 @@ PIPES = 3  # the child's stdin, stdout and stderr
 
 
 def serve(sock: socket.socket) -> None:
-    """Answer requests until the parent's end of ``sock`` closes."""
+    """Answer requests until the parent's end of ``sock`` closes and so has that of every
+    parent it was asked to serve too (``Attach``: a warm daemon's sessions)."""
     wake_read = wake_on_child_exit()
     preload()
-    spawned: set[int] = set()
-    while True:
-        ready, _, _ = select.select([sock.fileno(), wake_read], [], [])
+    parents = {sock.fileno(): sock}
+    spawned: dict[int, socket.socket] = {}  # each child, and the parent that asked for it
+    while parents:
+        ready, _, _ = select.select([*parents, wake_read], [], [])
         if wake_read in ready:
             for pid, returncode in reaped(wake_read):
-                if pid in spawned:
-                    spawned.discard(pid)
-                    _send(sock, Exited(pid, returncode))
-            end_adopted(spawned)
-        if sock.fileno() in ready:
-            data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, PIPES)
-            if not data:
-                return  # the parent is gone
-            pid = _spawn(sock, data, fds, flags)
-            if pid:
-                spawned.add(pid)
+                if (parent := spawned.pop(pid, None)) is not None:
+                    _send(parents, parent, Exited(pid, returncode))
+            end_adopted(set(spawned))
+        for fd in ready:
+            if (parent := parents.get(fd)) is None:
+                continue  # the wake-up pipe, or a parent dropped meanwhile
+            data, fds, flags, _ = socket.recv_fds(parent, MAX_MESSAGE, PIPES)
+            if not data:  # that parent is gone
+                _drop(parents, parent)
+            elif pid := _request(parents, parent, parent is sock, data, fds, flags):
+                spawned[pid] = parent
 
 
 def end_adopted(spawned: set[int]) -> None:
@@ -107,26 +110,42 @@ def preload() -> None:
     gc.freeze()
 
 
-def _spawn(sock: socket.socket, data: bytes, fds: list[int], flags: int) -> int:
-    """The forked child's pid; 0 if none was forked."""
+def _request(
+    parents: dict[int, socket.socket],
+    parent: socket.socket,
+    first: bool,
+    data: bytes,
+    fds: list[int],
+    flags: int,
+) -> int:
+    """Serve one request of ``parent``: the forked child's pid; 0 if none was forked."""
     try:
-        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or len(fds) != PIPES:
-            _send(sock, SpawnFailed(0, f"malformed request ({len(data)} bytes, {len(fds)} fds)"))
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            _send(parents, parent, SpawnFailed(0, f"malformed request ({len(data)} bytes)"))
             return 0
         try:
             request = decode_request(data)
         except msgspec.DecodeError as exc:
-            _send(sock, SpawnFailed(0, f"malformed request: {exc}"))
+            _send(parents, parent, SpawnFailed(0, f"malformed request: {exc}"))
+            return 0
+        if isinstance(request, Attach):  # only the parent that started it attaches others
+            if first and len(fds) == 1:
+                attached = socket.socket(fileno=os.dup(fds[0]))
+                attached.setblocking(True)
+                parents[attached.fileno()] = attached
+            return 0
+        if len(fds) != PIPES:
+            _send(parents, parent, SpawnFailed(0, f"malformed request ({len(fds)} fds)"))
             return 0
         sys.stderr.flush()
         try:
             pid = os.fork()
         except OSError as exc:
-            _send(sock, SpawnFailed(request.request, f"fork: {exc.strerror or exc}"))
+            _send(parents, parent, SpawnFailed(request.request, f"fork: {exc.strerror or exc}"))
             return 0
         if pid == 0:
             become_child(request, fds)  # never returns
-        _send(sock, Spawned(request.request, pid))
+        _send(parents, parent, Spawned(request.request, pid))
         return pid
     finally:  # the parent must be the only holder of the other pipe ends, or EOF never comes
         for fd in fds:
@@ -192,8 +211,21 @@ def reaped(wake_read: int) -> Iterator[tuple[int, int]]:
         yield pid, os.waitstatus_to_exitcode(status)
 
 
-def _send(sock: socket.socket, frame: Spawned | SpawnFailed | Exited) -> None:
-    sock.send(encode(frame))
+def _send(
+    parents: dict[int, socket.socket], parent: socket.socket, frame: Spawned | SpawnFailed | Exited
+) -> None:
+    """Tell ``parent``; one that cannot be told any more is served no more."""
+    if parents.get(parent.fileno()) is not parent:
+        return
+    try:
+        parent.send(encode(frame))
+    except OSError:
+        _drop(parents, parent)
+
+
+def _drop(parents: dict[int, socket.socket], parent: socket.socket) -> None:
+    del parents[parent.fileno()]
+    parent.close()
 
 
 def main() -> None:
@@ -201,7 +233,7 @@ def main() -> None:
     sandbox.become_subreaper()  # a dead child's orphans come here, to be ended
     sock = socket.socket(fileno=int(sys.argv[1]))
     sock.setblocking(True)
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+    with contextlib.suppress(ConnectionResetError):
         serve(sock)
 
 

@@ -2,7 +2,8 @@
 
 They travel over a ``SOCK_SEQPACKET`` Unix socket pair: one frame is one
 message (no length prefix needed), and a ``Spawn`` carries the child's stdin,
-stdout and stderr pipe ends alongside it as ``SCM_RIGHTS`` file descriptors.
+stdout and stderr pipe ends alongside it as ``SCM_RIGHTS`` file descriptors (an
+``Attach``, the socket of another parent the server is to serve too).
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ class Spawn(msgspec.Struct, tag=True):
     request: int  # echoed in the answer: an answer to a request given up on is ignored
     env: dict[str, str]
     cwd: str
+
+
+class Attach(msgspec.Struct, tag=True):
+    """Serve one more parent (a warm daemon's session): its end of a new socket pair rides
+    along; its ``Spawn`` requests come on that socket, and its children's answers go there."""
 
 
 class Spawned(msgspec.Struct, tag=True):
@@ -39,7 +45,7 @@ class Exited(msgspec.Struct, tag=True):
     returncode: int
 
 
-ServerRequest = Spawn
+ServerRequest = Spawn | Attach
 ServerReply = Spawned | SpawnFailed | Exited
 
 _encoder = msgspec.msgpack.Encoder()
@@ -51,7 +57,7 @@ def encode(frame: msgspec.Struct) -> bytes:
     return _encoder.encode(frame)
 
 
-def decode_request(data: bytes) -> Spawn:
+def decode_request(data: bytes) -> Spawn | Attach:
     return _request_decoder.decode(data)
 
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.cli import PATHS, use_path
 from tests.support.messages_server import MessagesServer, text_reply
-from tests.support.warm import WarmGateways
+from tests.support.warm import WarmGateways, leftovers
 
 # Off unless a test asks: `cli_env(api_server)` asks, the tests about the gateway start their own.
 os.environ["ISOAGENT_WARM_GATEWAY"] = "0"
@@ -20,6 +21,7 @@ def base_env(**extra: str) -> dict[str, str]:
     """os.environ minus ANTHROPIC_*/ISOAGENT_*, with the warm gateway off, plus `extra`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "ISOAGENT_"))}
     env["ISOAGENT_WARM_GATEWAY"] = "0"
+    env["ISOAGENT_WARM_DAEMONS"] = "64"  # the tests' own daemons stop none of the others'
     env.update(extra)
     return env
 
@@ -42,9 +44,42 @@ def shared_gateway(env: dict[str, str]) -> dict[str, str]:
     return _gateways.on(env)
 
 
+def daemon_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the warm daemon on: the worker's, kept for the session, for the
+    `api_server`; one that leaves soon when idle for any other configuration."""
+    shared = _gateways.server is not None and env.get("ANTHROPIC_BASE_URL") == (
+        _gateways.server.base_url
+    )
+    env = {**env, **_gateways.env}
+    if not shared:
+        env["ISOAGENT_WARM_GATEWAY_IDLE"] = "3"
+    _gateways.used(env)
+    return env
+
+
+@pytest.fixture(params=PATHS)
+def both_paths(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The test runs its commands in-process, then through the warm daemon."""
+    use_path(request.param)
+    try:
+        yield request.param
+    finally:
+        use_path("in-process")
+
+
 def in_process_env(env: dict[str, str]) -> dict[str, str]:
     """``env`` for a command run in the worker: see `WarmGateways.in_process`."""
     return _gateways.in_process(env)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_daemon_outlives_the_suite() -> Iterator[None]:
+    """A warm daemon still serving one of this worker's servers once its tests are done is
+    an error: the suite leaves nothing running."""
+    yield
+    _gateways.end_all()
+    left = leftovers()
+    assert not left, f"warm daemons outlived the tests: {left}"
 
 
 @pytest.fixture(scope="session")

@@ -542,7 +542,8 @@ def in_own_mounts(
     private = ["unshare", "-m"] if os.geteuid() == 0 else ["unshare", "-r", "-m"]
     return subprocess.run(
         [*private, "sh", "-c", script],
-        env=env_for(server, tmp_path, **env),
+        # no warm daemon: one started in the namespace is keyed by it, out of the suite's end
+        env=env_for(server, tmp_path, ISOAGENT_WARM_GATEWAY="0", **env),
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -768,7 +769,9 @@ def test_two_batches_on_one_output_run_no_task_twice(
     ids = [f"t{n}" for n in range(4)]
     tasks_file(tmp_path / "tasks.jsonl", [{"id": i, "prompt": i} for i in ids])
     args = ["batch", "tasks.jsonl", "-j", "2", "-o", "out.jsonl", "-C", str(workspace)]
-    env = env_for(api_server, tmp_path)
+    # each batch in its own process, which the refusal names (through the warm daemon it
+    # names the session's process)
+    env = {**env_for(api_server, tmp_path), "ISOAGENT_DAEMON": "0"}
     batches = [start_cli(args, env, cwd=tmp_path) for _ in range(2)]
     ends = [(cli.pid, *cli.communicate(timeout=120), cli.returncode) for cli in batches]
 

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import base_env, cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, error_reply, unused_url
+
+# each command runs in-process, then through the warm daemon: the same output and exit codes
+pytestmark = pytest.mark.usefixtures("both_paths")
 
 
 def clean_env() -> dict[str, str]:

@@ -14,6 +14,9 @@ from tests.support.messages_server import MessagesServer
 
 BINARY = "\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00"  # how an executable begins
 
+# each command runs in-process, then through the warm daemon: the same output and exit codes
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 
 @pytest.mark.parametrize("args", [["task", "-"], ["run", "-"], ["task", "what is this"]])
 def test_binary_stdin_is_refused_in_one_line(

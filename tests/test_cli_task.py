@@ -20,6 +20,9 @@ from tests.support.messages_server import (
     tool_reply,
 )
 
+# each command runs in-process, then through the warm daemon: the same output and exit codes
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:

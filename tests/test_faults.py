@@ -249,7 +249,10 @@ def test_parent_killed_with_sigkill_leaves_no_child_or_grandchild(
         f"echo $$ > {files['fg']}.part; mv {files['fg']}.part {files['fg']}; sleep 300"
     )
     api_server.handler = delegating([tool_reply("Bash", {"command": command})])
-    cli = start_cli(["run", "go"], fault_env(api_server, mark), cwd=tmp_path)
+    # the command in its own process, with a fork server of its own (through the warm
+    # daemon, a killed client hangs its session up: test_warm_daemon.py)
+    env = {**fault_env(api_server, mark), "ISOAGENT_DAEMON": "0"}
+    cli = start_cli(["run", "go"], env, cwd=tmp_path)
     try:
         fg = read_pid(files["fg"])
         names = ("child", "server", "bg", "escaped")

@@ -318,7 +318,8 @@ def test_fork_server_off_starts_children_from_the_cli(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
     api_server.handler = probing(tmp_path)
-    env = cli_env(api_server, ISOAGENT_FORK_SERVER="0")
+    # in its own process (the warm daemon's sessions fork from the daemon's fork server)
+    env = cli_env(api_server, ISOAGENT_FORK_SERVER="0", ISOAGENT_DAEMON="0")
     cli = start_cli(["task", "probe"], env, cwd=tmp_path)
     _, stderr = cli.communicate(timeout=60)
     assert cli.returncode == 0, stderr
@@ -350,7 +351,8 @@ def test_fork_server_that_dies_gives_one_warning_and_children_start_plainly(
         return text_reply(f"{req.first_user_text} finished")
 
     api_server.handler = handler
-    cli = start_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    # in its own process, whose pid the second child's parent is
+    cli = start_cli(["run", "go"], cli_env(api_server, ISOAGENT_DAEMON="0"), cwd=tmp_path)
     try:
         assert wait_for(server_file.exists), "the first child never ran"
         server = int(server_file.read_text())
@@ -382,7 +384,8 @@ def test_interrupt_leaves_no_fork_server_or_child(
         return tool_reply("Bash", {"command": command})
 
     api_server.handler = handler
-    cli = start_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    # in its own process, with a fork server of its own (the warm daemon's outlives a run)
+    cli = start_cli(["run", "go"], cli_env(api_server, ISOAGENT_DAEMON="0"), cwd=tmp_path)
     try:
         parent_env = tmp_path / "parent.env"
         assert wait_for(parent_env.exists)  # parent.pid is written by then

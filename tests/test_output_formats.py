@@ -26,6 +26,9 @@ from tests.conftest import cli_env
 from tests.support.cli import ISOAGENT, run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 
+# each command runs in-process, then through the warm daemon: the same output and exit codes
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 
 def delegating(req: Request) -> Reply:
     """The parent hands one task to an Explore child, then answers with its summary."""

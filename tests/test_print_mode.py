@@ -23,6 +23,9 @@ from tests.support.messages_server import MessagesServer, Reply, Request, text_r
 ISOAGENT_SCRIPT = Path(sys.executable).with_name("isoagent")
 CLAUDE = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
 
+# each command runs in-process, then through the warm daemon: the same output and exit codes
+pytestmark = pytest.mark.usefixtures("both_paths")
+
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:

@@ -25,6 +25,7 @@ from tests.conftest import cli_env
 from tests.support.cli import run_cli, run_cli_listing_modules, start_cli
 from tests.support.messages_server import MessagesServer, Request, text_reply, tool_reply
 from tests.support.rate_limits import RateLimited
+from tests.support.warm import listener_pid
 
 CEILING = 60.0  # seconds: generous, the machine is shared
 
@@ -61,12 +62,18 @@ def warm_env(
 def start(env: dict[str, str], *wrapper: str) -> subprocess.Popen[bytes]:
     """A gateway (run through ``wrapper``), listening."""
     process = subprocess.Popen(
-        [*wrapper, sys.executable, "-m", "isoagent.parent.model.warm"],
+        [*wrapper, sys.executable, "-P", "-m", "isoagent.parent.daemon"],
         env={**env, "ISOAGENT_WARM_GATEWAY_IDLE": "600"},
         stdin=subprocess.DEVNULL,
     )
+    where = warm.address(env)
+    if wrapper:  # its process context is not ours: nor is its address
+        code = "from isoagent.parent.model.warm import address; print(address().encode().hex())"
+        found = subprocess.run([*wrapper, sys.executable, "-P", "-c", code], env=env,
+                               capture_output=True, text=True, check=True, cwd="/")  # fmt: skip
+        where = bytes.fromhex(found.stdout).decode()
     try:
-        wait_until(lambda: warm._answers(warm.address(env)), "the gateway listens")
+        wait_until(lambda: warm._answers(where), "the gateway listens")
     except BaseException:
         end(process)
         raise
@@ -149,7 +156,7 @@ def test_a_second_gateway_started_at_the_same_time_leaves_before_importing_the_s
     """Sixteen invocations that find no gateway start sixteen: all but one must stop
     before the SDK's second of CPU."""
     second = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "isoagent.parent.model.warm"],
+        [sys.executable, "-X", "importtime", "-P", "-m", "isoagent.parent.daemon"],
         env={**warm_env, "ISOAGENT_WARM_GATEWAY_IDLE": "600"},
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -158,7 +165,7 @@ def test_a_second_gateway_started_at_the_same_time_leaves_before_importing_the_s
     )
     assert second.returncode == 0, second.stderr
     imported = {line.rsplit("|", 1)[-1].strip() for line in second.stderr.splitlines()}
-    assert "isoagent.parent.model.limiter" in imported  # it ran: its own imports are there
+    assert "isoagent.parent.daemon.server" in imported  # it ran: its own imports are there
     assert "anthropic" not in imported
 
 
@@ -170,7 +177,7 @@ def test_a_started_gateway_holds_only_the_variables_its_address_is_made_of(
     env = {**warm_env, "UNRELATED_TOKEN": "of-the-first-shell", "ISOAGENT_WARM_GATEWAY_IDLE": "60"}
     done, _ = run_task(env, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    pid = warm.listener_pid(warm.address(env))
+    pid = listener_pid(warm.address(env))
     try:
         names = {v.split(b"=")[0] for v in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")}
         assert b"UNRELATED_TOKEN" not in names
@@ -334,8 +341,8 @@ def test_concurrent_invocations_share_one_rate_limit_and_each_hears_its_waits(
     assert [cli.returncode for cli in clis] == [0] * 4, outputs
     assert [out for out, _err in outputs] == ["done\n"] * 4
     assert limited.refused <= 3
-    said = [err for _out, err in outputs if "isoagent: rate limited (" in err]
-    assert said, "the gateway's waiting reached no invocation's stderr"
+    said = [err for _out, err in outputs if "isoagent: rate limited" in err]
+    assert said, f"the gateway's waiting reached no invocation's stderr: {outputs}"
 
 
 def test_partial_messages_cross_the_warm_socket_to_the_invocation_that_asked(

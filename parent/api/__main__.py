@@ -1,3 +1,3 @@
-from isoagent.parent.cli.main import main
+from isoagent.parent.cli.entry import main
 
 main()

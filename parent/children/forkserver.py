@@ -70,6 +70,16 @@ class ForkServer:
         self._broken = ""  # why it cannot be used any more
         self._closing = False
 
+    @classmethod
+    def attached(cls, sock: socket.socket, pid: int) -> ForkServer:
+        """A fork server started by someone else (the warm daemon), served to this process
+        on ``sock``: closing it ends nothing but this process's use of it."""
+        server = cls([], cwd=Path("/"), env={})
+        sock.setblocking(False)
+        server._sock = sock
+        server.pid = pid
+        return server
+
     async def spawn(self, env: dict[str, str], cwd: Path) -> ChildProcess:
         """A child forked with exactly ``env``, in ``cwd``, in a session of its own.
 

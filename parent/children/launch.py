@@ -42,11 +42,22 @@ def child_environment(tmpdir: str, environ: Mapping[str, str] = os.environ) -> d
     return env
 
 
+_given: list[ForkServer] = []  # the warm daemon's, given to the session process it forked
+
+
+def give_fork_server(server: ForkServer) -> None:
+    """The fork server this process's next session uses: a warm daemon's, already loaded."""
+    _given[:] = [server]
+
+
 def fork_server_for(child_command: list[str] | None) -> ForkServer | None:
-    """A session's fork server (not started yet), or None: children from
-    ISOAGENT_CHILD_COMMAND, or ISOAGENT_FORK_SERVER=0, are started with fork and exec."""
+    """A session's fork server (not started yet, unless the warm daemon gave this process
+    one), or None: children from ISOAGENT_CHILD_COMMAND, or ISOAGENT_FORK_SERVER=0, are
+    started with fork and exec."""
     if child_command or os.environ.get(FORK_SERVER_VARIABLE, "1").strip() == "0":
         return None
+    if _given:
+        return _given.pop()
     return ForkServer(FORK_SERVER_COMMAND, cwd=PACKAGE_ROOT, env=allowed_environment())
 
 

@@ -1,23 +1,26 @@
-"""``isoagent gateway list|stop``: this user's warm gateways (``model/warm.py``).
+"""``isoagent gateway list|stop``: this user's warm daemons (``parent/daemon/``), each with its
+model gateway.
 
-A warm gateway is one process per server and key that keeps the SDK imported between
-invocations, until no call has come for 5 minutes. Each is found by its listening socket
-(``/proc/net/unix``) and asked for its status; its age and memory are its ``/proc``'s.
+A warm daemon is one process per user and configuration (server, key, interpreter, code)
+that keeps the SDK and a session's code loaded between invocations, until nothing has run
+for 5 minutes. Each is found by its listening socket (``/proc/net/unix``) and believed only
+once it answers as this user's process (``daemon/peers.py``); its age and memory are its
+``/proc``'s.
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import time
 
 import click
 import msgspec
 
-from isoagent.child.agent.process_tree import DEAD, STARTTIME, STATE, stat_fields
+from isoagent.child.agent.process_tree import STARTTIME, stat_fields
 from isoagent.parent.cli.errors import fail
 from isoagent.parent.cli.exit_codes import ExitCode
+from isoagent.parent.daemon import peers
 from isoagent.parent.model import warm
+from isoagent.parent.records.terminal_text import terminal_line
 
 STOP_SECONDS = 10.0  # how long `stop` waits for a gateway to answer its calls and exit
 _ID = 12  # hex digits of the address's digest that name a gateway
@@ -31,40 +34,52 @@ class Gateway(msgspec.Struct, omit_defaults=True):
     server: str  # the base URL its calls go to; "": the SDK's default
     age_seconds: float
     memory_bytes: int  # resident (RSS)
+    key: str = ""  # a digest of its API key or token ("": none)
+    python: str = ""  # the interpreter's installation
     calls_served: int = 0
     calls_running: int = 0
-    idle_seconds: float = 0.0  # how long it stays with no call
-    error: str = ""  # why it gave no status (another version of isoagent)
+    sessions_served: int = 0
+    sessions_running: int = 0
+    idle_seconds: float = 0.0  # how long it stays with no call or session
 
 
 @click.group(
     short_help="List this user's warm gateways (server, age, memory, calls), or stop them."
 )
 def gateway() -> None:
-    """This user's warm gateways: one process per server and key that keeps the SDK
-    imported between invocations, until no call has come for 5 minutes."""
+    """This user's warm gateways: one daemon per server, key, interpreter and version of
+    isoagent that keeps the SDK and a session's code loaded between invocations, until
+    nothing has run for 5 minutes."""
 
 
 @gateway.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print them as a JSON array.")
 def list_gateways(as_json: bool) -> None:
-    """List them: id, pid, server, age, memory (RSS) and calls served."""
-    found = [g for g in map(_describe, _listening()) if g is not None]
+    """List them: id, pid, server, key, interpreter, age, memory (RSS), calls and sessions."""
+    daemons = _running()
+    try:
+        found = [g for g in map(_describe, daemons) if g is not None]
+    finally:
+        for daemon in daemons:
+            daemon.close()
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(found), indent=2).decode())
         return
     if not found:
         click.echo("isoagent: no warm gateway is running", err=True)
         return
-    rows = [("ID", "PID", "SERVER", "AGE", "MEMORY", "CALLS")]
+    rows = [("ID", "PID", "SERVER", "KEY", "PYTHON", "AGE", "MEMORY", "CALLS", "SESSIONS")]
     rows += [
         (
             g.id,
             str(g.pid),
-            "?" if g.error else g.server or "(the SDK's default)",
+            terminal_line(g.server or "(the SDK's default)"),
+            g.key or "-",
+            terminal_line(g.python),
             _age(g.age_seconds),
             f"{g.memory_bytes / 2**20:.0f} MB",
-            "? (no status: another version)" if g.error else _calls(g),
+            _count(g.calls_served, g.calls_running),
+            _count(g.sessions_served, g.sessions_running),
         )
         for g in found
     ]
@@ -78,7 +93,8 @@ def list_gateways(as_json: bool) -> None:
 @click.option("--all", "every", is_flag=True, help="Stop every one of them.")
 def stop(ids: tuple[str, ...], every: bool) -> None:
     """Stop the gateways ID (a unique prefix is enough), or --all: each answers the calls
-    it has, takes no more and exits. The next invocation starts one again."""
+    it has, lets its sessions end, takes no more and exits. The next invocation starts one
+    again."""
     if bool(ids) == every:
         fail("name the gateways to stop (from 'isoagent gateway list'), or --all", ExitCode.USAGE)
     running = {_id(where): where for where in _listening()}
@@ -91,7 +107,14 @@ def stop(ids: tuple[str, ...], every: bool) -> None:
 
 def _listening() -> list[str]:
     try:
-        return warm.listening()
+        return peers.listening()
+    except OSError as exc:
+        fail(f"cannot list the warm gateways: {exc.strerror or exc}")
+
+
+def _running() -> list[peers.Daemon]:
+    try:
+        return peers.running()
     except OSError as exc:
         fail(f"cannot list the warm gateways: {exc.strerror or exc}")
 
@@ -100,57 +123,47 @@ def _one(running: dict[str, str], prefix: str) -> str:
     matches = [name for name in running if name.startswith(prefix)]
     if len(matches) != 1:
         why = "no warm gateway" if not matches else f"{len(matches)} warm gateways"
-        fail(f"{why} matching {prefix!r} (see 'isoagent gateway list')", ExitCode.USAGE)
+        fail(f"{why} matching {terminal_line(repr(prefix))} (see 'isoagent gateway list')",
+             ExitCode.USAGE)  # fmt: skip
     return matches[0]
 
 
 def _stop(name: str, where: str) -> None:
+    """Ask the daemon to stop, and wait for the process that answered (its pidfd): a
+    process that does not answer as this user's daemon is never signalled."""
     try:
-        pid = warm.ask(where, warm.StopAsked()).pid
-        how = "stopped"
-    except OSError as exc:  # an older gateway: it knows no StopAsked, it ends on SIGTERM
-        pid = warm.listener_pid(where)
-        if not pid:
-            fail(f"cannot stop gateway {name}: {exc}")
-        os.kill(pid, signal.SIGTERM)
-        how = f"ended with SIGTERM ({exc})"
-    deadline = time.monotonic() + STOP_SECONDS
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if _alive(pid):
-        click.echo(
-            f"isoagent: gateway {name} (pid {pid}) exits once its calls are answered", err=True
-        )
-    else:
-        click.echo(f"{name}  {how} (pid {pid})")
-
-
-def _describe(where: str) -> Gateway | None:
-    """The gateway at ``where``, or None if it went away meanwhile."""
-    error = ""
-    try:
-        status = warm.ask(where, warm.StatusAsked())
-        pid = status.pid
+        daemon = peers.ask(where, warm.StopAsked())
     except OSError as exc:
-        status = None
-        pid = warm.listener_pid(where)
-        error = f"no status: {exc}"
+        click.echo(f"isoagent: gateway {name} was not stopped: {terminal_line(str(exc))}",
+                   err=True)  # fmt: skip
+        return
     try:
-        age, memory = _age_and_memory(pid)
+        if daemon.wait(STOP_SECONDS):
+            click.echo(f"{name}  stopped (pid {daemon.status.pid})")
+        else:
+            click.echo(f"isoagent: gateway {name} (pid {daemon.status.pid}) exits once its "
+                       "sessions and calls end", err=True)  # fmt: skip
+    finally:
+        daemon.close()
+
+
+def _describe(daemon: peers.Daemon) -> Gateway | None:
+    """The gateway of ``daemon``, or None if it went away meanwhile."""
+    status = daemon.status
+    try:
+        age, memory = _age_and_memory(status.pid)
     except (OSError, IndexError, ValueError):
         return None
-    gateway = Gateway(_id(where), pid, "", age, memory, error=error)
-    if status is not None:
-        gateway.server = status.server
-        gateway.calls_served = status.calls_served
-        gateway.calls_running = status.calls_running
-        gateway.idle_seconds = status.idle_seconds
-    return gateway
+    return Gateway(
+        daemon.id, status.pid, status.server, age, memory, key=status.key,
+        python=status.python, calls_served=status.calls_served,
+        calls_running=status.calls_running, sessions_served=status.sessions_served,
+        sessions_running=status.sessions_running, idle_seconds=status.idle_seconds,
+    )  # fmt: skip
 
 
-def _calls(gateway: Gateway) -> str:
-    running = f", {gateway.calls_running} running" if gateway.calls_running else ""
-    return f"{gateway.calls_served} served{running}"
+def _count(served: int, running: int) -> str:
+    return f"{served} served" + (f", {running} running" if running else "")
 
 
 def _id(where: str) -> str:
@@ -166,13 +179,6 @@ def _age_and_memory(pid: int) -> tuple[float, int]:
     with open(f"/proc/{pid}/statm", encoding="ascii") as statm:
         resident = int(statm.read().split()[1])
     return round(max(now - started, 0.0), 1), resident * os.sysconf("SC_PAGE_SIZE")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return stat_fields(pid)[STATE] not in DEAD
-    except OSError:
-        return False
 
 
 def _age(seconds: float) -> str:

@@ -1,40 +1,43 @@
-"""The warm gateway: one process per user that keeps the SDK imported between invocations.
+"""The warm gateway: every model call of this user's invocations made by one process that
+keeps the SDK imported.
 
 ``import anthropic`` is most of what a one-shot ``isoagent task`` costs (about a second of
-CPU). For a shell loop (``for f in *.py; do isoagent task ... < /dev/null; done``) the first
-invocation starts ``python -m isoagent.parent.model.warm``, detached; it imports the SDK and
-answers ``ModelCall`` frames with ``ModelReply`` frames, one call per connection, until it
-has been idle for ``IDLE_SECONDS``. Later invocations send their model calls there and never
-import the SDK.
+CPU). The warm daemon (``parent/daemon/``) holds a gateway, a process forked from it that
+answers ``ModelCall`` frames with ``ModelReply`` frames, one call per connection, with one
+SDK client and one rate limiter for every invocation of its configuration: the daemon's
+sessions, and processes that run a session themselves (the Python API, an invocation the
+daemon could not take), which start the daemon if none runs.
 
-- Per user and per configuration: the address holds the uid and a hash of every
-  ``ANTHROPIC_*`` variable, the proxy and certificate variables and the interpreter, so a
-  changed key, server or proxy gets a gateway of its own, and the key stays in the
-  environment of the process that was given it.
+- Per user and per configuration: the address is the daemon's (``daemon/address.py``: the
+  uid, every ``ANTHROPIC_*`` variable, the proxy and certificate variables, the interpreter,
+  the code and the process context), so a changed key, server or proxy gets a gateway of
+  its own, and the key stays in the environment of the process that was given it.
 - An abstract unix socket, answered only for peers of the same uid (``SO_PEERCRED``), and
   unreachable from sandboxed children (Landlock scopes abstract sockets, and a child with
   the network off has a network namespace of its own).
 - ``ISOAGENT_WARM_GATEWAY=0`` turns it off: every invocation imports the SDK itself.
   A gateway that cannot be reached or started is reported once; the SDK is used in-process.
-- ``isoagent gateway list|stop`` finds this user's in ``/proc/net/unix`` and asks each for
-  its ``GatewayStatus``; a stopped one answers the calls it has, and takes no more.
+- ``isoagent gateway list|stop`` asks each daemon of this user for its ``GatewayStatus``
+  (its gateway's calls, its sessions); a stopped one answers the calls it has, and takes no
+  more.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import os
 import socket
 import struct
-import subprocess
 import sys
 import time
 from typing import TYPE_CHECKING
 
 import msgspec
 
+from isoagent.parent.daemon import address as daemon_address
+from isoagent.parent.daemon.client import IDLE_VARIABLE, START_SECONDS, VARIABLE, exited
+from isoagent.parent.daemon.client import start as start_daemon
 from isoagent.parent.model.gateway import ModelSource
 from isoagent.parent.model.limiter import Waiting
 from isoagent.parent.model.stream import listener as event_listener
@@ -50,13 +53,8 @@ from isoagent.protocol.framing import HEADER, check_length
 if TYPE_CHECKING:
     from isoagent.parent.model.retry import RetryingSource, WaitSink
 
-VARIABLE = "ISOAGENT_WARM_GATEWAY"
-IDLE_VARIABLE = "ISOAGENT_WARM_GATEWAY_IDLE"  # seconds; tests make it short
-IDLE_SECONDS = 300.0
-START_SECONDS = 30.0  # how long a starting gateway may take to import the SDK and listen
+__all__ = ["IDLE_VARIABLE", "VARIABLE"]
 FRAME_SECONDS = 10.0  # how long a connection may take to send its call: probes send none
-# of the frames below (3: ModelCall.options; 4: streamed events): another version, another address
-WIRE_VERSION = 4
 
 
 class WarmCall(msgspec.Struct, tag=True):
@@ -84,11 +82,20 @@ class StopAsked(msgspec.Struct, tag=True):
 
 
 class GatewayStatus(msgspec.Struct, tag=True):
+    """A daemon's (or its gateway's) status; ``isoagent gateway list`` tells daemons apart
+    by what they serve: server, key, interpreter and code."""
+
     pid: int
     server: str  # its ANTHROPIC_BASE_URL; "": the SDK's default
     calls_served: int
     calls_running: int
     idle_seconds: float  # how long it stays with no call
+    quiet_seconds: float = 0.0  # since its last call (or session) ended
+    sessions_running: int = 0
+    sessions_served: int = 0
+    key: str = ""  # a digest of its API key or token, to tell two keys apart; "": none
+    python: str = ""  # the interpreter's installation (sys.prefix)
+    code: str = ""  # the digest of its address: configuration, code and context
 
 
 # the gateway answers a WarmCall with a Waiting for each change of what the call waits on
@@ -104,35 +111,9 @@ def enabled(environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
     return environ.get(VARIABLE, "1") != "0"
 
 
-# what else the SDK's HTTP client reads from the environment: proxies and certificates
-_HTTP_VARIABLES = frozenset(
-    {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR"}
-)
-
-
 def address(environ: os._Environ[str] | dict[str, str] = os.environ) -> str:
-    """The abstract socket name of this user's gateway for this configuration: the
-    interpreter and every variable the SDK reads (``ANTHROPIC_*``, proxies, certificates)."""
-    config = [
-        f"wire {WIRE_VERSION}",
-        sys.executable,
-        *sorted(f"{k}={v}" for k, v in _configuration(environ).items()),
-    ]
-    digest = hashlib.sha256("\0".join(config).encode()).hexdigest()[:32]
-    return f"\0{PREFIX}{os.getuid()}-{digest}"
-
-
-def _configuration(environ: os._Environ[str] | dict[str, str]) -> dict[str, str]:
-    return {
-        k: v
-        for k, v in environ.items()
-        if k.startswith("ANTHROPIC_") or k.upper() in _HTTP_VARIABLES
-    }
-
-
-def _own_settings(environ: os._Environ[str] | dict[str, str]) -> dict[str, str]:
-    """Its idle time, where its code is, and HOME (the SDK's ``~/.config/anthropic``)."""
-    return {k: environ[k] for k in (IDLE_VARIABLE, "PYTHONPATH", "HOME") if k in environ}
+    """The abstract socket name of this user's gateway for this configuration."""
+    return daemon_address.gateway_address(daemon_address.daemon_address(environ))
 
 
 def _peer(sock: socket.socket) -> tuple[int, int]:
@@ -212,7 +193,7 @@ class WarmSource:
         except ConnectionRefusedError:
             async with self._restart:
                 if not _answers(self.where):
-                    why = await asyncio.to_thread(_wait_listening, self.where, _start())
+                    why = await asyncio.to_thread(_start_and_wait, self.where)
                     if why:
                         raise OSError(why) from None
             return await asyncio.open_unix_connection(self.where)
@@ -232,10 +213,7 @@ def connect(
     where = address(environ)
     if _answers(where):
         return WarmSource(where, deadline, on_wait)
-    try:
-        why = _wait_listening(where, _start())
-    except OSError as exc:
-        why = str(exc)
+    why = _start_and_wait(where, environ)
     if not why:
         return WarmSource(where, deadline, on_wait)
     source = in_process(deadline, on_wait)  # a bad configuration is its error to report
@@ -251,34 +229,26 @@ def in_process(deadline: float, on_wait: WaitSink | None) -> RetryingSource:
     return RetryingSource(AnthropicSource(), deadline=deadline, on_wait=on_wait)
 
 
-def _wait_listening(where: str, process: subprocess.Popen[bytes]) -> str:
-    """Wait until a starting gateway listens (it imports the SDK first), ours or the one
-    that won the address: "" once it does, else why not."""
+def _start_and_wait(where: str, environ: os._Environ[str] | dict[str, str] = os.environ) -> str:
+    """Start the daemon that holds the gateway at ``where`` and wait until the gateway
+    listens (the daemon imports the SDK first), ours or that of the daemon that won the
+    address: "" once it does, else why not."""
+    try:
+        daemon = start_daemon(daemon_address.daemon_address(environ), environ)
+    except OSError as exc:
+        return str(exc)
     deadline = time.monotonic() + START_SECONDS
     while not _answers(where):
-        # code 0 before it listens: another invocation's gateway holds the address, and
-        # is importing the SDK; that one is waited for
-        if process.poll() and not _answers(where):
-            return f"it exited with code {process.returncode}"
+        # exit 0 before it listens: another invocation's daemon holds the address, and
+        # loads; that one is waited for
+        why = exited(daemon)
+        if why and not _answers(where):
+            return why
         if time.monotonic() > deadline:
             return f"it did not listen within {START_SECONDS:g} s"
         time.sleep(0.02)
+    exited(daemon)
     return ""
-
-
-def _start() -> subprocess.Popen[bytes]:
-    """``python -m isoagent.parent.model.warm``, detached from this invocation, with only
-    the variables its address is made of: whichever invocation starts it, a later one that
-    shares it sees the same gateway."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "isoagent.parent.model.warm"],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        cwd="/",  # holds no directory of the invocation's
-        env=_configuration(os.environ) | _own_settings(os.environ),
-        start_new_session=True,  # not ended with the invocation's process group
-    )
 
 
 def _answers(where: str) -> bool:
@@ -294,37 +264,6 @@ def _say(message: str) -> None:
     print(f"isoagent: {message}", file=sys.stderr, flush=True)
 
 
-_ACCEPTING = 0x10000  # /proc/net/unix's flag of a listening socket (__SO_ACCEPTCON)
-
-
-def listening() -> list[str]:
-    """The addresses of this user's warm gateways that listen in this network namespace,
-    read from ``/proc/net/unix``."""
-    prefix = f"@{PREFIX}{os.getuid()}-"
-    found: set[str] = set()
-    with open("/proc/net/unix", encoding="utf-8", errors="replace") as table:
-        next(table, None)  # Num RefCount Protocol Flags Type St Inode Path
-        for line in table:
-            fields = line.split()
-            if (
-                len(fields) == 8
-                and int(fields[3], 16) & _ACCEPTING
-                and fields[7].startswith(prefix)
-            ):
-                found.add("\0" + fields[7][1:])
-    return sorted(found)
-
-
-def listener_pid(where: str) -> int:
-    """The pid of the process listening on abstract socket ``where``, or 0."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(where)
-        except OSError:
-            return 0
-        return _peer(probe)[0]
-
-
 def ask(where: str, request: StatusAsked | StopAsked, seconds: float = 5.0) -> GatewayStatus:
     """The status of the gateway at ``where`` (which ``request`` may also stop). OSError if
     it cannot be reached, is another user's, or does not answer (an older version)."""
@@ -333,41 +272,66 @@ def ask(where: str, request: StatusAsked | StopAsked, seconds: float = 5.0) -> G
         sock.connect(where)
         if not _same_user(sock):
             raise OSError("its address is held by another user's process")
-        sock.sendall(encode_frame(request))
-        with sock.makefile("rb") as stream:
-            header = stream.read(HEADER.size)
-            if len(header) < HEADER.size:
-                raise OSError("it did not answer (another version of isoagent?)")
+        return exchange(sock, request)
+
+
+def exchange(sock: socket.socket, request: StatusAsked | StopAsked) -> GatewayStatus:
+    """Send ``request`` on the connected ``sock``, and read the status it answers."""
+    sock.sendall(encode_frame(request))
+    with sock.makefile("rb") as stream:
+        header = stream.read(HEADER.size)
+        if len(header) < HEADER.size:
+            raise OSError("it did not answer (another version of isoagent?)")
+        try:
             body = stream.read(check_length(header))
-    try:
-        return _status.decode(body)
-    except msgspec.DecodeError as exc:
-        raise OSError(f"its answer did not decode: {exc}") from None
+            return _status.decode(body)
+        except (FrameError, msgspec.DecodeError) as exc:  # a refusal, another version
+            raise OSError(f"its answer is not a status: {exc}") from None
+
+
+def status(served: int, running: int, quiet: float) -> GatewayStatus:
+    """This process's status (a gateway's, or its daemon's), with these calls."""
+    key = os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN") or ""
+    return GatewayStatus(
+        os.getpid(), os.environ.get("ANTHROPIC_BASE_URL", ""), served, running, 0.0,
+        quiet_seconds=quiet, python=sys.prefix,
+        key=hashlib.sha256(key.encode()).hexdigest()[:8] if key else "",
+    )  # fmt: skip
+
+
+def read_request(sock: socket.socket) -> StatusAsked | StopAsked | WarmCall:
+    """One request from ``sock``, whose timeout bounds the wait; OSError if it is none."""
+    with sock.makefile("rb") as stream:
+        header = stream.read(HEADER.size)
+        if len(header) < HEADER.size:
+            raise OSError("no request")
+        try:
+            return _requests.decode(stream.read(check_length(header)))  # type: ignore[no-any-return]
+        except (FrameError, msgspec.DecodeError) as exc:
+            raise OSError(f"undecodable request: {exc}") from None
 
 
 # --- the gateway process ---------------------------------------------------------------
 
 
-async def serve(where: str, idle: float = IDLE_SECONDS) -> None:
-    """Answer model calls on ``where`` until none has come for ``idle`` seconds. Only calls
-    count: a connection that sends none (a probe, a stuck client) keeps nothing alive."""
-    from isoagent.child.sandbox.privileges import make_undumpable
+def serve_forked(listener: socket.socket, control: int) -> None:
+    """The gateway, in a process the daemon forked: answer model calls on ``listener``
+    until the daemon closes its end of the ``control`` pipe (or dies)."""
+    asyncio.run(serve(listener, control))
+
+
+async def serve(listener: socket.socket, control: int) -> None:
+    """Answer model calls on ``listener`` until ``control`` reads EOF or ``StopAsked``
+    comes; then those it has, before it returns. Only calls count as activity: a
+    connection that sends none (a probe, a stuck client) is not one."""
     from isoagent.parent.model.retry import DEADLINE
 
-    make_undumpable()  # this process holds the key: its environ and memory, not for children
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        # a second gateway started at the same time stops here, before it imports the SDK:
-        # sixteen invocations starting at once would otherwise import it sixteen times
-        listener.bind(where)
-    except OSError:
-        listener.close()
-        return
     source = in_process(DEADLINE, None)  # one limiter for every invocation
     calls = 0  # being answered now
     served = 0  # answered since it started
     last = time.monotonic()  # when the last call was answered
     stop = asyncio.Event()
+    asyncio.get_running_loop().add_reader(control, stop.set)  # EOF: the daemon is gone
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         nonlocal calls, served, last
@@ -376,8 +340,8 @@ async def serve(where: str, idle: float = IDLE_SECONDS) -> None:
                 return
             asked = await asyncio.wait_for(_read_frame(reader, _requests), FRAME_SECONDS)
             if isinstance(asked, StatusAsked | StopAsked):
-                server = os.environ.get("ANTHROPIC_BASE_URL", "")
-                writer.write(encode_frame(GatewayStatus(os.getpid(), server, served, calls, idle)))
+                quiet = 0.0 if calls else time.monotonic() - last
+                writer.write(encode_frame(status(served, calls, quiet)))
                 await writer.drain()
                 if isinstance(asked, StopAsked):
                     stop.set()
@@ -415,21 +379,9 @@ async def serve(where: str, idle: float = IDLE_SECONDS) -> None:
     server = await asyncio.start_unix_server(answer, sock=listener)
     try:
         async with server:
-            while not stop.is_set() and (calls or time.monotonic() - last < idle):
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), min(idle, 1.0))
-            server.close()  # stopped or idle: no new call; those it has are answered
+            await stop.wait()
+            server.close()  # no new call; those it has are answered
             while calls:
                 await asyncio.sleep(0.05)
     finally:
         await source.aclose()
-
-
-def main() -> None:
-    idle = float(os.environ.get(IDLE_VARIABLE) or IDLE_SECONDS)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(address(), idle))
-
-
-if __name__ == "__main__":
-    main()

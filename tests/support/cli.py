@@ -1,6 +1,10 @@
 """Running the ``isoagent`` CLI: in this process through click's CliRunner (the default, as a
 shell would see it: stdout, stderr, exit code), or as a real subprocess where the process is
-what is tested (signals, ancestry, closed descriptors, pipelines)."""
+what is tested (signals, ancestry, closed descriptors, pipelines).
+
+A module whose tests use ``both_paths`` (``pytestmark = pytest.mark.usefixtures(...)``) runs
+each twice: in-process, and as a real thin client handing the command to the worker's warm
+daemon, whose output and exit codes must be the same."""
 
 from __future__ import annotations
 
@@ -16,6 +20,12 @@ from pathlib import Path
 from typing import Any
 
 ISOAGENT = [sys.executable, "-m", "isoagent"]
+PATHS = ("in-process", "daemon")
+_path = ["in-process"]  # how run_cli runs a command that does not ask for a process
+
+
+def use_path(path: str) -> None:
+    _path[0] = path
 
 
 def run_cli(
@@ -33,6 +43,10 @@ def run_cli(
     In-process by default; an exception that escapes the command (a traceback, for a user)
     is raised here. ``process=True`` runs ``command`` (``python -m isoagent``) instead.
     """
+    if not process and _path[0] == "daemon":
+        from tests.conftest import daemon_env
+
+        process, env = True, daemon_env(env)
     if process:
         return subprocess.run(
             [*command, *args],
@@ -136,7 +150,8 @@ def in_private_mounts(
     body = f'isoagent() {{ {shlex.join(ISOAGENT)} "$@"; }}\n{{ {setup}\n}} || exit 99\n{script}'
     done = subprocess.run(
         ["unshare", "-m", "bash", "-c", body],
-        env=env,
+        # no warm daemon: one started in the namespace would live on in it, out of reach
+        env={**env, "ISOAGENT_WARM_GATEWAY": "0"},
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         capture_output=True,

@@ -524,6 +524,11 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self._send(status, payload, content_type=content_type, headers=headers, sent=sent)
 
 
+# every server this process started: a warm daemon still serving one after the session is
+# a daemon the suite left running (``tests/support/warm.py``)
+STARTED_URLS: set[str] = set()
+
+
 class MessagesServer:
     """A local Messages API server; see the module docstring."""
 
@@ -578,6 +583,7 @@ class MessagesServer:
         httpd.owner = self
         self._httpd = httpd
         self.base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        STARTED_URLS.add(self.base_url)
         self._thread = threading.Thread(
             target=httpd.serve_forever,
             kwargs={"poll_interval": 0.05},

@@ -1,20 +1,24 @@
-"""The warm gateways a test worker's ``isoagent`` processes use, and ending them."""
+"""The warm daemons a test worker's ``isoagent`` processes use, ending them, and the check
+that the suite leaves none running."""
 
 from __future__ import annotations
 
-import os
+import contextlib
 import signal
+import time
 from typing import TYPE_CHECKING
 
+from isoagent.parent.daemon import address, peers
 from isoagent.parent.model import warm
-from tests.support.processes import alive, wait_for
+from tests.support.messages_server import STARTED_URLS
 
 if TYPE_CHECKING:
     from tests.support.messages_server import MessagesServer
 
-# how long the worker's gateway stays when idle: the whole session (it is ended at its end),
+# how long the worker's daemon stays when idle: the whole session (it is ended at its end),
 # or ten minutes for one a killed session leaves
 IDLE = "600"
+LEAVE_SECONDS = 20.0  # for a test's own daemons (idle 1-2 s) to leave by themselves
 
 
 class WarmGateways:
@@ -28,20 +32,23 @@ class WarmGateways:
 
     def used(self, env: dict[str, str]) -> None:
         if warm.enabled(env):
-            self._addresses.add(warm.address(env))
-            self._this_test.add(warm.address(env))
+            where = address.daemon_address(env)
+            self._addresses.add(where)
+            self._this_test.add(where)
 
     def on(self, env: dict[str, str]) -> dict[str, str]:
-        """``env`` (whose ``ANTHROPIC_*`` point at `server`) with the shared gateway on, and
+        """``env`` (whose ``ANTHROPIC_*`` point at `server`) with the shared daemon on, and
         this process's proxy and certificate variables, which its address is made of too."""
-        mine = warm._configuration(os.environ)
+        import os
+
+        mine = address.configuration(os.environ)
         http = {k: v for k, v in mine.items() if not k.startswith("ANTHROPIC_")}
         env = {**env, **http, **self.env}
         self.used(env)
         return env
 
     def in_process(self, env: dict[str, str]) -> dict[str, str]:
-        """``env`` for a command run in this process: the worker's shared gateway off. The
+        """``env`` for a command run in this process: the worker's shared daemon off. The
         worker has the SDK imported already, so a gateway would only add a process (and its
         own import of the SDK) between the command and the server."""
         if env.get(warm.VARIABLE) == "1" and env.get(warm.IDLE_VARIABLE) == IDLE:
@@ -53,16 +60,57 @@ class WarmGateways:
 
     def end_this_tests(self) -> None:
         """End those the test used, so that the next test starts a fresh one."""
-        self._end(self._this_test)
+        for where in self._this_test:
+            end(where)
 
     def end_all(self) -> None:
-        self._end(self._addresses)
+        for where in self._addresses:
+            end(where)
 
-    @staticmethod
-    def _end(addresses: set[str]) -> None:
-        """SIGTERM each, and wait until it is gone."""
-        for where in addresses:
-            pid = warm.listener_pid(where)
-            if pid:
-                os.kill(pid, signal.SIGTERM)
-                wait_for(lambda pid=pid: not alive(pid), 10)
+
+def listener_pid(where: str) -> int:
+    """The pid of the process that listens at abstract socket ``where`` (0: none)."""
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(where)
+        except OSError:
+            return 0
+        credentials = probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+        return int(struct.unpack("3i", credentials)[0])
+
+
+def end(where: str) -> None:
+    """Stop the daemon at ``where`` and wait until it is gone; killed if it lingers."""
+    try:
+        daemon = peers.ask(where, warm.StopAsked())
+    except OSError:
+        return
+    try:
+        if not daemon.wait(10):
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(daemon.pidfd, signal.SIGKILL)
+            daemon.wait(10)
+    finally:
+        daemon.close()
+
+
+def leftovers() -> list[str]:
+    """The daemons still serving a server this process started, once those that idle out
+    have had time to; each is ended, and named."""
+    deadline = time.monotonic() + LEAVE_SECONDS
+    while True:
+        found = [d for d in peers.running() if d.status.server in STARTED_URLS]
+        if not found or time.monotonic() > deadline:
+            break
+        for daemon in found:
+            daemon.close()
+        time.sleep(0.5)
+    names = []
+    for daemon in found:
+        names.append(f"pid {daemon.status.pid} serving {daemon.status.server}")
+        daemon.close()
+        end(daemon.where)
+    return names

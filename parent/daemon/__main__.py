@@ -1,0 +1,3 @@
+from isoagent.parent.daemon.server import main
+
+main()
