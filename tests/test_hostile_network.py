@@ -105,7 +105,9 @@ def network_batch(
         jobs = str(len(prompts))
         cli = subprocess.Popen(
             [*ISOAGENT, "batch", str(tasks), "-o", str(out), "-j", jobs, *LET_OUT],
-            env=cli_env(server, HOME=str(tmp_path / "home")),
+            # no warm daemon: the parent is this process, under this file limit, not a
+            # daemon that an earlier command started under another
+            env=cli_env(server, HOME=str(tmp_path / "home"), ISOAGENT_DAEMON="0"),
             cwd=tmp_path,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
