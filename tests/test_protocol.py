@@ -11,7 +11,7 @@ import textwrap
 
 import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from isoagent.parent.children.connection import FrameInbox
@@ -201,7 +201,7 @@ def test_frames_before_a_corrupt_one_reach_the_parent_then_the_error() -> None:
     assert isinstance(cut, FrameError) and "ended inside a frame" in str(cut)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=512))
 def test_decoding_arbitrary_bytes_raises_only_frame_error(body: bytes) -> None:
     for union in (ChildFrame, ParentFrame):
@@ -264,6 +264,10 @@ def objects_size(value: object) -> int:
 
 
 @given(json_values)
+# a str past a fixstr's 31 bytes is counted at its characters' width: one character past
+# U+00FF makes each character two bytes, one past U+FFFF four (a random run may miss them)
+@example("0" * 40 + "\u0100")
+@example("0" * 40 + "\U00010000")
 @settings(max_examples=100, deadline=None)
 def test_decoded_size_counts_at_least_what_decoding_makes(value: object) -> None:
     """What a child's frame decodes into is counted before it is decoded: never less than
