@@ -79,18 +79,22 @@ def test_a_batch_whose_terminal_hangs_up_exits_129_cancelled_and_resumes(
 
 class _AnswersThenSignals:
     """A model whose answer to task "answered" is its last (no tool), and which the signal
-    reaches as that answer comes back; task "slow" waits for its answer meanwhile."""
+    reaches as that answer comes back; task "slow" waits for its answer meanwhile (it has
+    asked before "answered" is answered: the two children start in either order)."""
 
     def __init__(self) -> None:
         self.session: Session | None = None
         self.asked: list[str] = []
+        self.slow_asked = asyncio.Event()
 
     async def complete(self, call: ModelCall) -> ModelReply:
         first = call.messages[0].content[0]
         prompt = first.text if isinstance(first, TextBlock) else ""
         self.asked.append(prompt)
         if prompt == "slow":
+            self.slow_asked.set()
             await asyncio.sleep(60)
+        await self.slow_asked.wait()
         assert self.session is not None
         self.session.stop(signal.SIGTERM)  # as the answer is in: paid for
         return ModelReply(call.turn, [TextBlock("kept")], "end_turn", Usage(10, 5))

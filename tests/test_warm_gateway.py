@@ -4,6 +4,7 @@ keeps the SDK imported; it answers only its own user, and leaves when idle."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -11,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +25,14 @@ from isoagent.parent.model import warm
 from isoagent.protocol import Message, ModelCall, TextBlock, encode_frame
 from tests.conftest import cli_env
 from tests.support.cli import run_cli, run_cli_listing_modules, start_cli
-from tests.support.messages_server import MessagesServer, Request, text_reply, tool_reply
+from tests.support.messages_server import (
+    Handler,
+    MessagesServer,
+    Reply,
+    Request,
+    text_reply,
+    tool_reply,
+)
 from tests.support.rate_limits import RateLimited
 from tests.support.warm import listener_pid
 
@@ -123,6 +132,20 @@ def shared_gateway(
             end(process)
         process = _shared_gateways[where] = start(warm_env)
     return process
+
+
+def arriving_together(count: int, handler: Handler) -> Handler:
+    """``handler``, met by the first ``count`` requests at once: processes started together
+    reach the server seconds apart on a loaded machine, and then meet no limit."""
+    barrier = threading.Barrier(count, timeout=CEILING)
+    arrived = itertools.count()
+
+    def together(req: Request) -> Reply:
+        if next(arrived) < count:
+            barrier.wait()
+        return handler(req)
+
+    return together
 
 
 def run_task(env: dict[str, str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
@@ -335,7 +358,7 @@ def test_concurrent_invocations_share_one_rate_limit_and_each_hears_its_waits(
     them all after the first refusals; four limiters of their own would each be refused
     again when their retry-afters end together."""
     limited = RateLimited(lambda req: text_reply("done"), requests_per_second=1)
-    api_server.handler = limited
+    api_server.handler = arriving_together(4, limited)
     clis = [start_cli(["task", f"say hi {n}"], warm_env, cwd=tmp_path) for n in range(4)]
     outputs = [cli.communicate(timeout=CEILING) for cli in clis]
     assert [cli.returncode for cli in clis] == [0] * 4, outputs

@@ -162,6 +162,14 @@ class Daemon:
         gateway = self._gateway_status()
         if gateway is None:  # still importing the SDK (it answers nothing then), or gone
             return 0.0 if self.gateway else self.idle
+        return self._quiet_with(gateway)
+
+    def _quiet_with(self, gateway: warm.GatewayStatus | None) -> float:
+        """Quiet since this daemon's last session or its gateway's last call; a gateway
+        that has answered none counts from the daemon's start, not its own (which comes
+        later, by however long its import took: the longest idle is the oldest unused)."""
+        if gateway is None or not gateway.calls_served:
+            return self._quiet()
         return 0.0 if gateway.calls_running else min(gateway.quiet_seconds, self._quiet())
 
     def _gateway_status(self) -> warm.GatewayStatus | None:
@@ -306,10 +314,7 @@ class Daemon:
         asked = warm.read_request(client)
         gateway = self._gateway_status()
         calls = (gateway.calls_served, gateway.calls_running) if gateway else (0, 0)
-        quiet = self._quiet()  # a gateway that does not answer yet has made no call
-        if gateway is not None:
-            quiet = min(gateway.quiet_seconds, quiet)
-        status = warm.status(*calls, quiet)
+        status = warm.status(*calls, self._quiet_with(gateway))
         status.idle_seconds = self.idle
         status.sessions_running = len(self.sessions)
         status.sessions_served = self.served

@@ -64,6 +64,13 @@ class WarmGateways:
             end(where)
 
     def end_all(self) -> None:
+        """End every daemon serving a server this process started: those the tests' envs
+        named, and any a test's own change of its environment (another key, a model
+        variable) started at an address of its own, which would live its idle time."""
+        for daemon in peers.running():
+            daemon.close()
+            if daemon.status.server in STARTED_URLS:
+                self._addresses.add(daemon.where)
         for where in self._addresses:
             end(where)
 
