@@ -20,11 +20,26 @@ from isoagent.protocol import Identity
 
 ENV_ALLOW = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ")
 DEPTH_VARIABLE = "ISOAGENT_DEPTH"
+# what makes a dynamic loader, an interpreter or a shell run code of the variable's choosing
+# as a process starts: none reaches a process that is not confined yet (a config's variables
+# are applied inside the confinement: confine_command.CONFINED_ENV)
+LOADER_PREFIXES = ("LD_", "DYLD_", "PYTHON", "PERL5", "PERLLIB", "RUBY", "NODE_", "GCONV_")
+LOADER_NAMES = frozenset(
+    {"BASH_ENV", "ENV", "ZDOTDIR", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND",
+     "JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "GIT_EXEC_PATH", "GIT_CONFIG",
+     "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "MALLOC_CONF", "LUA_INIT", "TCLLIBPATH"}
+)  # fmt: skip
 
 
 def allowed_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The allow-listed part of an environment: never a key or a token."""
+    """The allow-listed part of an environment: never a key or a token, never a loader's
+    or an interpreter's variable."""
     return {k: v for k, v in environ.items() if k in ENV_ALLOW or k.startswith("LC_")}
+
+
+def is_loader_variable(name: str) -> bool:
+    """Whether ``name`` makes a loader, an interpreter or a shell run code at a start."""
+    return name in LOADER_NAMES or name.startswith(LOADER_PREFIXES)
 
 
 def identity_environment(identity: Identity, tmpdir: str) -> dict[str, str]:

@@ -26,7 +26,7 @@ from isoagent.errors import OptionError
 from isoagent.parent.children.hosts import HostSpecError, RemoteSettings, parse_hosts
 from isoagent.parent.claude_code import mcp_servers
 from isoagent.parent.model.aliases import resolve_model
-from isoagent.parent.records.run_folder import RUNS, runs_dir_for
+from isoagent.parent.records.run_folder import RUNS, project_root, runs_dir_for
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import (
     DEFAULT_MODEL,
@@ -35,6 +35,8 @@ from isoagent.parent.settings import (
     SandboxChoice,
     Settings,
 )
+from isoagent.parent.trust import claude_record
+from isoagent.parent.trust import workspace as workspace_trust
 from isoagent.parent.typed_values import conforms, describe, literals
 from isoagent.protocol import CallOptions, Limits
 
@@ -109,9 +111,9 @@ class Options:
             ``*.example.com``); implies ``child_network="on"``.
         deny_read: More paths children may not read (``~/.ssh``, ``~/.aws`` and the like are
             always denied).
-        run_dir: Where run folders go; None: ``$ISOAGENT_RUN_DIR``, else
-            ``<workdir>/.isoagent/runs``, else (a read-only workspace)
-            ``$XDG_STATE_HOME/isoagent/runs``.
+        run_dir: Where run folders go; None: ``$ISOAGENT_RUN_DIR``, else the project's
+            ``.isoagent/runs`` (the nearest folder up from ``workdir`` with ``.isoagent`` or
+            ``.git``), else (a read-only workspace) ``$XDG_STATE_HOME/isoagent/runs``.
         local_fetch_hosts: Hosts ``WebFetch`` may reach although their address is private.
         max_tokens_total: The run's token budget; 0: none.
         api_retry_deadline: Seconds a refused (429), overloaded (529) or failed model call is
@@ -142,7 +144,8 @@ class Options:
         continue_conversation: Continue the latest run's conversation.
         resume: A session id (or run id) whose conversation to continue.
         tools: The base tools (Claude Code's names), the children's too; None: all.
-        setting_sources: Whose agent files are read (user, project, local); None: all.
+        setting_sources: Whose agent files and settings files are read (user, project,
+            local); None: all.
         max_budget_usd: US dollars the run's model calls may cost; 0: no limit.
         json_schema: The parent's answer as JSON of this schema (``structured_output``).
         fallback_model: A model id or alias used when the model is overloaded.
@@ -157,6 +160,8 @@ class Options:
         mcp_config: MCP servers for subagents: JSON objects or files (``{"mcpServers":
             {...}}``), besides the workspace's ``.mcp.json``.
         strict_mcp_config: Use only ``mcp_config``'s servers, not ``.mcp.json``.
+        trust: Use the workspace's ``.mcp.json``, settings files and agent files' own MCP
+            servers for this run though it is not trusted (``isoagent trust`` records it).
         api_batches: A batch's model calls as Anthropic Message Batches, at half price.
         batch_window: Seconds a call waits for others to join its Message Batch.
     """
@@ -219,6 +224,7 @@ class Options:
     betas: str | Sequence[str] = ()
     mcp_config: Sequence[str] = ()
     strict_mcp_config: bool = False
+    trust: bool = False
     api_batches: bool = False
     batch_window: float = _BATCH_WINDOW
 
@@ -310,11 +316,19 @@ _AT_LEAST = {
 }  # fmt: skip
 
 
-def settings_for(options: Options, on_warning: Any = None) -> Settings:
-    """The ``Settings`` of a run with ``options``: agent files read, models resolved, paths
-    checked. A ``ValueError`` says in one line what cannot be used. ``on_warning`` is told
-    each problem with an agent file (they are never fatal), and (default: on stderr) that
-    the run folders go to the state folder."""
+def settings_for(
+    options: Options,
+    on_warning: Any = None,
+    ask_trust: workspace_trust.Ask | None = None,
+    settings_files: bool = False,
+) -> Settings:
+    """The ``Settings`` of a run with ``options``: agent files read, the workspace's files
+    used as far as it is trusted, models resolved, paths checked. A ``ValueError`` says in
+    one line what cannot be used. ``on_warning`` is told each problem with an agent file
+    (they are never fatal), and (default: on stderr) that the run folders go to the state
+    folder and what the workspace's trust leaves out. ``ask_trust``: who is asked whether
+    the workspace is trusted (None: nobody); ``settings_files``: the run applies the
+    workspace's ``.claude/settings*.json`` (``isoagent -p``), so their trust is decided."""
     from isoagent.parent.agent.parent_agent import claude_settings
     from isoagent.parent.agent.structured_output import check_schema
 
@@ -328,9 +342,27 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
     run_base, moved = runs_dir_for(workdir, options.run_dir)
     if moved:
         (on_warning or warn)(
-            f"cannot create run folders in {workdir / RUNS}: they go to {run_base} "
-            "(--run-dir chooses where)"
+            f"cannot create run folders in {project_root(workdir) / RUNS}: they go to "
+            f"{run_base} (--run-dir chooses where)"
         )
+    say = on_warning or warn
+    catalog = load_catalog(workdir, options.agents_dirs, on_warning, options.setting_sources)
+    sources = options.setting_sources
+    applied = [
+        name
+        for name, source in workspace_trust.SETTING_SOURCES.items()
+        if settings_files and (sources is None or source in sources)
+    ]
+    files = workspace_trust.workspace_files(workdir, catalog.agents, settings=applied)
+    if options.strict_mcp_config:
+        files.pop(workspace_trust.MCP_FILE, None)
+    trust = workspace_trust.decide(
+        workdir, files, given=options.trust, ask=ask_trust, on_line=say, settings=applied
+    )
+    for line in trust.lines():
+        say(line)
+    left_out = {str(workdir / f.name) for f in trust.skipped()}
+    agents = mcp_servers.without_own_servers(catalog.agents, lambda a: a.source in left_out)
     model = options.model or default_model()
     fallback = resolve_model(options.fallback_model) if options.fallback_model else ""
     if fallback == resolve_model(model):
@@ -366,9 +398,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         local_fetch_hosts=tuple(options.local_fetch_hosts),
         allow_unsandboxed=options.allow_unsandboxed,
         writable_git=options.writable_git,
-        agents=load_catalog(
-            workdir, options.agents_dirs, on_warning, options.setting_sources
-        ).agents,
+        agents=agents,
         child_command=shlex.split(os.environ.get("ISOAGENT_CHILD_COMMAND", "")) or None,
         verbose=options.verbose,
         record=None if options.record is None else Path(options.record),
@@ -381,19 +411,25 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
         api_batches=options.api_batches,
         batch_window=options.batch_window,
     )
-    agents = options.agents
+    inline = options.agents
     settings = claude_settings(
         settings,
         system_prompt=options.system_prompt,
         append_system_prompt=options.append_system_prompt,
         allowed_tools=_words(options.allowed_tools),
         disallowed_tools=_words(options.disallowed_tools),
-        agents=None if agents is None else {name: _agent_json(d) for name, d in agents.items()},
+        agents=None if inline is None else {name: _agent_json(d) for name, d in inline.items()},
         permission_mode=options.permission_mode,
         continue_=options.continue_conversation,
         resume=options.resume,
     )
-    servers = mcp_servers.load(workdir, options.mcp_config, strict=options.strict_mcp_config)
+    mcp_file = files.get(workspace_trust.MCP_FILE)
+    ours, refused = None, frozenset[str]()
+    if mcp_file is not None and trust.trusted(mcp_file.name):
+        ours = (str(workdir / mcp_file.name), mcp_file.data.decode("utf-8", "replace"))
+        own = workspace_trust.settings_objects(workdir)
+        refused = claude_record.mcp_approvals(workdir, own, trusted=False).disabled
+    servers = mcp_servers.load(options.mcp_config, ours, refused)
     if settings.child_network == "off":
         servers = servers.offline()
     problems: list[str] = []
@@ -403,7 +439,7 @@ def settings_for(options: Options, on_warning: Any = None) -> Settings:
     if on_warning is not None:
         for problem in [*problems, *servers.problems(settings.agents.values())]:
             on_warning(f"warning: {problem}")
-    return dataclasses.replace(settings, mcp_servers=servers)
+    return dataclasses.replace(settings, mcp_servers=servers, workspace_trust=trust)
 
 
 def child_network(

@@ -30,6 +30,7 @@ from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.child.agent.tools.workspace import add_dirs_note
 from isoagent.child.confine_command import Confinement, command_prefix
+from isoagent.child.identity import allowed_environment
 from isoagent.child.sandbox.privileges import make_undumpable
 from isoagent.parent.agent.bridge import GatewayBridge, run_in_thread
 from isoagent.parent.agent.cost_budget import TOKENS, BudgetedSource, SharedBudget, usd_rates
@@ -61,7 +62,6 @@ from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.gateway import Gateway, ModelSource
 from isoagent.parent.model.prices import BATCH_PRICE
 from isoagent.parent.model.retry import WaitNotices
-from isoagent.parent.model.sdk import KEY_VARIABLES
 from isoagent.parent.records.events import (
     Broadcast,
     ChildFinished,
@@ -73,6 +73,7 @@ from isoagent.parent.records.events import (
     Sink,
 )
 from isoagent.parent.records.run_folder import RunFolder, TranscriptWriter
+from isoagent.parent.records.run_seal import seal_for
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 from isoagent.parent.telemetry.config import TelemetryUnavailable
@@ -207,7 +208,7 @@ class Session:
         self.session_id = settings.session_id or str(uuid.uuid4())
         self.events = Broadcast()
         log = self.run.path / "run.jsonl"
-        self.log = TranscriptWriter(log, self.run.opener(log))
+        self.log = TranscriptWriter(log, self.run.opener(log), seal_for(self.run))
         self.events.sinks.append(self._log_run_event)
         # of the price, what its model calls cost: half in Message Batches (not replayed)
         self.price_rate = price_rate(settings)
@@ -487,11 +488,10 @@ class Session:
         self.log(msgspec.structs.replace(final, result=result, timestamp=None))
 
     def command_environment(self) -> dict[str, str]:
-        """The parent's own commands: the user's environment without the API credentials,
-        tagged with the run so what they leave running can be ended."""
-        env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
-        env[TAG_VARIABLE] = f"run-{self.run.run_id}"
-        return env
+        """The parent's own commands and MCP servers: the allow-list a child's environment
+        has (no key, no token, no loader's variable), tagged with the run so what they leave
+        running can be ended."""
+        return {**allowed_environment(), TAG_VARIABLE: f"run-{self.run.run_id}"}
 
     async def run_parent(self, prompt: str) -> Result:
         """The parent agent: the child's loop, plus ``Agent``, with the gateway as its model;

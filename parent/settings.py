@@ -13,6 +13,7 @@ from isoagent.protocol import AgentSpec, CallOptions, Limits
 
 if TYPE_CHECKING:
     from isoagent.parent.agent.hooks import Hooks
+    from isoagent.parent.trust.workspace import Trust
 
 DEFAULT_MODEL = "claude-sonnet-5"
 SandboxChoice = Literal["auto", "off", "workspace", "read-only"]
@@ -87,6 +88,8 @@ class Settings:
     batch_journal: Path | None = None  # the Message Batches sent for -o, for its rerun
     batch_input: str = ""  # isoagent batch: its FILE, as given ("-": stdin), for the run's record
     hooks: Hooks | None = None  # Claude Code's hooks: --settings' commands, the SDK's callbacks
+    # which of the workspace's own files (.mcp.json, settings, agent files' servers) are used
+    workspace_trust: Trust | None = None
 
     @property
     def runs_dir(self) -> Path:

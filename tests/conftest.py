@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +17,11 @@ from tests.support.warm import WarmGateways, leftovers
 
 # Off unless a test asks: `cli_env(api_server)` asks, the tests about the gateway start their own.
 os.environ["ISOAGENT_WARM_GATEWAY"] = "0"
+# The user's state folder (the key that seals runs, the workspace trust record) is the test
+# session's own, never the user's who runs the tests; every process a test starts inherits it.
+_STATE = tempfile.mkdtemp(prefix="isoagent-test-state-")
+os.environ["XDG_STATE_HOME"] = _STATE
+atexit.register(shutil.rmtree, _STATE, ignore_errors=True)
 _gateways = WarmGateways()
 
 

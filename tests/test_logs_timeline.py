@@ -107,7 +107,9 @@ def test_timeline_of_a_run_without_times_is_one_clear_line(tmp_path: Path) -> No
         '{"type":"init","run_id":"20250101-000000-abcdef","run_dir":"x","model":"m",'
         '"workdir":"/","agents":[]}\n'
     )
-    done = run_cli(["logs", "last", "--html", "-o", str(tmp_path / "p.html")], {}, cwd=tmp_path)
+    # by its id: `last` is the newest run isoagent sealed, and this one is written by hand
+    args = ["logs", "20250101-000000-abcdef", "--html", "-o", str(tmp_path / "p.html")]
+    done = run_cli(args, {}, cwd=tmp_path)
     assert done.returncode == 1
     assert done.stderr == (
         "isoagent: run 20250101-000000-abcdef has no times in its transcripts: "

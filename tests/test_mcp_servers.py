@@ -89,7 +89,7 @@ def test_an_agent_naming_an_mcp_tool_gets_it_from_a_server_in_its_sandbox_that_e
     ws = workspace_with_server
     add_agent(ws, "Read, mcp__ctx__lookup")
     api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
-    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    done = run_cli(["run", "go", "--trust"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
     assert done.returncode == 0, done.stderr
 
     first, second = child_requests(api_server)
@@ -108,7 +108,7 @@ def test_an_agent_that_names_no_mcp_tool_gets_none_and_starts_no_server(
 ) -> None:
     ws = workspace_with_server
     api_server.handler = delegate("general-purpose")  # type: ignore[assignment]
-    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    done = run_cli(["run", "go", "--trust"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
     assert done.returncode == 0, done.stderr
     [request] = child_requests(api_server)
     assert not [name for name in request.tool_names if name.startswith("mcp__")]
@@ -140,7 +140,7 @@ def test_a_servers_wildcard_in_an_agents_tools_gives_its_child_the_servers_tools
     listed = run_cli(["agents"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
     assert "tools: mcp__ctx\n" in listed.stdout
     api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
-    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    done = run_cli(["run", "go", "--trust"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
     assert done.returncode == 0, done.stderr
     first, second = child_requests(api_server)
     assert "mcp__ctx__lookup" in first.tool_names
@@ -267,7 +267,10 @@ def test_the_sdks_control_requests_about_servers_and_context_are_answered(
 
     api_server.handler = handler
     options = claude_agent_sdk.ClaudeAgentOptions(
-        cli_path=str(ISOAGENT_SCRIPT), cwd=str(ws), env=cli_env(api_server, HOME=str(ws.parent))
+        cli_path=str(ISOAGENT_SCRIPT),
+        cwd=str(ws),
+        env=cli_env(api_server, HOME=str(ws.parent)),
+        extra_args={"trust": None},  # the workspace's .mcp.json, trusted for the run
     )
 
     async def talk() -> tuple[Any, ...]:
@@ -425,7 +428,7 @@ def test_an_agent_whose_mcp_servers_names_a_configured_server_gets_its_tools(
     ws = workspace_with_server
     write_agent(ws, "ctx-user", "mcpServers: [ctx]")  # no tools: every tool of ctx
     api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
-    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    done = run_cli(["run", "go", "--trust"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
     assert done.returncode == 0, done.stderr
     assert "MCP servers left out" not in done.stderr
 
@@ -446,7 +449,7 @@ def test_an_agents_inline_mcp_server_is_its_own_and_no_other_agents(
     write_agent(ws, "owner", f"mcpServers: {inline}")
     write_agent(ws, "other", "tools: Read, mcp__ctx__lookup")
     api_server.handler = delegate_in_turn("owner", "other")  # type: ignore[assignment]
-    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(tmp_path)), cwd=ws)
+    done = run_cli(["run", "go", "--trust"], cli_env(api_server, HOME=str(tmp_path)), cwd=ws)
     assert done.returncode == 0, done.stderr
 
     owner = [r for r in child_requests(api_server) if "You are owner." in r.system]
@@ -465,7 +468,7 @@ def test_a_server_name_in_mcp_servers_that_nothing_defines_is_named_in_the_warni
     ws = workspace_with_server
     write_agent(ws, "ctx-user", "mcpServers:", "  - ctx", "  - nosuch")
     api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
-    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    done = run_cli(["run", "go", "--trust"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
     assert done.returncode == 0, done.stderr
     [warning] = [line for line in done.stderr.splitlines() if "MCP servers left out" in line]
     assert warning.endswith(
@@ -483,7 +486,7 @@ def test_an_agent_with_a_tools_list_gets_of_its_mcp_servers_only_what_the_list_n
     ws = workspace_with_server
     write_agent(ws, "ctx-user", "tools: Read", "mcpServers: [ctx]")
     api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
-    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
+    done = run_cli(["run", "go", "--trust"], cli_env(api_server, HOME=str(ws.parent)), cwd=ws)
     assert done.returncode == 0, done.stderr
     [request] = child_requests(api_server)
     assert request.tool_names == ["Read"]
@@ -543,7 +546,7 @@ def test_strict_mcp_config_leaves_an_agent_files_own_servers_out_but_not_agents_
     write_agent(ws, "owner", f"mcpServers: {json.dumps(inline)}")
     given = {"given": {"description": "d", "prompt": "You are given.", "mcpServers": inline}}
     api_server.handler = delegate_in_turn("owner", "given")  # type: ignore[assignment]
-    args = ["-p", "go", "--strict-mcp-config", "--agents", json.dumps(given)]
+    args = ["-p", "go", "--trust", "--strict-mcp-config", "--agents", json.dumps(given)]
     done = run_cli(args, cli_env(api_server, HOME=str(tmp_path)), cwd=ws)
     assert done.returncode == 0, done.stderr
     why = "--strict-mcp-config: an agent file's own servers do not run"
@@ -601,7 +604,9 @@ def test_an_http_server_is_reached_through_the_egress_proxy_alone(
     (ws / ".mcp.json").write_text(json.dumps({"mcpServers": {"ctx": server}}))
     add_agent(ws, "Read, mcp__ctx__lookup")
     api_server.handler = delegate("ctx-user")  # type: ignore[assignment]
-    done = run_cli(["run", "go", *options], cli_env(api_server, HOME=str(tmp_path)), cwd=ws)
+    done = run_cli(
+        ["run", "go", "--trust", *options], cli_env(api_server, HOME=str(tmp_path)), cwd=ws
+    )
     assert done.returncode == 0, done.stderr
     results = [str(r.tool_results) for r in child_requests(api_server)]
     assert seen in done.stdout + done.stderr + "".join(results)

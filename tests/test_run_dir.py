@@ -14,7 +14,7 @@ import pytest
 from isoagent.parent.records.run_folder import runs_dir_for
 from tests.conftest import cli_env
 from tests.support.cli import in_private_mounts, run_cli
-from tests.support.messages_server import MessagesServer
+from tests.support.messages_server import MessagesServer, text_reply
 from tests.support.scripts import child_runs
 
 
@@ -76,7 +76,8 @@ def test_a_read_only_workspace_runs_a_read_only_agent_with_its_runs_in_the_state
     assert run_err.startswith(said) and run_err.count("run folders") == 1  # said once
     answer = (out / "run.out").read_text()
     assert "PLAIN-NOTES" in answer  # the read-only agent ran in the read-only workspace
-    assert f"cannot open directory '{state}': Permission denied" in answer  # hidden from it
+    # hidden from it: the whole state folder (the runs, the key that seals them) is covered
+    assert "PLAIN-NOTESls: cannot access '" in answer  # (the answer cuts the path short)
     (run,) = state.iterdir()
     assert (run / "run.jsonl").is_file()
     assert not (ws / ".isoagent").exists()
@@ -121,3 +122,57 @@ def test_a_workspace_another_user_cannot_write_sends_that_users_runs_to_its_stat
         )
     finally:
         shutil.rmtree(shared)
+
+
+@pytest.mark.usefixtures("both_paths")  # the daemon's session finds it from the client's folder
+def test_a_run_from_a_sub_folder_keeps_its_runs_with_the_projects(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """As git finds its repository: the nearest folder up with .git (or an .isoagent); its
+    runs are found from any sub-folder (``--continue``, ``logs``); ``--run-dir`` overrides."""
+    project = tmp_path / "project"
+    src = project / "src" / "deep"
+    src.mkdir(parents=True)
+    (project / ".git").mkdir()
+    api_server.handler = lambda req: text_reply(f"seen {len(req.messages)} messages")
+    env = cli_env(api_server, HOME=str(tmp_path))
+    assert run_cli(["-p", "one"], env, cwd=project, input="").returncode == 0
+    continued = run_cli(["-p", "two", "--continue"], env, cwd=src, input="")
+    assert continued.stdout == "seen 3 messages\n", continued.stderr
+    assert not (project / "src" / ".isoagent").exists() and not (src / ".isoagent").exists()
+    assert len(list((project / ".isoagent" / "runs").iterdir())) == 2
+    listed = run_cli(["logs"], env, cwd=src)
+    assert len(listed.stdout.splitlines()) == 2, listed.stderr
+
+    chosen = tmp_path / "chosen"
+    assert run_cli(["-p", "x", "--run-dir", str(chosen)], env, cwd=src, input="").returncode == 0
+    assert len(list(chosen.iterdir())) == 1
+
+
+def test_no_project_spans_the_home_a_shared_folder_or_another_users_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dotfiles ``~/.git``, an ``.isoagent`` a run once left in ``/tmp`` (a folder anyone may
+    write), a ``.git`` another user made above the workspace: none gathers its runs."""
+    home, scratch = tmp_path / "home", tmp_path / "home" / "scratch"
+    scratch.mkdir(parents=True)
+    (home / ".git").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    assert runs_dir_for(scratch) == (scratch / ".isoagent" / "runs", False)
+
+    shared, ws = tmp_path / "shared", tmp_path / "shared" / "ws"
+    ws.mkdir(parents=True)
+    (shared / ".isoagent").mkdir()
+    os.chmod(shared, 0o1777)
+    assert runs_dir_for(ws) == (ws / ".isoagent" / "runs", False)
+    os.chmod(shared, 0o755)
+    assert runs_dir_for(ws) == (shared / ".isoagent" / "runs", False)  # a project's, now
+
+    if os.geteuid() != 0:
+        return  # giving a folder to another user needs root
+    (shared / ".isoagent").rmdir()
+    (shared / ".git").mkdir()
+    os.chown(shared / ".git", 65534, 65534)
+    assert runs_dir_for(ws) == (ws / ".isoagent" / "runs", False)
+    os.chown(shared / ".git", 0, 0)
+    assert runs_dir_for(ws) == (shared / ".isoagent" / "runs", False)

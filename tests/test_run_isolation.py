@@ -180,7 +180,8 @@ def test_parent_commands_do_not_see_the_api_credentials(
     done = run_cli(["run", "env"], env, cwd=workspace)
     assert done.returncode == 0, done.stderr
     assert "test-key" not in done.stdout and "token-xyz" not in done.stdout
-    assert "MY_SETTING=kept" in done.stdout  # the user's own environment otherwise
+    # the allow-list a child's commands get, not the rest of the user's environment
+    assert "MY_SETTING" not in done.stdout and "HOME=" in done.stdout
     assert "ISOAGENT_SEEN=run-" in done.stdout
 
 

@@ -149,7 +149,7 @@ def test_a_link_planted_above_the_run_folders_in_the_workspace_is_not_followed(
     home, outside = tmp_path / "home", tmp_path / "outside"
     (home / ".local").mkdir(parents=True)
     outside.mkdir()
-    plant = f"ln -s {outside} ~/.local/state && ls -l ~/.local"
+    plant = f"mv ~/.local/state ~/.local/moved; ln -s {outside} ~/.local/state && ls -l ~/.local"
     api_server.handler = child_runs("general-purpose", plant)
     env = cli_env(api_server, HOME=str(home))
     env.pop("XDG_STATE_HOME", None)

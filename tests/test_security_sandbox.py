@@ -483,7 +483,7 @@ def test_a_repositorys_mcp_server_cannot_read_the_users_start_up_files_or_keys(
         return text_reply(" | ".join(answers))
 
     api_server.handler = handler
-    done = run_cli(["run", "go"], cli_env(api_server, HOME=str(home)), cwd=ws)
+    done = run_cli(["run", "go", "--trust"], cli_env(api_server, HOME=str(home)), cwd=ws)
     assert done.returncode == 0, done.stderr
     assert "PLAIN-NOTES" in done.stdout  # the server read what it may
     assert "SECRET" not in done.stdout

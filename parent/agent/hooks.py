@@ -19,7 +19,6 @@ dropped.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -28,8 +27,8 @@ from typing import Any
 
 from isoagent.child.agent.builtin_agents import TASK_ALIASES, TASK_TOOL
 from isoagent.child.agent.loop import Hooks as LoopHooks
+from isoagent.child.identity import allowed_environment
 from isoagent.parent.children.child_hooks import Subagent
-from isoagent.parent.model.sdk import KEY_VARIABLES
 from isoagent.parent.records.terminal_text import warn
 from isoagent.protocol import HookCall, HookPlan, HookReply
 
@@ -187,8 +186,8 @@ class Hooks:
         return verdict
 
     def _command(self, hook: Hook, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
-        env = {k: v for k, v in os.environ.items() if k not in KEY_VARIABLES}
-        env["CLAUDE_PROJECT_DIR"] = payload["cwd"]
+        # the allow-list every process the parent starts gets: no key, no token
+        env = {**allowed_environment(), "CLAUDE_PROJECT_DIR": payload["cwd"]}
         try:
             done = subprocess.run(
                 ["/bin/sh", "-c", hook.command], input=json.dumps(payload).encode(),

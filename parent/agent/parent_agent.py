@@ -33,8 +33,10 @@ from isoagent.parent.claude_code.agent_files import (
 )
 from isoagent.parent.claude_code.mcp_servers import PREFIX as MCP_PREFIX
 from isoagent.parent.claude_code.mcp_servers import whole_server
-from isoagent.parent.records.events import MessageAdded, RunStarted, decode_event
+from isoagent.parent.records.events import AnyEvent, MessageAdded, RunStarted, decode_event
+from isoagent.parent.records.figures import plural
 from isoagent.parent.records.past_run import read_events
+from isoagent.parent.records.run_seal import LOG, first_line, sealed_events
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 from isoagent.protocol import AgentSpec, McpReply, Message, ToolResultBlock, ToolUseBlock
@@ -123,24 +125,38 @@ def _check_new_session(runs_dir: Path, session: str) -> None:
 
 
 def find_run(runs_dir: Path, session: str) -> str:
-    """The newest run of session ``session`` (a run id is its own run's session id)."""
+    """The newest run of session ``session`` (a run id is its own run's session id) among
+    those this user's isoagent wrote (``run_seal``)."""
     if "/" not in session and session not in (".", "..") and (runs_dir / session).is_dir():
+        if sealed_events(runs_dir / session) is None:
+            raise ResumeError(f"run {session!r} in {runs_dir} {NOT_WRITTEN}: not continued")
         return session
-    runs = [p for p in runs_dir.iterdir() if p.is_dir()] if runs_dir.is_dir() else []
-    for run in sorted(runs, key=_last_written, reverse=True):
-        if run_session(runs_dir, run.name) == session:
+    for run in _runs_newest_first(runs_dir):
+        if _claimed_session(run) != session:  # a first line read, before the whole is checked
+            continue
+        events = sealed_events(run)
+        if events is not None and _session_of(events, run.name) == session:
             return run.name
     raise ResumeError(f"no run {session!r} in {runs_dir}")
 
 
+def _claimed_session(run: Path) -> str:
+    """The session a run's first record names, unchecked: whether to check the run."""
+    first = first_line(run)
+    try:
+        return _session_of([decode_event(first)], run.name) if first else run.name
+    except msgspec.DecodeError:
+        return run.name
+
+
 def run_session(runs_dir: Path, run_id: str) -> str:
     """The session run ``run_id`` belongs to: its start record's, else its own id."""
-    try:
-        with (runs_dir / run_id / "run.jsonl").open("rb") as log:
-            event = decode_event(log.readline())
-    except (OSError, msgspec.DecodeError):
-        return run_id
-    return (isinstance(event, RunStarted) and event.session_id) or run_id
+    return _session_of(sealed_events(runs_dir / run_id) or [], run_id)
+
+
+def _session_of(events: list[AnyEvent], run_id: str) -> str:
+    first = events[0] if events else None
+    return (isinstance(first, RunStarted) and first.session_id) or run_id
 
 
 def parent_tools(settings: Settings) -> AgentSpec:
@@ -303,18 +319,44 @@ def parent_prompt(settings: Settings, default: str) -> str:
 
 
 def latest_run(runs_dir: Path) -> str:
-    """The id of the newest run with a parent conversation (``--continue``)."""
+    """The id of the newest run with a parent conversation (``--continue``) among those this
+    user's isoagent wrote; newer run folders it did not write are named in one line."""
+    skipped = []
+    for run in _runs_newest_first(runs_dir):
+        events = sealed_events(run)
+        if events is None:
+            if (run / LOG).exists():
+                skipped.append(run.name)
+            continue
+        if _conversation(events):
+            if skipped:
+                warn(f"warning: {_not_written(skipped, runs_dir)}")
+            return run.name
+    why = f" ({_not_written(skipped, runs_dir)})" if skipped else ""
+    raise ResumeError(f"no earlier conversation to continue in {runs_dir}{why}")
+
+
+NOT_WRITTEN = "was not written by this user's isoagent (no seal of the user's key)"
+
+
+def _not_written(runs: list[str], runs_dir: Path) -> str:
+    """One line naming the run folders passed over: their turns go nowhere."""
+    named = ", ".join(runs[:3]) + (f" and {len(runs) - 3} more" if len(runs) > 3 else "")
+    return (
+        f"{plural(len(runs), 'run folder')} in {runs_dir} not written by this user's isoagent "
+        f"(no seal of the user's key), passed over: {named}"
+    )
+
+
+def _runs_newest_first(runs_dir: Path) -> list[Path]:
     runs = [p for p in runs_dir.iterdir() if p.is_dir()] if runs_dir.is_dir() else []
     # newest first by when each was last written: run ids order by the second only
-    for run in sorted(runs, key=_last_written, reverse=True):
-        if conversation_in(run / "run.jsonl"):
-            return run.name
-    raise ResumeError(f"no earlier conversation to continue in {runs_dir}")
+    return sorted(runs, key=_last_written, reverse=True)
 
 
 def _last_written(run: Path) -> int:
     try:
-        return (run / "run.jsonl").stat().st_mtime_ns
+        return (run / LOG).stat().st_mtime_ns
     except OSError:
         return 0
 
@@ -323,12 +365,16 @@ INTERRUPTED = "[Request interrupted by user for tool use]"  # Claude Code's word
 
 
 def earlier_conversation(runs_dir: Path, run_id: str) -> list[Message]:
-    """The parent's conversation in run ``run_id`` ([] for ""), to go on with."""
+    """The parent's conversation in run ``run_id`` ([] for ""), to go on with: only what
+    this user's isoagent sealed."""
     if not run_id:
         return []
     if "/" in run_id or run_id in (".", "..") or not (runs_dir / run_id).is_dir():
         raise ResumeError(f"no run {run_id!r} in {runs_dir}")
-    messages = conversation_in(runs_dir / run_id / "run.jsonl")
+    events = sealed_events(runs_dir / run_id)
+    if events is None:
+        raise ResumeError(f"run {run_id!r} in {runs_dir} {NOT_WRITTEN}: not continued")
+    messages = _conversation(events)
     if not messages:
         raise ResumeError(f"run {run_id!r} has no conversation to continue")
     return go_on_from(messages)
@@ -336,10 +382,14 @@ def earlier_conversation(runs_dir: Path, run_id: str) -> list[Message]:
 
 def conversation_in(transcript: Path, child: str = "") -> list[Message]:
     """The messages of ``child``'s conversation ("": the parent's) in a transcript the
-    parent wrote."""
+    parent wrote in this session's run folder."""
+    return _conversation(read_events(transcript), child)
+
+
+def _conversation(events: list[AnyEvent], child: str = "") -> list[Message]:
     return [
         Message(event.role, event.content)  # type: ignore[arg-type]
-        for event in read_events(transcript)
+        for event in events
         if isinstance(event, MessageAdded) and event.child == child
     ]
 

@@ -117,7 +117,7 @@ class ChildRun:
         )
         self.disk = DiskBudget(sup.settings.child_disk_mb << 20)
         self.transcript = TranscriptWriter(
-            self.transcript_path, sup.run_folder.opener(self.transcript_path), self.disk.spend
+            self.transcript_path, sup.run_folder.opener(self.transcript_path), spend=self.disk.spend
         )
         self.transcript_label = sup.run_folder.display(self.transcript_path)
         self.pid = 0

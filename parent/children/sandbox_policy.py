@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from isoagent.child.agent.builtin_agents import writes
-from isoagent.parent.records.run_folder import RUNS, state_runs
+from isoagent.child.identity import allowed_environment
+from isoagent.parent.records.run_folder import RUNS, state_dir
 from isoagent.parent.settings import ChildNetwork, SandboxChoice, Settings
 from isoagent.protocol import AgentSpec, SandboxPolicy
 from isoagent.protocol.frames import SandboxMode
@@ -92,12 +93,13 @@ TERMINALS = Path("/dev/pts")
 def hidden_paths(mode: SandboxMode, settings: Settings) -> tuple[str, ...]:
     """What a sandboxed child may not read: ``DENY_READ`` in the home (``$HOME``'s and the
     user's entry's in the password database), ``SYSTEM_SECRETS`` it could read, the run
-    folders (other runs' transcripts: the run's, the workspace's, the state folder's),
+    folders (other runs' transcripts: the run's, the workspace's) and the user's state folder
+    (its runs, the key that seals them, the workspace trust record),
     ``--deny-read``, the terminals; those that exist, less any that holds the workspace or
     an added folder (hiding it would hide the work)."""
     if mode == "off" or not mount_namespaces_available():
         return ()
-    runs = (settings.runs_dir, settings.workdir / RUNS, state_runs())
+    runs = (settings.runs_dir, settings.workdir / RUNS, state_dir())
     candidates = _hidden_candidates(
         homes(), runs, settings.deny_read, settings.workdir, settings.add_dirs
     )
@@ -223,7 +225,9 @@ def mount_namespaces_available() -> bool:
     except (OSError, ValueError):
         return False
     try:
-        probe = subprocess.run([sys.executable, "-I", "-c", _PROBE], timeout=10, check=False)
+        probe = subprocess.run(
+            [sys.executable, "-I", "-c", _PROBE], env=allowed_environment(), timeout=10, check=False
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return probe.returncode == 0
@@ -256,8 +260,9 @@ def _protected_candidates(
     paths = [root / name for root in roots for name in names]
     if any(INTERPRETER.is_relative_to(root) for root in roots):
         paths.append(INTERPRETER)
-    records = runs_dir.parent
-    if records.is_relative_to(workdir) and records != workdir and records not in paths:
+    records = runs_dir.parent  # in the workspace, or the project's above it in an added folder
+    writable = any(records.is_relative_to(root) for root in roots)
+    if writable and records not in roots and records not in paths:
         paths.append(records)
     return tuple(str(path) for path in paths)
 

@@ -14,11 +14,19 @@ named, with the reason, when an agent asks for it.
 
 The parent agent gets every tool of the stdio and SDK servers (``for_parent``), as Claude
 Code's main agent does; its grants are Claude Code's (see ``parent_agent.parent_mcp_tools``).
+
+A server gets no variable of the parent's environment but those its entry names, as Claude
+Code expands them: ``"env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}`` (``${VAR:-default}`` too,
+in ``command``, ``args``, ``env``, ``url`` and ``headers``); it starts with the allow-list
+every process of isoagent's has (``identity.allowed_environment``), and a server the parent
+starts gets its ``env`` only inside its sandbox (``confine_command.confined_env``). A
+workspace's ``.mcp.json`` is read only once the workspace is trusted (``trust/``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -34,8 +42,12 @@ SDK_ONLY = "its type is sdk: an SDK's in-process server is reached only from the
 # (server, tool, arguments) -> (text, is_error): a call of an SDK server's tool, blocking
 SdkRelay = Callable[[str, str, dict[str, Any]], tuple[str, bool]]
 PREFIX = "mcp__"
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 # Claude Code's rule for a server's name (`claude mcp add`); "__" would split a tool's name
 _NAME = re.compile(r"^[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*$")
+
+
+_EXPANDED = frozenset({"command", "args", "env", "url", "headers"})
 
 
 class McpServers:
@@ -161,18 +173,31 @@ def strict_agents(agents: Mapping[str, AgentSpec]) -> tuple[dict[str, AgentSpec]
     """``--strict-mcp-config``: the agents without the servers agent files define inline, as
     Claude Code leaves them out (not ``--agents`` JSON's: the caller's own input); and one
     line naming those left out, if any."""
+    kept = without_own_servers(agents, lambda agent: agent.source != "--agents")
+    dropped = [
+        f"{server.name} (agent {agent.name})"
+        for key, agent in agents.items()
+        if kept[key] is not agent
+        for server in sorted(agent.mcp_servers, key=lambda s: s.name)
+    ]
+    why = "--strict-mcp-config: an agent file's own servers do not run"
+    return kept, [f"MCP servers left out ({why}): {', '.join(dropped)}"] if dropped else []
+
+
+def without_own_servers(
+    agents: Mapping[str, AgentSpec], drop: Callable[[AgentSpec], bool]
+) -> dict[str, AgentSpec]:
+    """``agents``, those ``drop`` says without the servers they define inline (and their
+    grants of those servers' tools); the others as they are."""
     kept: dict[str, AgentSpec] = {}
-    dropped: list[str] = []
     for key, agent in agents.items():
-        if not agent.mcp_servers or agent.source == "--agents":
+        if not agent.mcp_servers or not drop(agent):
             kept[key] = agent
             continue
         own = {server.name for server in agent.mcp_servers}
         tools = [tool for tool in agent.mcp_tools if server_of(tool) not in own]
         kept[key] = msgspec.structs.replace(agent, mcp_servers=[], mcp_tools=tools)
-        dropped += [f"{name} (agent {agent.name})" for name in sorted(own)]
-    why = "--strict-mcp-config: an agent file's own servers do not run"
-    return kept, [f"MCP servers left out ({why}): {', '.join(dropped)}"] if dropped else []
+    return kept
 
 
 def whole_server(tool: str) -> str:
@@ -186,13 +211,13 @@ def server_of(tool: str) -> str:
     return tool.removeprefix(PREFIX).split("__", 1)[0]
 
 
-def load(workdir: Path, configs: Sequence[str], *, strict: bool) -> McpServers:
-    """The servers of ``.mcp.json`` in ``workdir`` (unless ``strict``) and of ``configs``; a
-    file or value that is not such JSON is a ``ValueError`` naming it."""
-    sources: list[tuple[str, str]] = []
-    project = workdir / PROJECT_FILE
-    if not strict and project.is_file():
-        sources.append((str(project), project.read_text(encoding="utf-8")))
+def load(
+    configs: Sequence[str], project: tuple[str, str] | None = None, refused: Iterable[str] = ()
+) -> McpServers:
+    """The servers of ``project`` (a trusted ``.mcp.json``: its path, its text) but those
+    ``refused`` names (Claude Code's ``disabledMcpjsonServers``), and of ``configs``; a file or
+    value that is not such JSON is a ``ValueError`` naming it."""
+    sources: list[tuple[str, str]] = [project] if project is not None else []
     for config in configs:
         text = config.strip()
         if text.startswith("{"):
@@ -207,9 +232,12 @@ def load(workdir: Path, configs: Sequence[str], *, strict: bool) -> McpServers:
     given: list[str] = []
     for where, text in sources:
         for name, entry in _entries(where, text).items():
+            ours = project is not None and where == project[0]
+            if ours and name in refused:
+                continue
             servers.pop(name, None)
             unusable.pop(name, None)
-            if where != str(project):
+            if not ours:
                 given.append(name)
             kind = entry.get("type", "stdio")
             if kind == "sdk":
@@ -264,8 +292,36 @@ def _entries(where: str, text: str) -> dict[str, dict[str, Any]]:
     return entries
 
 
+def expand(value: Any, environ: Mapping[str, str] = os.environ) -> Any:
+    """``value`` (a string, or strings in a list or an object) with each ``${VAR}`` and
+    ``${VAR:-default}`` replaced from ``environ``, as Claude Code expands ``.mcp.json``; a
+    ``ValueError`` names one that is not set and has no default (Claude Code refuses such a
+    config too)."""
+    if isinstance(value, list):
+        return [expand(item, environ) for item in value]
+    if isinstance(value, dict):
+        return {key: expand(item, environ) for key, item in value.items()}
+    if not isinstance(value, str):
+        return value
+
+    def one(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in environ:
+            return environ[name]
+        if default is None:
+            raise ValueError(f"${{{name}}} is not set and has no default")
+        return default
+
+    return _VARIABLE.sub(one, value)
+
+
 def _server(where: str, name: str, entry: Mapping[str, Any]) -> McpServer:
-    """One server's entry, of a type in ``KINDS``; a ``ValueError`` says what is wrong."""
+    """One server's entry, of a type in ``KINDS``, its variables expanded; a ``ValueError``
+    says what is wrong."""
+    try:
+        entry = {key: expand(entry[key]) if key in _EXPANDED else entry[key] for key in entry}
+    except ValueError as exc:
+        raise ValueError(f"{where}: MCP server {name!r}: {exc}") from None
     kind = entry.get("type", "stdio")
     if kind == "stdio":
         return _stdio(where, name, entry)

@@ -25,7 +25,8 @@ from isoagent.parent.records.events import AnyEvent, ChildFinished, ChildStarted
 from isoagent.parent.records.figures import duration, plural, tokens, usd
 from isoagent.parent.records.past_run import AgentLog, PastRun
 from isoagent.parent.records.run_folder import runs_dir_for
-from isoagent.parent.records.terminal_text import for_stdout, shorten
+from isoagent.parent.records.run_seal import is_sealed
+from isoagent.parent.records.terminal_text import for_stdout, shorten, warn
 from isoagent.protocol import TextBlock, ToolResultBlock, ToolUseBlock, Usage
 
 SHORT = 90  # characters of a text, a tool's input or output shown without --full
@@ -122,7 +123,10 @@ def logs(
         if not runs:
             click.echo(f"isoagent: no runs in {runs_dir}", err=True)
         return
-    matches = runs[-1:] if run_id == "last" else [p for p in runs if p.name.startswith(run_id)]
+    if run_id == "last":
+        matches = _last_written_here(runs, runs_dir)
+    else:
+        matches = [p for p in runs if p.name.startswith(run_id)]
     if len(matches) != 1:
         why = "no run" if not matches else f"{len(matches)} runs"
         fail(f"{why} matching {run_id!r} in {runs_dir}", ExitCode.USAGE)
@@ -134,6 +138,24 @@ def logs(
     else:
         for line in run_tree(run, full=full):  # a model's and its tools' words, escaped
             click.echo(for_stdout(line, lines=False))
+
+
+def _last_written_here(runs: list[Path], runs_dir: Path) -> list[Path]:
+    """The newest of ``runs`` this user's isoagent wrote (``run_seal``), as a list of one
+    (or none); newer run folders it did not write are named on stderr, in one line."""
+    passed = []
+    for path in reversed(runs):
+        if is_sealed(path):
+            break
+        passed.append(path.name)
+    else:
+        path = None
+    if passed:
+        warn(
+            f"passed over {plural(len(passed), 'run folder')} in {runs_dir} not written by "
+            f"this user's isoagent: {shorten(', '.join(passed), SHORT)}"
+        )
+    return [] if path is None else [path]
 
 
 def _runs(runs_dir: Path) -> list[Path]:

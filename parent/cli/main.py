@@ -43,6 +43,10 @@ COMMANDS = {
         "isoagent.parent.cli.logs",
         "List the latest runs, or show RUN as a tree of its agents, turns and tool calls.",
     ),
+    "trust": (
+        "isoagent.parent.cli.trust",
+        "Trust a workspace's .mcp.json, settings and agent files' servers as they are now.",
+    ),
     "gateway": (
         "isoagent.parent.cli.gateway",
         "List this user's warm gateways (server, age, memory, calls), or stop them.",

@@ -43,8 +43,9 @@ def run_dir_option() -> Callable[..., Any]:
     return click.option(
         "--run-dir", metavar="DIR",
         help="Folder of the run folders (transcripts, logs) [env ISOAGENT_RUN_DIR]; default: "
-        "the workspace's .isoagent/runs, or $XDG_STATE_HOME/isoagent/runs (~/.local/state/"
-        "isoagent/runs) when that cannot be made (a read-only workspace).",
+        "the project's .isoagent/runs (the nearest folder up from the workspace with "
+        ".isoagent or .git), or $XDG_STATE_HOME/isoagent/runs (~/.local/state/isoagent/runs) "
+        "when that cannot be made (a read-only workspace).",
     )  # fmt: skip
 
 
@@ -57,10 +58,12 @@ def settings_options(
     extra: Sequence[Callable[..., Any]] = (),
     *,
     model_for: str = PARENT_MODEL,
+    print_mode: bool = False,
 ) -> Callable[..., Any]:
     """The options every model-backed command shares, handed to it as one ``settings``;
     ``extra``: a command's own options that are ``Options`` fields too; ``model_for``: who
-    ``--model`` is for, as its help says."""
+    ``--model`` is for, as its help says; ``print_mode`` (``-p``): the workspace's settings
+    files are applied, and nobody is asked whether the workspace is trusted."""
     options = [
         click.option(
             "--model", envvar=["ISOAGENT_MODEL", "ANTHROPIC_MODEL"], default=DEFAULTS.model,
@@ -132,6 +135,11 @@ def settings_options(
             "--strict-mcp-config", is_flag=True,
             help="Use only the --mcp-config servers, not the workspace's .mcp.json.",
         ),
+        click.option(
+            "--trust", is_flag=True,
+            help="Trust the workspace's .mcp.json, .claude/settings*.json and agent files' "
+            "MCP servers for this run (isoagent trust records it).",
+        ),
         *extra,
     ]  # fmt: skip
     names = _names(options)
@@ -140,7 +148,7 @@ def settings_options(
     def command(*args: Any, **kwargs: Any) -> Any:
         values = {name: kwargs.pop(name) for name in names}
         try:
-            settings = settings_from(values)
+            settings = settings_from(values, print_mode=print_mode)
         except ValueError as exc:  # e.g. a --hosts spec that cannot be used
             raise click.UsageError(str(exc)) from None
         return fn(*args, settings=settings, **kwargs)
@@ -321,10 +329,13 @@ def _warn(line: str) -> None:
     click.echo(f"isoagent: {terminal_line(line)}", err=True)  # it quotes agent files
 
 
-def settings_from(values: Mapping[str, Any]) -> Settings:
+def settings_from(values: Mapping[str, Any], *, print_mode: bool = False) -> Settings:
     """``Settings`` from the values of ``settings_options``: the ``Options`` they give,
-    made ``Settings`` by the same core the Python API uses. A ``ValueError`` says what
-    cannot be used."""
+    made ``Settings`` by the same core the Python API uses (asking on a terminal whether
+    the workspace is trusted, but in ``print_mode``). A ``ValueError`` says what cannot be
+    used."""
+    from isoagent.parent.cli.trust import ask_on_terminal
+
     given = {name: values[name] for name in values if name in OPTION_NAMES}
     context = click.get_current_context(silent=True)
     if (
@@ -332,7 +343,8 @@ def settings_from(values: Mapping[str, Any]) -> Settings:
         and context.get_parameter_source("max_parallel") == click.core.ParameterSource.DEFAULT
     ):
         given["max_parallel"] = None  # with --hosts, the pool's slots say how many at once
-    return settings_for(Options(**given), _warn)
+    ask = None if print_mode else ask_on_terminal
+    return settings_for(Options(**given), _warn, ask, settings_files=print_mode)
 
 
 def pick_agent(agents: Mapping[str, AgentSpec], name: str) -> AgentSpec:

@@ -38,7 +38,12 @@ from isoagent.parent.cli.options import output_options
 from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.prompts import read_piped_stdin, read_prompt
 from isoagent.parent.cli.sdk_options import KnowsItsFlags, sdk_flags, sdk_settings_options
-from isoagent.parent.cli.settings_flag import ClaudeSettings, Unsupported, read_settings
+from isoagent.parent.cli.settings_flag import (
+    ClaudeSettings,
+    Unsupported,
+    read_settings,
+    workspace_settings,
+)
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
 
@@ -178,6 +183,9 @@ def print_mode(
             unsupported = unsupported or f"--settings is not supported: {exc}"
         except ValueError as exc:
             fail(f"error: invalid --settings: {exc}", ExitCode.USAGE)
+    from_file, lines = workspace_settings(settings.workspace_trust, from_file)
+    for line in lines:
+        warn(line)
     plugged: dict[str, Any] = {}
     plugins: list[tuple[str, str]] = []  # (name, folder)
     for folder in plugin_dirs:

@@ -100,7 +100,7 @@ SDK_SETTINGS_OPTIONS = [
 
 def sdk_settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``settings_options`` with the SDK's flags that are ``Options`` fields."""
-    return settings_options(fn, extra=SDK_SETTINGS_OPTIONS)
+    return settings_options(fn, extra=SDK_SETTINGS_OPTIONS, print_mode=True)
 
 
 # flag -> why isoagent refuses it (the flag's value names the SDK option it comes from)

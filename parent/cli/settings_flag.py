@@ -9,16 +9,25 @@ children and the parent's commands; ``network.allowedDomains`` as ``--allowed-do
 and ``hooks`` (command hooks, run by the parent: ``parent/agent/hooks.py``).
 Keys that change only Claude Code's screen are ignored. Any other key is refused: a hook or
 a sandbox setting must not be dropped quietly.
+
+The workspace's own ``.claude/settings.json`` and ``.claude/settings.local.json`` are applied
+the same way, below ``--settings`` (``workspace_settings``): whole once the workspace is
+trusted (``parent/trust/``), else only their ``deny`` and ``ask`` rules, which only take
+away. Of those files, what isoagent does not apply is named in one line, not refused: the
+user did not pass them.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from isoagent.parent.agent.hooks import Hooks, UnsupportedHook
+from isoagent.parent.trust.claude_record import MCP_APPROVALS
+from isoagent.parent.trust.workspace import Trust, read_file
 
 # keys about Claude Code's own screen and housekeeping: nothing to do in a -p run
 _IGNORED = frozenset(
@@ -32,6 +41,7 @@ _REFUSED = {
     "env": "isoagent takes its environment from its process, not from settings",
     "apiKeyHelper": "isoagent takes its key from ANTHROPIC_API_KEY",
 }
+_APPLIED = frozenset({"permissions", "model", "sandbox", "hooks"})
 _PERMISSIONS = frozenset({"allow", "deny", "ask", "defaultMode", "additionalDirectories"})
 # what isoagent's sandbox already is (on, nothing to ask), and its one network setting
 _SANDBOX = frozenset({"enabled", "autoAllowBashIfSandboxed", "network"})
@@ -68,21 +78,39 @@ def read_settings(value: str) -> ClaudeSettings:
         raise ValueError(f"not JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
+    return _parse(data)
+
+
+def _parse(data: dict[str, Any], not_applied: list[str] | None = None) -> ClaudeSettings:
+    """Settings from their JSON; what isoagent does not apply is ``Unsupported``, or, given
+    ``not_applied`` (a workspace file's), named there and left out."""
+
+    def unsupported(what: str, why: str = "isoagent does not apply this setting") -> None:
+        if not_applied is None:
+            raise Unsupported(f"{what}: {why}")
+        not_applied.append(what)
+
     for key in data:
         if key in _REFUSED:
-            raise Unsupported(f"{key!r}: {_REFUSED[key]}")
-        if key not in _IGNORED and key not in ("permissions", "model", "sandbox", "hooks"):
-            raise Unsupported(f"{key!r}: isoagent does not apply this setting")
+            unsupported(repr(key), _REFUSED[key])
+        elif key not in _IGNORED and key not in _APPLIED:
+            unsupported(repr(key))
     permissions = data.get("permissions") or {}
     if not isinstance(permissions, dict):
         raise ValueError("permissions must be an object")
     for key in permissions:
         if key not in _PERMISSIONS:
-            raise Unsupported(f"'permissions.{key}': isoagent does not apply this setting")
-    try:
-        hooks = Hooks.from_settings(data["hooks"]) if "hooks" in data else None
-    except UnsupportedHook as exc:
-        raise Unsupported(str(exc)) from None
+            unsupported(f"'permissions.{key}'")
+    raw_hooks = data.get("hooks") or {}
+    if not isinstance(raw_hooks, dict):
+        raise ValueError("hooks must be an object")
+    hooks = Hooks()
+    for event, groups in raw_hooks.items():  # one event isoagent cannot run leaves the others
+        try:
+            hooks = _joined(hooks, Hooks.from_settings({event: groups}))
+        except UnsupportedHook as exc:
+            what, _, why = str(exc).partition(": ")
+            unsupported(what, why)
     return ClaudeSettings(
         hooks=hooks or None,
         allow=_rules(permissions, "allow"),
@@ -90,11 +118,75 @@ def read_settings(value: str) -> ClaudeSettings:
         default_mode=str(permissions.get("defaultMode") or ""),
         add_dirs=_rules(permissions, "additionalDirectories"),
         model=str(data.get("model") or ""),
-        allowed_domains=_allowed_domains(data.get("sandbox")),
+        allowed_domains=_allowed_domains(data.get("sandbox"), unsupported),
     )
 
 
-def _allowed_domains(sandbox: Any) -> tuple[str, ...] | None:
+def workspace_settings(
+    trust: Trust | None, flag: ClaudeSettings
+) -> tuple[ClaudeSettings, list[str]]:
+    """``flag`` (``--settings``') with the workspace's settings files below it, as ``trust``
+    (the run's: ``Settings.workspace_trust``) allows: a trusted file whole, another's deny
+    and ask rules alone; and one line per file for what of it is not applied."""
+    if trust is None:
+        return flag, []
+    merged, lines = ClaudeSettings(), []
+    for name in trust.settings:
+        data = read_file(trust.workdir / name)
+        if data is None:
+            continue
+        try:
+            parsed = json.loads(data)
+            if not isinstance(parsed, dict):
+                raise ValueError("not a JSON object")
+            if not trust.trusted(name):  # only what takes away
+                parsed = {"permissions": _taking_away(parsed.get("permissions"))}
+            for key in MCP_APPROVALS:  # the workspace's trust reads them (parent/trust/)
+                parsed.pop(key, None)
+            not_applied: list[str] = []
+            merged = _below(merged, _parse(parsed, not_applied))
+        except ValueError as exc:
+            lines.append(f"warning: {name} is not applied: {exc}")
+            continue
+        if not_applied:
+            lines.append(f"warning: {name}: isoagent does not apply {', '.join(not_applied)}")
+    return _below(merged, flag), lines
+
+
+def _taking_away(permissions: Any) -> dict[str, Any]:
+    if not isinstance(permissions, dict):
+        return {}
+    return {key: permissions[key] for key in ("deny", "ask") if key in permissions}
+
+
+def _below(lower: ClaudeSettings, upper: ClaudeSettings) -> ClaudeSettings:
+    """Two settings as one: their rules, folders, domains and hooks together, ``upper``'s
+    mode and model where it has one."""
+    domains = None
+    if lower.allowed_domains is not None or upper.allowed_domains is not None:
+        domains = (*(lower.allowed_domains or ()), *(upper.allowed_domains or ()))
+    hooks = _joined(lower.hooks or Hooks(), upper.hooks or Hooks())
+    return ClaudeSettings(
+        allow=(*lower.allow, *upper.allow),
+        deny=(*lower.deny, *upper.deny),
+        default_mode=upper.default_mode or lower.default_mode,
+        add_dirs=(*lower.add_dirs, *upper.add_dirs),
+        model=upper.model or lower.model,
+        allowed_domains=domains,
+        hooks=hooks or None,
+    )
+
+
+def _joined(first: Hooks, second: Hooks) -> Hooks:
+    """Both hooks, event by event, ``first``'s matchers before ``second``'s."""
+    events = {
+        event: (*first.events.get(event, ()), *second.events.get(event, ()))
+        for event in dict.fromkeys([*first.events, *second.events])
+    }
+    return Hooks(events)
+
+
+def _allowed_domains(sandbox: Any, unsupported: Callable[[str], None]) -> tuple[str, ...] | None:
     """``sandbox.network.allowedDomains`` of an enabled sandbox (None: not given)."""
     if sandbox is None:
         return None
@@ -111,7 +203,7 @@ def _allowed_domains(sandbox: Any) -> tuple[str, ...] | None:
     ):
         for key in keys:
             if key not in known:
-                raise Unsupported(f"'{where}.{key}': isoagent does not apply this setting")
+                unsupported(f"'{where}.{key}'")
     return (
         _rules(network, "allowedDomains", "sandbox.network")
         if "allowedDomains" in network

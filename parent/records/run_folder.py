@@ -8,6 +8,7 @@ import errno
 import functools
 import os
 import secrets
+import stat
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from io import FileIO
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 
@@ -33,30 +35,82 @@ RUN_DIR_VARIABLE = "ISOAGENT_RUN_DIR"
 
 def runs_dir_for(workdir: Path, chosen: str | Path | None = None) -> tuple[Path, bool]:
     """Where the runs of ``workdir`` go, and whether that is the fallback: ``chosen``
-    (``--run-dir``), else ``$ISOAGENT_RUN_DIR``, else the workspace's ``.isoagent/runs``,
-    else, when that cannot be made there (a read-only workspace), ``state_runs()``.
-    No link on the way is resolved: a child may have planted it (``open_base``)."""
+    (``--run-dir``), else ``$ISOAGENT_RUN_DIR``, else the project's ``.isoagent/runs``
+    (``project_root``: from a sub-folder, the project's runs), else, when that cannot be
+    made there (a read-only workspace), ``state_runs()``. No link on the way is resolved:
+    a child may have planted it (``open_base``)."""
     chosen = chosen or os.environ.get(RUN_DIR_VARIABLE)
     if chosen:
         return Path(os.path.abspath(os.path.expanduser(chosen))), False
-    default = workdir / RUNS
+    default = project_root(workdir) / RUNS
     if _can_make(default):
         return default, False
     return state_runs(), True
 
 
+def project_root(workdir: Path) -> Path:
+    """The folder whose ``.isoagent`` keeps ``workdir``'s runs, as git finds a repository:
+    the nearest of ``workdir`` and the folders above it that holds an ``.isoagent`` folder
+    or a ``.git`` (a folder, or a worktree's file) of this user's; ``workdir`` itself when
+    none does. No project spans the home, a folder anyone may write (``/tmp``) or ``/``:
+    the walk stops below them (a dotfiles ``~/.git``, or an ``.isoagent`` a run once left in
+    ``/tmp``, must not gather every scratch folder's runs), and a marker of another user's
+    is passed over, as git's safe.directory refuses it."""
+    home = Path(os.path.realpath(Path.home()))
+    for folder in (workdir, *workdir.parents):
+        if folder != workdir and (folder == home or _shared(folder)):
+            break
+        if folder == folder.parent:
+            break
+        if any(_own_marker(folder / name) for name in (".isoagent", ".git")):
+            return folder
+    return workdir
+
+
+def _shared(folder: Path) -> bool:
+    try:
+        return bool(os.stat(folder).st_mode & stat.S_IWOTH)
+    except OSError:
+        return True
+
+
+def _own_marker(path: Path) -> bool:
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return False
+    kind = stat.S_IFMT(found.st_mode)
+    return found.st_uid == os.geteuid() and (
+        kind == stat.S_IFDIR or (kind == stat.S_IFREG and path.name == ".git")
+    )
+
+
 def state_runs() -> Path:
-    """Runs in the user's state folder: ``$XDG_STATE_HOME/isoagent/runs``, by default
-    ``~/.local/state/isoagent/runs`` (a relative ``XDG_STATE_HOME`` is ignored, as the XDG
-    specification says). The home's path is made real, as the workspace's is, so that
-    ``open_base`` sees a workspace that holds the state folder; nothing below is resolved."""
-    return _state_runs(os.environ.get("XDG_STATE_HOME", ""), str(Path.home()))
+    """Runs in the user's state folder: ``state_dir() / "runs"``."""
+    return state_dir() / "runs"
+
+
+def state_dir() -> Path:
+    """What isoagent keeps for this user, out of every workspace (earlier runs of read-only
+    workspaces, the key that seals runs, the workspace trust record):
+    ``$XDG_STATE_HOME/isoagent``, by default ``~/.local/state/isoagent`` (a relative
+    ``XDG_STATE_HOME`` is ignored, as the XDG specification says). The home's path is made
+    real, as the workspace's is, so that ``open_base`` sees a workspace that holds the state
+    folder; nothing below it is resolved. No sandboxed child reads it
+    (``sandbox_policy.hidden_paths``)."""
+    return _state_dir(os.environ.get("XDG_STATE_HOME", ""), str(Path.home()))
 
 
 @functools.lru_cache(maxsize=4)  # asked for each child (sandbox_policy): a realpath is 25 us
-def _state_runs(state: str, home: str) -> Path:
+def _state_dir(state: str, home: str) -> Path:
     base = Path(state) if os.path.isabs(state) else Path(os.path.realpath(home), ".local", "state")
-    return base / "isoagent" / "runs"
+    return base / "isoagent"
+
+
+def open_state_dir() -> int:
+    """The state folder as a directory fd, as ``open_base`` opens a run folder's base: no
+    link below the home (or ``$XDG_STATE_HOME``'s parent) followed."""
+    return open_base(state_dir(), (Path(os.path.realpath(Path.home())),))
 
 
 def _can_make(folder: Path) -> bool:
@@ -179,6 +233,13 @@ def write_all(file: FileIO, data: bytes | memoryview) -> None:
         view = view[file.write(view) :]
 
 
+class LineSeal(Protocol):
+    """What marks each line written as this user's isoagent's (``run_seal.Seal``)."""
+
+    def add(self, line: bytes) -> None: ...
+    def close(self) -> None: ...
+
+
 class TranscriptWriter:
     """Appends events as JSONL lines, flushed one by one so a crash loses nothing written;
     each event gets the time it was written, unless it has one.
@@ -191,12 +252,15 @@ class TranscriptWriter:
         self,
         path: Path,
         create: Callable[[], FileIO] | None = None,
+        seal: LineSeal | None = None,
         spend: Callable[[int], None] | None = None,
     ) -> None:
         """``create``: makes the file (``RunFolder.opener``); default: append to ``path``.
-        ``spend``: told each line's size before it is written; it may raise to refuse it."""
+        ``seal``: told each line once it is written whole. ``spend``: told each line's size
+        before it is written; it may raise to refuse it."""
         self.path = path
         self._spend = spend
+        self.seal = seal
         self._file: FileIO | None = None
         self._end = 0  # end of the last complete line
         try:
@@ -216,6 +280,8 @@ class TranscriptWriter:
                 self._spend(len(line))
             write_all(self._file, line)
             self._end += len(line)
+            if self.seal is not None:
+                self.seal.add(line)
         except (OSError, UnicodeEncodeError) as exc:
             with contextlib.suppress(OSError):  # keep valid JSONL: drop the partial line
                 self._file.truncate(self._end)
@@ -231,3 +297,6 @@ class TranscriptWriter:
             with contextlib.suppress(OSError):
                 self._file.close()
             self._file = None
+        if self.seal is not None:
+            self.seal.close()
+            self.seal = None

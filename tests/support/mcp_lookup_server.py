@@ -1,7 +1,8 @@
 """An MCP server for the tests: ``python -m tests.support.mcp_lookup_server OUTSIDE``
 (stdio), or with ``--http PORT`` over streamable HTTP on every address.
 
-It notes its start as ``started-<pid>`` in its working folder (where it may write), and its
+It notes its start as ``started-<pid>`` in its working folder (where it may write), holding
+its environment as JSON, and its
 one tool, ``lookup``, answers with the key, its pid, whether it could write in OUTSIDE, a
 folder outside the workspace (a sandboxed child's server cannot), and whether it was given
 an API key; a key that is an absolute path, with what the server reads there.
@@ -101,5 +102,5 @@ if __name__ == "__main__":
         serve_http(int(sys.argv[3]))
     else:
         with contextlib.suppress(OSError):  # a read-only child's server may not
-            Path(f"started-{os.getpid()}").write_text("")
+            Path(f"started-{os.getpid()}").write_text(json.dumps(dict(os.environ)))
         serve_stdio()

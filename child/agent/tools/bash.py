@@ -17,6 +17,7 @@ from isoagent.child.agent.process_tree import signal_name, signal_processes
 from isoagent.child.agent.tools.base import Tool, ToolError
 from isoagent.child.agent.tools.bash_rules import GIT_LOCKED, CommandRefused, check, rule_path
 from isoagent.child.agent.truncate import keep_sizes, mark_cut, truncate
+from isoagent.child.confine_command import confined_env
 
 MAX_TIMEOUT_MS = 600_000  # Claude Code's, for a command in the foreground
 # how long the pipe may stay open after the command exits (a background job holds it)
@@ -78,6 +79,8 @@ class Bash(Tool[BashInput]):
             temp = env.get("TMPDIR") or "/tmp"
             writable = [str(ctx.workdir), *map(str, ctx.add_dirs), temp]
             env["PATH"] = rule_path(env.get("PATH", os.defpath), writable)
+        if ctx.command_prefix:  # the wrapper that confines it starts with no loader variable
+            env = confined_env(os.environ if env is None else env)
         proc = _start([*ctx.command_prefix, "/bin/bash", "-c", inp.command], ctx.workdir, env)
         timed_out = self._supervise(proc, output, timeout)
         if ctx.cancelled.is_set():

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import msgspec
 
 from isoagent.child.agent.tools.base import Tool, ToolContext, ToolOutput
+from isoagent.child.confine_command import confined_env
 from isoagent.protocol import McpReply, McpServer, ToolSpec
 
 if TYPE_CHECKING:
@@ -140,7 +141,7 @@ class McpSessions:
                     params = StdioServerParameters(
                         command=argv[0],
                         args=argv[1:],
-                        env={**(os.environ if ctx.env is None else ctx.env), **server.env},
+                        env=server_environment(server, ctx),
                         cwd=str(ctx.workdir),
                     )
                     transport = stdio_client(params)
@@ -179,6 +180,15 @@ class McpSessions:
         with contextlib.suppress(Exception):  # a server left running is ended by its tag
             self.run(end(), START_SECONDS)
         self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def server_environment(server: McpServer, ctx: ToolContext) -> dict[str, str]:
+    """A stdio server's environment: the agent's commands' (allow-listed, with their tag),
+    and the server's own ``env``, set inside the confinement when a wrapper confines it (the
+    parent's servers: ``confined_env``), else directly (a child's: the child that starts it
+    is confined already)."""
+    env = dict(os.environ if ctx.env is None else ctx.env)
+    return confined_env(env, server.env) if ctx.command_prefix else {**env, **server.env}
 
 
 def tool_name(server: str, tool: str) -> str:
