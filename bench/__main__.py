@@ -23,6 +23,7 @@ from bench import (
     display_cost,
     flows,
     imports,
+    parent_tools,
     rate_limits,
     references,
     remote_start,
@@ -48,6 +49,7 @@ ROWS = (
     "display",
     "protocol",
     "cli-start",
+    "parent-tools",
 )
 DEFAULT_JSON = Path(__file__).parent / "results.json"
 
@@ -78,6 +80,8 @@ class Sizes:
     api_batch_tasks: int
     api_batch_delay: float  # seconds a Message Batch takes
     api_batch_window: float
+    parent_tool_calls: int  # the parent tools row: calls a session (and twice as many)
+    parent_tool_repeats: int
 
 
 FULL = Sizes(
@@ -111,6 +115,8 @@ FULL = Sizes(
     api_batch_tasks=500,
     api_batch_delay=5.0,
     api_batch_window=10.0,
+    parent_tool_calls=200,
+    parent_tool_repeats=5,
 )
 QUICK = Sizes(  # each row once, as cheaply as it still runs every path
     start_runs=1,
@@ -137,6 +143,8 @@ QUICK = Sizes(  # each row once, as cheaply as it still runs every path
     api_batch_tasks=4,
     api_batch_delay=0.2,
     api_batch_window=1.0,
+    parent_tool_calls=2,
+    parent_tool_repeats=1,
 )
 
 
@@ -170,6 +178,9 @@ def measure(sizes: Sizes, rows: list[str]) -> tuple[list[Line], list[str]]:
         "display": lambda: display_cost.task_display(sizes.one_shot_runs),
         "remote-start": lambda: remote_start.remote_start(
             sizes.remote_runs, sizes.remote_batch_tasks, skipped
+        ),
+        "parent-tools": lambda: parent_tools.row(
+            sizes.parent_tool_calls, sizes.parent_tool_repeats
         ),
     }
     lines: list[Line] = []

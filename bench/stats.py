@@ -76,6 +76,7 @@ ORDER = (
     "CPU",
     "protocol",
     "CLI start",
+    "parent tools",
 )
 
 

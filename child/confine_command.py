@@ -29,11 +29,26 @@ CONFINED_ENV = "ISOAGENT_CONFINED_ENV"  # the command's own variables, set after
 
 
 class Confinement(msgspec.Struct):
+    """A writing child's sandbox, for a process of the parent's (this module's command, the
+    parent's hands: ``child/hands.py``)."""
+
     policy: SandboxPolicy
     limits: Limits
     workdir: str
     tmpdir: str
     add_dirs: list[str] = []
+
+    def apply(self) -> None:
+        """Confine this process; it may fork, and only the fork returns (``sandbox.pids``)."""
+        from isoagent.child import sandbox
+
+        sandbox.confine(
+            self.policy,
+            self.limits,
+            Path(self.workdir),
+            Path(self.tmpdir),
+            [Path(p) for p in self.add_dirs],
+        )
 
 
 def confined_env(
@@ -66,16 +81,8 @@ def main(argv: list[str]) -> int:
     except msgspec.DecodeError as exc:
         print(f"isoagent: the command was not run: {CONFINED_ENV}: {exc}", file=sys.stderr)
         return 126
-    from isoagent.child import sandbox
-
     try:
-        sandbox.confine(
-            spec.policy,
-            spec.limits,
-            Path(spec.workdir),
-            Path(spec.tmpdir),
-            [Path(p) for p in spec.add_dirs],
-        )
+        spec.apply()
     except Exception as exc:  # never run it unconfined
         print(f"isoagent: the command was not run: its sandbox failed: {exc}", file=sys.stderr)
         return 126

@@ -34,11 +34,15 @@ from pathlib import Path
 
 import msgspec
 
+from isoagent.child import (
+    hands,
+    sandbox,  # preloaded: what a child imports when it confines itself
+)
 from isoagent.child import main as child_main
-from isoagent.child import sandbox  # preloaded: what a child imports when it confines itself
 from isoagent.child.agent.process_tree import PPID, stat_fields
 from isoagent.child.agent.tools import TOOL_CLASSES
 from isoagent.child.agent.tools.base import input_schema
+from isoagent.child.sandbox import pids
 from isoagent.protocol.forkserver import (
     MAX_MESSAGE,
     Attach,
@@ -139,7 +143,7 @@ def _request(
             return 0
         sys.stderr.flush()
         try:
-            pid = os.fork()
+            pid = _fork(request)
         except OSError as exc:
             _send(parents, parent, SpawnFailed(request.request, f"fork: {exc.strerror or exc}"))
             return 0
@@ -152,8 +156,18 @@ def _request(
             os.close(fd)
 
 
+def _fork(request: Spawn) -> int:
+    """Fork the child, pid 1 of a pid namespace of its own if the request says so and the
+    machine allows (else its sandbox makes one as it confines itself)."""
+    if request.pid_namespace:
+        with contextlib.suppress(OSError):
+            return pids.fork_as_init()
+    return os.fork()
+
+
 def become_child(request: Spawn, fds: list[int]) -> None:
-    """In the forked child: become ``python -m isoagent.child`` on the given pipes, then exit."""
+    """In the forked child: become ``python -m isoagent.child`` (or the parent's hands) on
+    the given descriptors, then exit."""
     code = 1
     try:
         os.setsid()
@@ -165,7 +179,10 @@ def become_child(request: Spawn, fds: list[int]) -> None:
         os.environ.clear()
         os.environ.update(request.env)
         os.chdir(request.cwd)
-        code = child_main.main()
+        if request.program == "hands":
+            code = hands.main(["isoagent.child.hands", *request.args])
+        else:
+            code = child_main.main()
     except SystemExit as exc:
         code = _exit_code(exc)
     except BaseException:

@@ -34,6 +34,7 @@ from isoagent.child.identity import allowed_environment
 from isoagent.child.sandbox.privileges import make_undumpable
 from isoagent.parent.agent.bridge import GatewayBridge, run_in_thread
 from isoagent.parent.agent.cost_budget import TOKENS, BudgetedSource, SharedBudget, usd_rates
+from isoagent.parent.agent.hands import HANDS_LOG, Hands, handed
 from isoagent.parent.agent.hooks import SessionHooks
 from isoagent.parent.agent.parent_agent import (
     allowed_spec,
@@ -49,7 +50,7 @@ from isoagent.parent.agent.structured_output import StructuredOutputTool
 from isoagent.parent.agent.task_tool import TaskTool
 from isoagent.parent.children.egress_proxy import EgressPolicy, EgressProxy, once_per_host
 from isoagent.parent.children.forkserver import ForkServer, ForkServerUnavailable
-from isoagent.parent.children.launch import fork_server_for, nesting_depth
+from isoagent.parent.children.launch import child_environment, fork_server_for, nesting_depth
 from isoagent.parent.children.sandbox_policy import (
     SandboxRefused,
     mechanism_warnings,
@@ -255,10 +256,12 @@ class Session:
         self.ask: Ask | None = None  # who the parent's calls are asked of (the SDK's can_use_tool)
         self.hooks: SessionHooks | None = None  # --settings' and the SDK's hooks, if any
         if settings.hooks:
+            planted = self.supervisor.planted  # swept before any hook runs
+            sweep = planted.sweep if planted is not None else None
+            hooks = dataclasses.replace(settings.hooks, before=sweep)
             self.hooks = SessionHooks(
-                settings.hooks, self.session_id, str(log), str(settings.workdir),
-                settings.permission_mode,
-            )  # fmt: skip
+                hooks, self.session_id, str(log), str(settings.workdir), settings.permission_mode
+            )
             self.supervisor.hooks = self.hooks
         self.started = time.monotonic()
         self._task: asyncio.Task[object] | None = None  # the body's, while it runs
@@ -510,9 +513,17 @@ class Session:
         temp = tempfile.mkdtemp(prefix="isoagent-parent-")  # its commands' TMPDIR
         env["TMPDIR"] = temp
         prefix: tuple[str, ...] = ()
-        if policy.mode != "off":
+        hands = None
+        if policy.mode != "off":  # its commands and file tools get a writing child's sandbox
             where = (str(settings.workdir), temp, [str(p) for p in settings.add_dirs])
-            prefix = command_prefix(Confinement(policy, settings.limits, *where))
+            confinement = Confinement(policy, settings.limits, *where)
+            prefix = command_prefix(confinement)
+            log = self.run.opener(self.run.path / HANDS_LOG)
+            offline = msgspec.structs.replace(policy, network=False, proxy="")  # files only
+            hands = Hands(
+                msgspec.structs.replace(confinement, policy=offline),
+                child_environment(temp), log, self.fork_server, loop,
+            )  # fmt: skip
         # its own WebFetch runs in this process: it checks what the proxy would check
         fetching = msgspec.structs.replace(
             policy, proxy="", network=settings.child_network != "off"
@@ -522,7 +533,7 @@ class Session:
             bash_allow=spec.bash_allow, bash_deny=spec.bash_deny, cancelled=self.stop_parent,
             add_dirs=settings.add_dirs, command_prefix=prefix,
         )  # fmt: skip
-        tools = make_tools([name for name in spec.tools if name != TASK_TOOL], ctx)
+        tools = handed(make_tools([name for name in spec.tools if name != TASK_TOOL], ctx), hands)
         try:  # its MCP servers start as its commands do (an interrupt ends them by their tag)
             mcp, mcp_sessions = await asyncio.to_thread(parent_mcp_tools, settings, ctx)
         except asyncio.CancelledError:
@@ -592,4 +603,6 @@ class Session:
             ctx.end_commands()  # and whatever the parent's own commands left running
             if mcp_sessions is not None:  # their servers among them: no wait for their end
                 mcp_sessions.close()
+            if hands is not None:
+                hands.close()
             shutil.rmtree(temp, ignore_errors=True)

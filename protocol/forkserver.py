@@ -8,17 +8,26 @@ stdout and stderr pipe ends alongside it as ``SCM_RIGHTS`` file descriptors (an
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 MAX_MESSAGE = 1 << 20  # one Spawn (an environment and a path) is far below this
 
 
+Program = Literal["child", "hands"]  # python -m isoagent.child, or isoagent.child.hands
+
+
 class Spawn(msgspec.Struct, tag=True):
-    """Fork a child with this environment and working directory (its pipes ride along)."""
+    """Fork a child with this environment and working directory (its stdin, stdout and
+    stderr ride along)."""
 
     request: int  # echoed in the answer: an answer to a request given up on is ignored
     env: dict[str, str]
     cwd: str
+    pid_namespace: bool = False  # the child is pid 1 of a pid namespace of its own
+    program: Program = "child"  # what the fork runs: a child, or the parent's hands
+    args: list[str] = []  # its arguments (the hands': its confinement)
 
 
 class Attach(msgspec.Struct, tag=True):

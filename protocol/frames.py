@@ -217,6 +217,8 @@ class SandboxPolicy(msgspec.Struct, frozen=True, omit_defaults=True):
     # what it may not read at all (~/.ssh, ~/.aws, the run folders, ...): each existing
     # one is covered by an empty, read-only mount
     hidden: tuple[str, ...] = ()
+    # a pid namespace of its own and a /proc that shows only it (sandboxed, with mounts)
+    pid_namespace: bool = False
     # hosts WebFetch may fetch though they are on a private, loopback or link-local address
     local_fetch_hosts: tuple[str, ...] = ()
     # the hosts WebFetch may fetch (the proxy checks them for the rest); (): any public

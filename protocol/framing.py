@@ -19,6 +19,7 @@ from typing import Protocol
 import msgspec
 
 from isoagent.protocol.frames import ChildFrame, ParentFrame
+from isoagent.protocol.hands import FromHands, ToHands
 from isoagent.protocol.hostserver import FromServer, ToServer
 
 MAX_FRAME = 1 << 30  # 1 GiB
@@ -32,6 +33,8 @@ _decoders: dict[object, msgspec.msgpack.Decoder] = {
     ParentFrame: msgspec.msgpack.Decoder(ParentFrame),
     ToServer: msgspec.msgpack.Decoder(ToServer),
     FromServer: msgspec.msgpack.Decoder(FromServer),
+    ToHands: msgspec.msgpack.Decoder(ToHands),
+    FromHands: msgspec.msgpack.Decoder(FromHands),
 }
 
 
@@ -59,7 +62,7 @@ def check_length(header: bytes | bytearray) -> int:
 
 def decode_frame(body: bytes | bytearray | mmap.mmap, union: object) -> object:
     """Decode one frame body as a member of ``union`` (ChildFrame or ParentFrame; a host
-    server's ToServer or FromServer)."""
+    server's ToServer or FromServer; the parent's hands' ToHands or FromHands)."""
     try:
         return _decoders[union].decode(body)
     except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nested too deep

@@ -4,6 +4,7 @@ every child is ended."""
 
 from __future__ import annotations
 
+import secrets
 import signal
 import subprocess
 import sys
@@ -15,11 +16,13 @@ import pytest
 import isoagent
 from tests.conftest import cli_env
 from tests.support.api_env import use_server
+from tests.support.cli import started_children
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
-from tests.support.processes import alive, wait_for
+from tests.support.processes import alive, running, wait_for
 
 REPO = Path(__file__).parents[1]
-HANG = "echo $PPID > child.pid; sleep 300 & echo $! > bg.pid; wait"
+SLEEP = f"300.{secrets.randbelow(10**9)}"  # the background job's: found by it from here
+HANG = f"sleep {SLEEP} & touch started; wait"
 
 
 def hang_or_answer(req: Request) -> Reply:
@@ -76,10 +79,9 @@ def test_the_apps_handlers_stay_and_ctrl_c_is_keyboard_interrupt_with_no_child_l
         text=True,
     )
     try:
-        bg = workspace / "bg.pid"
-        assert wait_for(lambda: bg.exists() and bg.read_text().strip() != "", 60)
-        child, grandchild = int((workspace / "child.pid").read_text()), int(bg.read_text())
-        assert alive(child) and alive(grandchild)
+        assert wait_for((workspace / "started").exists, 60)
+        [child] = [pid for pid in started_children(workspace) if alive(pid)]  # the hanging one
+        [grandchild] = running("sleep", SLEEP)
         app_process.send_signal(signal.SIGINT)
         stdout, stderr = app_process.communicate(timeout=60)
     finally:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import cli_env
-from tests.support.cli import run_cli
+from tests.support.cli import kill_child_once, run_cli
 from tests.support.messages_server import MessagesServer, text_reply, tool_reply
 from tests.support.scripts import delegating
 
@@ -15,10 +15,13 @@ from tests.support.scripts import delegating
 def test_child_killed_with_sigkill_gives_a_clear_tool_result(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
+    dying = tmp_path / "dying"
     api_server.handler = delegating(
-        [tool_reply("Bash", {"command": "echo about to die >&2; kill -9 $PPID; sleep 5"})]
+        [tool_reply("Bash", {"command": f"echo about to die >&2; touch {dying}; sleep 30"})]
     )
+    killer = kill_child_once(dying.exists, tmp_path)
     done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    killer.join()
     assert done.returncode == 0, done.stderr
     assert "error=True" in done.stdout
     assert "crashed" in done.stdout and "SIGKILL" in done.stdout

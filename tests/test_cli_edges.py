@@ -9,6 +9,7 @@ import json
 import os
 import shlex
 import subprocess
+from io import FileIO
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,7 @@ def test_an_unencodable_event_is_reported_once_and_never_raises(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "t.jsonl"
-    writer = TranscriptWriter(path)
+    writer = TranscriptWriter(path, lambda: FileIO(path, "wb"))
     good = MessageAdded("user", [TextBlock("fine")], 0, child="001")
     writer(good)
     for _ in range(2):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from isoagent.child.agent.process_tree import PPID, stat_fields
 from isoagent.protocol import PROTOCOL_VERSION
 from tests.conftest import cli_env
 from tests.support.cli import ISOAGENT, read_jsonl, run_cli, run_dirs, start_cli
@@ -233,20 +234,18 @@ def test_background_process_of_a_command_neither_hangs_the_run_nor_survives(
     child_turn = next(r for r in api_server.requests if r.turn == 1)
     assert "started" in child_turn.tool_results[0]["content"]
     assert_one_line_messages(done.stderr)
-    assert_nothing_survives(mark, [read_pid(pid_file), *child_pids(tmp_path)])
+    read_pid(pid_file)  # it started: a pid of the child's namespace, found here by its mark
+    assert_nothing_survives(mark, child_pids(tmp_path))
     assert_transcripts_complete(tmp_path)
 
 
 def test_parent_killed_with_sigkill_leaves_no_child_or_grandchild(
     api_server: MessagesServer, tmp_path: Path, mark: str
 ) -> None:
-    files = {name: tmp_path / f"{name}.pid" for name in ("child", "server", "bg", "escaped", "fg")}
+    started = tmp_path / "started"  # the pids its commands see are their namespace's
     command = (
-        f"echo $PPID > {files['child']}; "
-        f"ps -o ppid= -p $PPID > {files['server']}; "  # the fork server that forked the child
-        f"sleep 300 > /dev/null & echo $! > {files['bg']}; "
-        f"setsid sleep 300 & echo $! > {files['escaped']}; "
-        f"echo $$ > {files['fg']}.part; mv {files['fg']}.part {files['fg']}; sleep 300"
+        "sleep 300 > /dev/null & setsid sleep 300 & "
+        f"echo $$ > {started}.part; mv {started}.part {started}; sleep 300"
     )
     api_server.handler = delegating([tool_reply("Bash", {"command": command})])
     # the command in its own process, with a fork server of its own (through the warm
@@ -254,12 +253,12 @@ def test_parent_killed_with_sigkill_leaves_no_child_or_grandchild(
     env = {**fault_env(api_server, mark), "ISOAGENT_DAEMON": "0"}
     cli = start_cli(["run", "go"], env, cwd=tmp_path)
     try:
-        fg = read_pid(files["fg"])
-        names = ("child", "server", "bg", "escaped")
-        pids = [int(files[name].read_text()) for name in names] + [fg]
-        assert all(alive(p) for p in pids)
-        assert child_pids(tmp_path) == [pids[0]]
-        assert b"child.forkserver" in Path(f"/proc/{pids[1]}/cmdline").read_bytes()
+        read_pid(started)
+        [child] = child_pids(tmp_path)
+        server = int(stat_fields(child)[PPID])  # the fork server that forked the child
+        assert b"child.forkserver" in Path(f"/proc/{server}/cmdline").read_bytes()
+        pids = [child, server]
+        assert all(alive(p) for p in pids) and len(marked_processes(mark)) >= 4
         os.kill(cli.pid, signal.SIGKILL)
         cli.wait(timeout=10)
         # children see EOF on stdin and end their commands: about a second, under load;

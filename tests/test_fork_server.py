@@ -28,9 +28,10 @@ from isoagent.parent.children.launch import (
     fork_server_for,
 )
 from isoagent.parent.children.process import ChildProcess
+from isoagent.parent.children.sandbox_policy import pid_namespaces_available
 from isoagent.protocol import Hello, ModelCall, ModelReply, Result, Task, TextBlock, ToolUseBlock
 from tests.conftest import cli_env
-from tests.support.cli import read_jsonl, run_cli, run_dirs, start_cli
+from tests.support.cli import read_jsonl, run_dirs, start_cli, started_children
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
 from tests.support.processes import alive, wait_for
 
@@ -181,6 +182,24 @@ def test_server_launched_before_the_event_loop_and_never_used_is_gone_after_clos
     assert not alive(server.pid)  # killed and reaped at once
 
 
+@pytest.mark.skipif(not pid_namespaces_available(), reason="no pid namespace for children here")
+def test_a_child_asked_for_with_a_pid_namespace_is_pid_1_there(tmp_path: Path) -> None:
+    async def body(server: ForkServer) -> tuple[int, str, int | None]:
+        env = child_environment(str(tmp_path))
+        child = await server.spawn(env, PACKAGE_ROOT, pid_namespace=True)
+        said = (await hello(child)).pid
+        status = Path(f"/proc/{child.pid}/status").read_text()
+        nspid = next(line for line in status.splitlines() if line.startswith("NSpid:"))
+        child.stdin.close()  # EOF instead of a Task
+        await child.wait_exit(10)
+        child.close_pipes()
+        return said, nspid, child.returncode
+
+    said, nspid, code = with_server(body)
+    assert said == 1 and nspid.split()[-1] == "1"  # here its pid is the server's fork's
+    assert code == 2
+
+
 def test_child_killed_by_a_signal_reports_the_signal_as_a_negative_returncode(
     tmp_path: Path,
 ) -> None:
@@ -279,21 +298,36 @@ def test_a_child_outliving_the_servers_reader_still_has_its_end_seen(tmp_path: P
 # --- through the CLI ----------------------------------------------------------------
 
 
-def child_and_server(workdir: Path) -> str:
-    """A bash command that notes its child's pid, the child's parent, and that parent's
-    environment (NUL-separated), then lists its own environment."""
+def held(workdir: Path, name: str = "held") -> str:
+    """A bash command that notes what it can read of its agent's environment (pid 1 of its
+    namespace), waits while ``workdir/name`` exists (it makes it) so the test can look at
+    its child from outside, then lists its own environment."""
+    hold = workdir / name
     return (
-        f"echo $PPID > {workdir}/child.pid; ps -o ppid= -p $PPID > {workdir}/parent.pid; "
-        f"cat /proc/$(cat {workdir}/parent.pid | tr -d ' ')/environ > {workdir}/parent.env; env"
+        f"cat /proc/1/environ > {workdir}/agent.env; touch {hold}; "
+        f"while [ -e {hold} ]; do sleep 0.05; done; env"
     )
 
 
-def probing(workdir: Path) -> Callable[[Request], Reply]:
-    """The child runs ``child_and_server(workdir)`` with bash, then answers."""
+def probing(workdir: Path, name: str = "held") -> Callable[[Request], Reply]:
+    """The child runs ``held(workdir, name)`` with bash, then answers."""
     return lambda req: [
-        tool_reply("Bash", {"command": child_and_server(workdir)}),
+        tool_reply("Bash", {"command": held(workdir, name)}),
         text_reply("done"),
     ][min(req.turn, 1)]
+
+
+def holding_child(workdir: Path, name: str = "held") -> int:
+    """The pid of the child holding at ``held(workdir, name)``, once it holds."""
+    assert wait_for((workdir / name).exists), "the child never ran"
+    return started_children(workdir)[-1]
+
+
+def parent_of_held(workdir: Path, name: str = "held") -> int:
+    """The pid of the parent of the child holding at ``name``; then it may go on."""
+    parent = ppid(holding_child(workdir, name))
+    (workdir / name).unlink()
+    return parent
 
 
 def test_cli_forks_children_from_a_server_without_credentials(
@@ -301,12 +335,14 @@ def test_cli_forks_children_from_a_server_without_credentials(
 ) -> None:
     api_server.handler = probing(tmp_path)
     env = cli_env(api_server, ANTHROPIC_AUTH_TOKEN="token-xyz", SOME_SECRET="hush")
-    done = run_cli(["task", "probe"], env, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-
-    # the child's command cannot even read the fork server's environment (which holds no
-    # secret: it is started with the allow-listed environment): neither is dumpable
-    assert (tmp_path / "parent.env").read_bytes() == b""
+    cli = start_cli(["task", "probe"], env, cwd=tmp_path)
+    server = ppid(holding_child(tmp_path))
+    assert b"child.forkserver" in Path(f"/proc/{server}/cmdline").read_bytes()
+    (tmp_path / "held").unlink()
+    _, stderr = cli.communicate(timeout=60)
+    assert cli.returncode == 0, stderr
+    # the child's command cannot even read its agent's environment: it is not dumpable
+    assert (tmp_path / "agent.env").read_bytes() == b""
     child_env = next(r for r in api_server.requests if r.turn == 1).tool_results[0]["content"]
     lines = {line.split("=", 1)[0] for line in child_env.splitlines() if "=" in line}
     expected = set(child_environment("x", env))
@@ -321,9 +357,9 @@ def test_fork_server_off_starts_children_from_the_cli(
     # in its own process (the warm daemon's sessions fork from the daemon's fork server)
     env = cli_env(api_server, ISOAGENT_FORK_SERVER="0", ISOAGENT_DAEMON="0")
     cli = start_cli(["task", "probe"], env, cwd=tmp_path)
+    assert parent_of_held(tmp_path) == cli.pid
     _, stderr = cli.communicate(timeout=60)
     assert cli.returncode == 0, stderr
-    assert int((tmp_path / "parent.pid").read_text()) == cli.pid
     assert "fork server" not in stderr
 
 
@@ -332,41 +368,34 @@ def test_fork_server_that_dies_gives_one_warning_and_children_start_plainly(
 ) -> None:
     """The first child's fork server is killed while the child works; the child still
     finishes, and the second child is started by the CLI itself."""
-    server_file = tmp_path / "server.pid"
-    hold = (
-        f"ps -o ppid= -p $PPID > {server_file}.part; mv {server_file}.part {server_file}; "
-        f"while [ -e {server_file} ]; do sleep 0.05; done; echo first"
-    )
 
     def handler(req: Request) -> Reply:
         if req.is_parent:
             if req.turn < 2:
-                prompt = ["hold", "probe"][req.turn]
+                prompt = ["first", "second"][req.turn]
                 args = {"description": prompt, "prompt": prompt, "subagent_type": "general-purpose"}
                 return tool_reply("Agent", args)
             return text_reply("both done")
         if req.turn == 0:
-            command = hold if req.first_user_text == "hold" else child_and_server(tmp_path)
-            return tool_reply("Bash", {"command": command})
+            return tool_reply("Bash", {"command": held(tmp_path, req.first_user_text)})
         return text_reply(f"{req.first_user_text} finished")
 
     api_server.handler = handler
     # in its own process, whose pid the second child's parent is
     cli = start_cli(["run", "go"], cli_env(api_server, ISOAGENT_DAEMON="0"), cwd=tmp_path)
     try:
-        assert wait_for(server_file.exists), "the first child never ran"
-        server = int(server_file.read_text())
+        server = ppid(holding_child(tmp_path, "first"))
         assert b"child.forkserver" in Path(f"/proc/{server}/cmdline").read_bytes()
         os.kill(server, signal.SIGKILL)
         assert wait_for(lambda: not alive(server))
-        server_file.unlink()
+        (tmp_path / "first").unlink()
+        assert parent_of_held(tmp_path, "second") == cli.pid  # the second child: plain
         _, stderr = cli.communicate(timeout=60)
     finally:
         cli.kill()
     assert cli.returncode == 0, stderr
     warnings = [line for line in stderr.splitlines() if "fork server" in line]
     assert len(warnings) == 1 and warnings[0].startswith("isoagent: warning: fork server")
-    assert int((tmp_path / "parent.pid").read_text()) == cli.pid  # the second child: plain
     (run,) = run_dirs(tmp_path)
     results = [e for e in read_jsonl(run / "run.jsonl") if e["type"] == "child_result"]
     assert [r["result"]["status"] for r in results] == ["ok", "ok"]
@@ -375,22 +404,18 @@ def test_fork_server_that_dies_gives_one_warning_and_children_start_plainly(
 def test_interrupt_leaves_no_fork_server_or_child(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
-    command = child_and_server(tmp_path) + "; sleep 300"
-
     def handler(req: Request) -> Reply:
         if req.is_parent:
             args = {"description": "hang", "prompt": "hang", "subagent_type": "general-purpose"}
             return tool_reply("Agent", args)
-        return tool_reply("Bash", {"command": command})
+        return tool_reply("Bash", {"command": held(tmp_path)})
 
     api_server.handler = handler
     # in its own process, with a fork server of its own (the warm daemon's outlives a run)
     cli = start_cli(["run", "go"], cli_env(api_server, ISOAGENT_DAEMON="0"), cwd=tmp_path)
     try:
-        parent_env = tmp_path / "parent.env"
-        assert wait_for(parent_env.exists)  # parent.pid is written by then
-        child = int((tmp_path / "child.pid").read_text())
-        server = int((tmp_path / "parent.pid").read_text())
+        child = holding_child(tmp_path)
+        server = ppid(child)
         assert alive(child) and alive(server) and server != cli.pid
         cli.send_signal(signal.SIGINT)
         _, stderr = cli.communicate(timeout=30)

@@ -5,6 +5,7 @@ that; a reader of stdout that goes away ends the run quietly with 141."""
 from __future__ import annotations
 
 import json
+import secrets
 import signal
 import sys
 import threading
@@ -13,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cli_env
-from tests.support.cli import read_jsonl, run_dirs, shell, start_cli
+from tests.support.cli import read_jsonl, run_dirs, shell, start_cli, started_children
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
-from tests.support.processes import alive, wait_for
+from tests.support.processes import alive, running, wait_for
 
 
 @pytest.mark.parametrize("fork_server", ["1", "0"])
@@ -25,8 +26,9 @@ from tests.support.processes import alive, wait_for
 def test_signal_to_cli_ends_every_child_records_it_and_removes_its_temp_folder(
     api_server: MessagesServer, tmp_path: Path, sig: signal.Signals, code: int, fork_server: str
 ) -> None:
-    pids = tmp_path / "pids"
-    command = f"echo $PPID > {pids}.child; sleep 300 & echo $! > {pids}.bg; sleep 300"
+    started = tmp_path / "started"
+    background = f"300.{secrets.randbelow(10**9)}"  # its background job's: found by it
+    command = f"sleep {background} & touch {started}; sleep 300"
 
     def handler(req: Request) -> Reply:
         if req.is_parent:
@@ -43,11 +45,10 @@ def test_signal_to_cli_ends_every_child_records_it_and_removes_its_temp_folder(
     temp.mkdir()
     env = cli_env(api_server, TMPDIR=str(temp), ISOAGENT_FORK_SERVER=fork_server)
     cli = start_cli(["run", "go"], env, cwd=tmp_path)
-    bg = Path(f"{pids}.bg")
-    assert wait_for(lambda: bg.exists() and bg.read_text().strip() != "", 30)
-    child_pid = int(Path(f"{pids}.child").read_text())
-    grandchild_pid = int(bg.read_text())
-    assert alive(child_pid) and alive(grandchild_pid)
+    assert wait_for(started.exists, 30)
+    [child_pid] = started_children(tmp_path)
+    [grandchild_pid] = running("sleep", background)
+    assert alive(child_pid)
     assert list(temp.glob("isoagent-*"))  # the child's temporary folder
 
     cli.send_signal(sig)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import socket
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import pytest
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
-from tests.support.processes import alive, wait_for
+from tests.support.processes import running, wait_for
 from tests.test_print_mode import CLAUDE, needs_claude
 from tests.test_sdk_options import ISOAGENT_SCRIPT, sdk_args
 
@@ -98,9 +97,8 @@ def test_an_agent_naming_an_mcp_tool_gets_it_from_a_server_in_its_sandbox_that_e
     assert "value of k1" in answer
     assert "outside refused" in answer  # the server runs inside the read-only child's sandbox
     assert not list((ws.parent / "outside").iterdir())
-    match = re.search(r"pid (\d+)", answer)
-    assert match is not None
-    assert wait_for(lambda: not alive(int(match.group(1))), 10)  # it ended with the child
+    command = [sys.executable, "-m", "tests.support.mcp_lookup_server", str(ws.parent / "outside")]
+    assert wait_for(lambda: not running(*command), 10)  # it ended with the child
 
 
 def test_an_agent_that_names_no_mcp_tool_gets_none_and_starts_no_server(

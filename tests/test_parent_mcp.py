@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from tests.support.messages_server import (
     tool_reply,
     tools_reply,
 )
-from tests.support.processes import alive, wait_for
+from tests.support.processes import running, wait_for
 from tests.test_mcp_servers import lookup_server, sdk_calc
 from tests.test_print_mode import CLAUDE, needs_claude
 from tests.test_sdk_options import ISOAGENT_SCRIPT
@@ -184,9 +183,8 @@ def test_the_main_agents_stdio_server_runs_in_its_commands_sandbox_and_ends_with
     assert "value of k1" in text and "outside refused" in text and "api key none" in text
     assert not list(outside.iterdir())
     assert list(workspace.glob("started-*"))  # it may write in the workspace
-    match = re.search(r"pid (\d+)", text)
-    assert match is not None
-    assert wait_for(lambda: not alive(int(match.group(1))), 10)
+    command = [server["command"], *server["args"]]  # type: ignore[list-item]
+    assert wait_for(lambda: not running(*command), 10)  # its pid is its namespace's
 
 
 @pytest.mark.filterwarnings("ignore:can_use_tool will not be invoked for")  # what is tested

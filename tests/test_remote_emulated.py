@@ -7,6 +7,7 @@ child's identity, heartbeats, retries and host-down, through the real CLI.
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
 import sys
 from collections.abc import Callable
@@ -14,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from isoagent.parent.children.sandbox_policy import pid_namespaces_available
 from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_cli, run_dirs
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
-from tests.support.processes import alive, wait_for
+from tests.support.processes import alive, running, wait_for
 from tests.support.remote_runs import run_batch, run_task
 from tests.support.scripts import delegating
 from tests.test_security_proc import ATTACK, FORGED
@@ -147,10 +149,11 @@ def test_a_silent_link_is_detected_by_heartbeat_the_remote_child_ends_itself_and
 ) -> None:
     for name in ("a", "b"):
         host(root, name)
+    sleeper = f"300.{secrets.randbelow(10**9)}"  # found by it: its pid is its namespace's
 
     def handler(req: Request) -> Reply:
         if req.turn == 0:  # a command that would outlive its child if nothing ended it
-            command = "sleep 300 & echo $! > sleeper.pid; cat marker.txt"
+            command = f"sleep {sleeper} & touch sleeper.started; cat marker.txt"
             return tool_reply("Bash", {"command": command})
         (root / "a" / "silence").touch()  # a's link goes quiet: this reply never gets there
         return text_reply(req.tool_results[0]["content"])
@@ -162,8 +165,8 @@ def test_a_silent_link_is_detected_by_heartbeat_the_remote_child_ends_itself_and
     assert done.stdout.strip() == "on host b"
     assert "lost its link to host a" in done.stderr
     child_a = int((root / "a" / "launches").read_text().split()[1])
-    sleeper_a = int((root / "a" / "home" / "ws" / "sleeper.pid").read_text())
-    assert wait_for(lambda: not alive(child_a) and not alive(sleeper_a), 30)
+    assert (root / "a" / "home" / "ws" / "sleeper.started").exists()
+    assert wait_for(lambda: not alive(child_a) and not running("sleep", sleeper), 30)
     run = run_dirs(workspace)[0]
     transcripts = sorted(p.name for p in run.glob("child-*.jsonl"))
     assert len(transcripts) == 2, transcripts  # the partial one beside the retry's
@@ -258,10 +261,14 @@ def test_a_remote_childs_command_cannot_forge_frames_through_its_host_server(
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("CHILD SAW: ") and FORGED not in done.stdout.split("\n")[0]
     ancestors = [int(pid) for pid in re.findall(r"\bANCESTOR (\d+)", done.stdout)]
-    started = [e for e in read_jsonl(run_dirs(workspace)[0] / "run.jsonl") if "pid" in e]
-    child = started[0]["pid"]
-    child_and_server = ancestors[ancestors.index(child) :][:2]  # it was forked by the server
-    assert len(child_and_server) == 2, done.stdout
+    if sandbox == "workspace" and pid_namespaces_available():  # nothing above pid 1, its agent
+        assert ancestors[-1] == 1, ancestors
+        child_and_server = [1]
+    else:
+        started = [e for e in read_jsonl(run_dirs(workspace)[0] / "run.jsonl") if "pid" in e]
+        child = started[0]["pid"]
+        child_and_server = ancestors[ancestors.index(child) :][:2]  # forked by the server
+        assert len(child_and_server) == 2, done.stdout
     for what, pid in re.findall(r"\b(WROTE|ENVIRON|MEM) (\d+)", done.stdout):
         assert int(pid) not in child_and_server, f"{what} {pid}: {done.stdout}"
 

@@ -81,8 +81,9 @@ def test_children_run_through_ssh_over_one_login_with_a_child_environment(
     assert server.accepted_logins() - logins == 1
     started = {e["pid"] for e in read_jsonl(run_dirs(workspace)[0] / "run.jsonl") if "pid" in e}
     children = {int(r["summary"].split("child=", 1)[1].split()[0]) for r in records}
-    # on a host server the parent knows each child's own pid; through ssh, ssh's
-    assert (started == children) == (host_server == "1")
+    # on the host each child is pid 1 of a pid namespace of its own, whichever way it came;
+    # the parent knows three processes (the host server's forks, or the ssh clients)
+    assert children == {1} and len(started) == 3
     assert ssh_processes(server) == []  # no ssh left, the master included
 
 

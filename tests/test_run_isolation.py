@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from isoagent.child.agent.process_tree import PPID, stat_fields
 from tests.conftest import cli_env
-from tests.support.cli import read_jsonl, run_cli, run_dirs
+from tests.support.cli import read_jsonl, run_cli, run_dirs, start_cli, started_children
 from tests.support.messages_server import (
     MessagesServer,
     Reply,
@@ -17,6 +18,7 @@ from tests.support.messages_server import (
     tool_reply,
     tools_reply,
 )
+from tests.support.processes import wait_for
 
 SECRET = "the-secret-file-content-7f3a"
 
@@ -69,34 +71,28 @@ def test_child_context_is_fresh_and_only_its_summary_reaches_the_parent(
 def test_child_runs_in_its_own_process_under_the_cli_without_credentials(
     api_server: MessagesServer, workspace: Path
 ) -> None:
-    # the bash command's parent is the child; then the child's ancestors, up to pid 1
-    probe = (
-        "p=$PPID; while [ $p -gt 1 ]; do "
-        "echo ancestor=$p $(tr '\\0' ' ' < /proc/$p/cmdline); "
-        "p=$(ps -o ppid= -p $p | tr -d ' '); done; echo ENVIRONMENT; env"
-    )
+    # the command waits while the test walks the child's ancestors (its own pid namespace
+    # shows none of them), then shows the child's environment
+    held = workspace / "held"
+    probe = f"touch {held}; while [ -e {held} ]; do sleep 0.05; done; echo ENVIRONMENT; env"
     api_server.handler = delegate("general-purpose", [tool_reply("Bash", {"command": probe})])
     env = cli_env(api_server, ANTHROPIC_AUTH_TOKEN="token-xyz")
-    done = run_cli(["run", "probe"], env, cwd=workspace, process=True)
-    assert done.returncode == 0, done.stderr
-
+    cli = start_cli(["run", "probe"], env, cwd=workspace)
+    try:
+        assert wait_for(held.exists, 60), "the child's command never ran"
+        [child] = started_children(workspace)
+        ancestry = [child]
+        while ancestry[-1] > 1:
+            ancestry.append(int(stat_fields(ancestry[-1])[PPID]))
+        held.unlink()
+        _, stderr = cli.communicate(timeout=60)
+    finally:
+        cli.kill()
+    assert cli.returncode == 0, stderr
+    # the chain reaches this test through the CLI (fork server children: through it too)
+    assert ancestry.index(cli.pid) >= 1 and os.getpid() in ancestry, ancestry
     output = next(r for r in api_server.requests if not r.is_parent and r.turn == 1)
     text = output.tool_results[0]["content"]
-    ancestry = [
-        line.removeprefix("ancestor=").partition(" ")[::2]
-        for line in text.splitlines()
-        if line.startswith("ancestor=")
-    ]
-    pids = [int(pid) for pid, _ in ancestry]
-    child_pid = pids[0]
-    (run,) = run_dirs(workspace)
-    started = next(e for e in read_jsonl(run / "run.jsonl") if e["type"] == "child_started")
-    assert started["pid"] == child_pid
-    # the chain reaches this test through the CLI (fork server children: through it too)
-    cli = pids.index(os.getpid()) - 1
-    assert cli >= 1, ancestry
-    assert "-m isoagent run probe" in ancestry[cli][1]
-    assert child_pid not in (pids[cli], os.getpid())
     # the child's own environment (ancestors above this test are the harness's business)
     environment = text.partition("ENVIRONMENT\n")[2]
     assert "ISOAGENT_DEPTH=1" in environment
@@ -156,14 +152,14 @@ def test_parallel_task_calls_run_in_separate_processes(
                 return tools_reply(calls)
             return text_reply(" | ".join(r["content"] for r in req.tool_results))
         if req.turn == 0:
-            return tool_reply("Bash", {"command": "echo pid=$PPID"}, delay=0.3)
+            return tool_reply("Bash", {"command": "echo RAN-IT"}, delay=0.3)
         return text_reply(req.tool_results[0]["content"].strip())
 
     api_server.handler = handler
     done = run_cli(["run", "fan out", "--max-parallel", "3"], cli_env(api_server), cwd=workspace)
     assert done.returncode == 0, done.stderr
-    pids = {part.split("pid=")[1].split()[0] for part in done.stdout.split(" | ")}
-    assert len(pids) == 3
+    assert done.stdout.count("RAN-IT") == 3
+    assert len(set(started_children(workspace))) == 3  # three processes
     assert api_server.max_in_flight_where(lambda r: not r.is_parent) == 3
 
 

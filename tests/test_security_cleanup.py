@@ -13,6 +13,7 @@ import os
 import shutil
 import signal
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,9 @@ import pytest
 from isoagent.child.agent.process_tree import TAG_VARIABLE
 from isoagent.parent.children.cgroups import RunCgroups
 from tests.conftest import cli_env
-from tests.support.cli import ISOAGENT, run_cli, start_cli
+from tests.support.cli import ISOAGENT, kill_child_once, run_cli, start_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
-from tests.support.processes import alive, wait_for
+from tests.support.processes import running, wait_for
 from tests.support.scripts import child_runs
 
 MISSING = " ".join(RunCgroups.open().missing)  # what this machine's cgroups lack, if anything
@@ -37,34 +38,46 @@ import os, sys
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        os.execvp("sleep", ["sleep", "301"])
+        os.execvp("sleep", ["sleep", sys.argv[1]])
     os._exit(0)
 """
 
 
+def sleeps(folder: Path) -> list[str]:
+    """How long each escaping process sleeps: a number of its folder's, by which the test
+    finds it (a child's pids are its own namespace's, not the test's)."""
+    mark = zlib.crc32(str(folder).encode())
+    return [f"30{n}.{mark}" for n in (1, 2, 3)]
+
+
 def escapes(folder: Path) -> str:
-    """A bash command that leaves three processes behind, noting their pids."""
+    """A bash command that leaves three processes behind, noting that each started."""
     (folder / "daemon.py").write_text(DAEMON)
+    daemon, setsid, untagged = sleeps(folder)
     return (
         f"cd {folder}; "
-        "setsid -f env -i sh -c 'echo $$ > setsid.pid; exec sleep 302'; "
-        f"(env -u {TAG_VARIABLE} sh -c 'echo $$ > untagged.pid; exec sleep 303' &); "
-        f"{sys.executable} daemon.py; "
-        "while [ ! -s setsid.pid ] || [ ! -s untagged.pid ] || ! pgrep -f 'sleep 301' > daemon.pid;"
-        " do sleep 0.05; done; echo ESCAPED"
+        f"setsid -f env -i sh -c 'echo $$ > setsid.pid; exec sleep {setsid}'; "
+        f"(env -u {TAG_VARIABLE} sh -c 'echo $$ > untagged.pid; exec sleep {untagged}' &); "
+        f"{sys.executable} daemon.py {daemon}; "
+        "while [ ! -s setsid.pid ] || [ ! -s untagged.pid ] || "
+        f"! pgrep -f 'sleep {daemon}' > daemon.pid; do sleep 0.05; done; echo ESCAPED"
     )
 
 
-def escaped_pids(folder: Path) -> list[int]:
-    names = ("setsid", "untagged", "daemon")
-    files = [folder / f"{name}.pid" for name in names]
-    assert wait_for(lambda: all(f.exists() and f.read_text().strip() for f in files), 30)
-    return [int(f.read_text().split()[0]) for f in files]
+def escaped(folder: Path) -> bool:
+    """Whether each of ``escapes(folder)``'s processes has started."""
+    files = [folder / f"{name}.pid" for name in ("setsid", "untagged", "daemon")]
+    return all(f.exists() and f.read_text().strip() for f in files)
 
 
-def assert_all_ended(pids: list[int]) -> None:
-    wait_for(lambda: not any(alive(p) for p in pids), 10)
-    left = [p for p in pids if alive(p)]
+def left_running(folders: tuple[Path, ...]) -> list[int]:
+    return [pid for f in folders for seconds in sleeps(f) for pid in running("sleep", seconds)]
+
+
+def assert_all_ended(*folders: Path) -> None:
+    assert wait_for(lambda: all(escaped(folder) for folder in folders), 30)
+    wait_for(lambda: not left_running(folders), 10)
+    left = left_running(folders)
     for pid in left:  # do not leave them running for the next test
         os.kill(pid, signal.SIGKILL)
     assert not left, f"outlived their child: {left}"
@@ -78,7 +91,7 @@ def test_nothing_a_child_starts_outlives_its_normal_end(
     done = run_cli(["run", "go", *options], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "ESCAPED" in done.stdout
-    assert_all_ended(escaped_pids(tmp_path))
+    assert_all_ended(tmp_path)
 
 
 @needs_cgroup
@@ -86,30 +99,34 @@ def test_nothing_a_child_starts_outlives_its_crash(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
     """The child agent is killed first: its orphans are no longer below it."""
-    api_server.handler = child_runs("general-purpose", escapes(tmp_path) + "; kill -9 $PPID")
+    api_server.handler = child_runs("general-purpose", escapes(tmp_path) + "; sleep 300")
+    killer = kill_child_once(lambda: escaped(tmp_path), tmp_path)
     done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
+    killer.join()
     assert done.returncode == 0, done.stderr
     assert "SIGKILL" in done.stdout
-    assert_all_ended(escaped_pids(tmp_path))
+    assert_all_ended(tmp_path)
 
 
 @pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None,
     reason="needs root and unshare to cover /sys/fs/cgroup for the CLI",
 )
-def test_without_cgroups_nothing_outlives_a_child_its_own_command_killed(
+def test_without_cgroups_nothing_outlives_a_killed_child(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
     """A user whose cgroups are not delegated: the child agent is killed first, so its
     orphans are no longer below it; the fork server, a subreaper, adopts and ends them."""
-    api_server.handler = child_runs("general-purpose", escapes(tmp_path) + "; kill -9 $PPID")
+    api_server.handler = child_runs("general-purpose", escapes(tmp_path) + "; sleep 300")
     no_cgroups = ["unshare", "-m", "sh", "-c", 'mount -t tmpfs none /sys/fs/cgroup && exec "$@"']
     command = [*no_cgroups, "sh", *ISOAGENT]
+    killer = kill_child_once(lambda: escaped(tmp_path), tmp_path)
     done = run_cli(["run", "go"], cli_env(api_server), cwd=tmp_path, process=True, command=command)
+    killer.join()
     assert done.returncode == 0, done.stderr
     assert "children run without a cgroup v2" in done.stderr  # as such a user's would
     assert "SIGKILL" in done.stdout
-    assert_all_ended(escaped_pids(tmp_path))
+    assert_all_ended(tmp_path)
 
 
 def test_nothing_a_child_starts_outlives_its_timeout(
@@ -119,20 +136,20 @@ def test_nothing_a_child_starts_outlives_its_timeout(
     done = run_cli(["run", "go", "--timeout", "8"], cli_env(api_server), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "timed out" in done.stdout
-    assert_all_ended(escaped_pids(tmp_path))
+    assert_all_ended(tmp_path)
 
 
 def test_nothing_a_child_starts_outlives_ctrl_c(api_server: MessagesServer, tmp_path: Path) -> None:
     api_server.handler = child_runs("general-purpose", escapes(tmp_path) + "; sleep 300")
     cli = start_cli(["run", "go"], cli_env(api_server), cwd=tmp_path)
     try:
-        pids = escaped_pids(tmp_path)
+        assert wait_for(lambda: escaped(tmp_path), 30)
         cli.send_signal(signal.SIGINT)
         cli.communicate(timeout=30)
     finally:
         cli.kill()
     assert cli.returncode == 130
-    assert_all_ended(pids)
+    assert_all_ended(tmp_path)
 
 
 @needs_pids_cgroup
@@ -200,7 +217,7 @@ def test_an_emptied_cgroup_is_the_next_childs_and_still_ends_all_it_holds(
     first, second = (json.loads(line)["summary"] for line in (tmp_path / "out.jsonl").open())
     assert "ESCAPED" in first and "ESCAPED" in second
     assert first.split("ESCAPED")[0] == second.split("ESCAPED")[0]  # the same cgroups
-    assert_all_ended([pid for folder in folders for pid in escaped_pids(folder)])
+    assert_all_ended(*folders)
 
 
 def test_orphans_a_child_adopts_are_reaped_between_commands(

@@ -330,11 +330,12 @@ def test_a_repository_a_writing_child_creates_in_a_sub_folder_is_moved_out(
 
 
 def run_planting(
-    api_server: MessagesServer, workspace: Path, command: str
+    api_server: MessagesServer, workspace: Path, command: str, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    """``run`` in ``workspace``, whose writing child runs ``command`` (ending in ``echo DONE``)."""
+    """``run`` in ``workspace``, whose writing child runs ``command`` (ending in ``echo DONE``);
+    ``env``: more of the run's environment."""
     api_server.handler = child_runs("general-purpose", command)
-    done = run_cli(["run", "go"], cli_env(api_server), cwd=workspace)
+    done = run_cli(["run", "go"], cli_env(api_server, **env), cwd=workspace)
     assert done.returncode == 0, done.stderr
     assert "DONE" in done.stdout
     return done
@@ -421,6 +422,41 @@ def test_a_root_child_cannot_read_the_systems_password_hashes_host_keys_or_sudo_
     assert "SECRET" not in done.stdout
     leaked = [p for p in shadow if (text := Path(p).read_text().strip()) and text in done.stdout]
     assert leaked == []
+
+
+# made in a mount namespace of the test's own: (folder, file in it, mode, content)
+SYSTEM_FILES = (
+    ("/var/log", "syslog", 0o640, "SECRET-LOG"),
+    ("/var/backups", "shadow.bak", 0o600, "SECRET-BACKUP"),
+    ("/srv", "app/.env", 0o600, "SECRET-SRV"),
+    ("/srv", "app/README", 0o644, "PUBLIC-STATE"),
+)
+
+
+@needs_landlock
+@needs_mounts
+@pytest.mark.parametrize("agent", ["Explore", "general-purpose"])
+def test_a_root_child_cannot_read_the_systems_logs_or_private_state(
+    api_server: MessagesServer, tmp_path: Path, agent: str
+) -> None:
+    """uid 0 without a capability reads root's 0640 logs and 0600 state by the owner's bits:
+    a log, a backup, an application's key two levels down, each made in a mount namespace
+    of the test's own; a world-readable file beside them stays readable."""
+    folders = sorted({folder for folder, *_ in SYSTEM_FILES})
+    setup = " && ".join(
+        [*(f"mount -t tmpfs tmpfs {folder}" for folder in folders if os.path.isdir(folder))]
+        + [
+            f"mkdir -p $(dirname {folder}/{name}) && printf {text} > {folder}/{name} && "
+            f"chmod {mode:o} {folder}/{name}"
+            for folder, name, mode, text in SYSTEM_FILES
+        ]
+    )
+    files = " ".join(f"{folder}/{name}" for folder, name, *_ in SYSTEM_FILES)
+    api_server.handler = child_runs(agent, f"cat {files} 2>&1; echo TRIED")
+    done = in_private_mounts(setup, "isoagent run go", cli_env(api_server), tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "TRIED" in done.stdout and "PUBLIC-STATE" in done.stdout
+    assert "SECRET" not in done.stdout
 
 
 @needs_landlock

@@ -348,7 +348,8 @@ def test_a_child_cannot_read_the_key_from_the_gateways_environment(
             done = run_cli(args, warm_env, cwd=tmp_path, input="")
             assert done.returncode == 0, done.stderr
             assert warm_env["ANTHROPIC_API_KEY"] not in done.stdout
-            assert "Permission denied" in done.stdout, done.stdout
+            # sandboxed, the gateway is not even in its pid namespace
+            assert "Permission denied" in done.stdout or "No such file" in done.stdout
 
 
 def test_concurrent_invocations_share_one_rate_limit_and_each_hears_its_waits(

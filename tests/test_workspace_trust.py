@@ -25,7 +25,7 @@ from tests.test_mcp_servers import lookup_server, write_agent
 
 def repository(tmp_path: Path) -> Path:
     """A workspace as a cloned repository ships it: an ``.mcp.json`` whose server notes its
-    start (``started-<pid>``) in the workspace."""
+    start (a ``started-`` file) in the workspace."""
     ws = tmp_path / "ws"
     (tmp_path / "outside").mkdir()
     ws.mkdir()

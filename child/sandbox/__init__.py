@@ -3,9 +3,11 @@
 All of it is inherited by everything the child later forks or execs (the ``Bash``
 tool included); ``confine`` applies it in the order the kernel needs:
 
-- ``namespaces``: a network namespace (no network), a mount namespace (sandboxed);
+- ``namespaces``: a network namespace (no network), a mount namespace (sandboxed), a pid
+  namespace (``pids``: the process forks, and goes on as pid 1 of it);
 - ``egress``: with ``policy.proxy``, a listener on loopback handed to the parent's proxy;
-- ``mounts``: a private ``/dev/shm``, only the usual devices, protected folders read-only;
+- ``mounts``: a ``/proc`` of its own pid namespace, a private ``/dev/shm``, only the usual
+  devices, protected folders read-only, hidden ones covered;
 - ``limits``: rlimits on CPU time, address space, processes, file size, open files;
 - ``privileges``: not dumpable, a subreaper, no capability, ``no_new_privs``;
 - ``seccomp``: no Unix-domain socket of its own (sandboxed, or without network);
@@ -28,9 +30,11 @@ from isoagent.child.sandbox.limits import apply_limits
 from isoagent.child.sandbox.namespaces import (
     CLONE_NEWNET,
     CLONE_NEWNS,
+    CLONE_NEWPID,
     disable_network,
     enter_namespaces,
 )
+from isoagent.child.sandbox.pids import become_init
 from isoagent.child.sandbox.privileges import (
     become_subreaper,
     drop_capabilities,
@@ -66,26 +70,35 @@ def confine(
     ``add_dirs`` (``--add-dir``) get the workspace's access.
     Sandboxed, it tries a mount namespace for a private ``/dev/shm``; without one,
     ``/dev/shm`` is not writable, and ``policy.protected`` (folders the parent expects
-    read-only) cannot be honoured: that is an error, never a silent downgrade.
+    read-only), ``policy.hidden`` and ``policy.pid_namespace`` cannot be honoured: that
+    is an error, never a silent downgrade. With ``policy.pid_namespace`` a process that is
+    not pid 1 already (the fork server makes its children so: ``pids.fork_as_init``)
+    forks, and only the fork returns (``pids.become_init``).
     """
     sandboxed = policy.mode != "off"
     network = 0 if policy.network else CLONE_NEWNET
+    own_pids = sandboxed and policy.pid_namespace
+    fork = CLONE_NEWPID if own_pids and os.getpid() != 1 else 0
     mounted = sandboxed
     try:
-        enter_namespaces(network | (CLONE_NEWNS if sandboxed else 0))
+        enter_namespaces(network | (CLONE_NEWNS | fork if sandboxed else 0))
     except SandboxError:
-        if not sandboxed or policy.protected or policy.hidden:
+        if not sandboxed or policy.protected or policy.hidden or own_pids:
             raise
         enter_namespaces(network)
         mounted = False
-    if policy.proxy:  # before the mounts, which may cover where its socket is
-        try:
+    if policy.proxy:  # before the mounts, which may cover where its socket is, and from
+        try:  # the process the parent started: the proxy knows it by its pid
             os.environ.update(egress.hand_over(policy.proxy))
         except OSError as exc:
             raise SandboxError(f"cannot reach the parent's egress proxy: {exc}") from exc
+    if fork:
+        become_init()
     shm = False
     if mounted:
         mounts.make_private()
+        if own_pids:
+            mounts.fresh_proc()
         places = (workspace, tmpdir, *add_dirs)
         under = [p for p in places if p.is_relative_to(mounts.SHM) and p != Path(mounts.SHM)]
         shm = mounts.private_shm([str(p) for p in under])

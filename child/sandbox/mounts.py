@@ -53,6 +53,12 @@ def make_private() -> None:
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
 
 
+def fresh_proc() -> None:
+    """A ``/proc`` of this process's pid namespace over the host's: only its processes
+    (``pids``). Mounted by pid 1 of that namespace (a procfs shows the mounter's)."""
+    _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+
+
 def private_shm(keep: Sequence[str] = ()) -> bool:
     """A fresh, small tmpfs on ``/dev/shm``; False when there is no ``/dev/shm``. ``keep``:
     folders under the host's ``/dev/shm`` the child works in (a ``TMPDIR`` there), bound

@@ -1,6 +1,6 @@
 """Namespaces a child enters: a network namespace holding only a loopback interface (no
-network), and a mount namespace of its own (a private ``/dev/shm``, read-only protected
-folders: ``mounts``)."""
+network), a mount namespace of its own (a private ``/dev/shm``, read-only protected
+folders: ``mounts``) and a pid namespace of its own (``pids``)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,15 @@ from isoagent.child.sandbox.syscalls import (
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
-_CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWUSER = 0x10000000
 _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 3, 4
-_NAMES = {CLONE_NEWNS: "CLONE_NEWNS", CLONE_NEWNET: "CLONE_NEWNET", _CLONE_NEWUSER: "CLONE_NEWUSER"}
+_NAMES = {
+    CLONE_NEWNS: "CLONE_NEWNS",
+    CLONE_NEWNET: "CLONE_NEWNET",
+    CLONE_NEWPID: "CLONE_NEWPID",
+    CLONE_NEWUSER: "CLONE_NEWUSER",
+}
 _SIOCGIFFLAGS = 0x8913
 _SIOCSIFFLAGS = 0x8914
 _IFF_UP = 0x1
@@ -36,7 +42,8 @@ def _call(flags: int) -> str:
 
 
 def enter_namespaces(flags: int) -> None:
-    """Move this process into new namespaces (``CLONE_NEWNET``, ``CLONE_NEWNS``).
+    """Move this process into new namespaces (``CLONE_NEWNET``, ``CLONE_NEWNS``; with
+    ``CLONE_NEWPID``, its next child: ``pids.become_init``).
 
     Unprivileged callers get a user namespace too, mapping their own uid and gid.
     Processes inside a new network namespace can still talk to each other over
@@ -48,19 +55,20 @@ def enter_namespaces(flags: int) -> None:
     err = unshare(flags)
     if err == errno.EPERM:
         uid, gid = os.getuid(), os.getgid()
-        flags |= _CLONE_NEWUSER
+        flags |= CLONE_NEWUSER
         err = unshare(flags)
         if err == 0:
-            _map_ids(uid, gid)
+            map_ids(uid, gid)
     if err:
         raise fail(_call(flags), err)
     if flags & CLONE_NEWNET:
         _loopback_up()
 
 
-def _map_ids(uid: int, gid: int) -> None:
-    """Map this user's ids in its new user namespace. A process that is not dumpable (a
-    fork server's child) has a root-owned /proc/self: dumpable only while it writes them."""
+def map_ids(uid: int, gid: int) -> None:
+    """Map this user's ids (``uid``, ``gid`` outside) in its new user namespace. A process
+    that is not dumpable (a fork server's child) has a root-owned /proc/self: dumpable only
+    while it writes them."""
     dumpable = int(libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0))
     prctl("PR_SET_DUMPABLE", _PR_SET_DUMPABLE, 1)
     try:

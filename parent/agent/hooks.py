@@ -129,6 +129,9 @@ class Hooks:
 
     events: Mapping[str, tuple[Matcher, ...]] = field(default_factory=dict)
     sdk: AskSdk | None = None  # how the SDK's callbacks are asked
+    # called before any hook runs: the planted names children made are swept first
+    # (planted.PlantedNames.sweep), so a hook's `git status` runs no child's fsmonitor
+    before: Callable[[], object] | None = None
 
     def __bool__(self) -> bool:
         return any(self.events.values())
@@ -177,7 +180,10 @@ class Hooks:
     def run(self, event: str, payload: dict[str, Any], name: str = "") -> Verdict:
         """Run every hook of ``event`` that matches ``name``, in order; their verdict."""
         verdict = Verdict()
-        for hook in self.matching(event, name):
+        hooks = self.matching(event, name)
+        if hooks and self.before is not None:
+            self.before()
+        for hook in hooks:
             out = self._command(hook, event, payload) if hook.command else self._sdk(hook, payload)
             if out is None:
                 continue

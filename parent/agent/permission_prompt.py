@@ -23,11 +23,11 @@ from typing import Any
 
 from isoagent.child.agent.builtin_agents import SEND_MESSAGE, WRITE_TOOLS
 from isoagent.child.agent.tools import TOOL_CLASSES
-from isoagent.child.agent.tools.base import Tool, ToolOutput
+from isoagent.child.agent.tools.base import Tool, ToolOutput, ToolWrapper
 from isoagent.child.agent.tools.bash_rules import CommandRefused, check
 from isoagent.child.agent.tools.mcp import ServerTool, granted
 from isoagent.parent.claude_code.agent_files import PLAN_MODE
-from isoagent.protocol import AgentSpec, ToolSpec
+from isoagent.protocol import AgentSpec
 
 # the tools whose calls may be asked about (an MCP tool's are too); the Agent tool is not
 ASKABLE = frozenset({*TOOL_CLASSES, SEND_MESSAGE})
@@ -82,21 +82,14 @@ def _refusal(why: str) -> Ask:
     return refuse
 
 
-class AskingTool(Tool[Any]):
+class AskingTool(ToolWrapper):
     """``tool``, whose calls are asked about first (a bash command that its ``rules``
     allow is not)."""
 
     def __init__(self, tool: Tool[Any], ask: Ask, rules: list[str]) -> None:
-        super().__init__(tool.ctx)
-        self.tool = tool
+        super().__init__(tool)
         self.ask = ask
         self.rules = rules
-        self.name = tool.name  # type: ignore[misc]  # the wrapped tool's, per instance
-        self.parallel_safe = tool.parallel_safe  # type: ignore[misc]
-
-    @property
-    def spec(self) -> ToolSpec:
-        return self.tool.spec
 
     def run(self, args: dict[str, Any]) -> ToolOutput:
         if self.rules and _allowed(args.get("command"), self.rules):

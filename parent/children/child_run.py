@@ -164,7 +164,7 @@ class ChildRun:
         result: Result | None = None
         try:
             task = await self._task_with_hooks()
-            process = await launcher.start()
+            process = await launcher.start(task.sandbox.pid_namespace)
             process.frames.results = ResultFiles(
                 self.sup.run_folder, self.transcript_path, self.disk
             )

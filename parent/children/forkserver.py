@@ -35,6 +35,7 @@ from isoagent.parent.children.process import ChildPipes, ChildProcess, attach
 from isoagent.protocol.forkserver import (
     MAX_MESSAGE,
     Exited,
+    Program,
     Spawn,
     Spawned,
     SpawnFailed,
@@ -80,21 +81,41 @@ class ForkServer:
         server.pid = pid
         return server
 
-    async def spawn(self, env: dict[str, str], cwd: Path) -> ChildProcess:
-        """A child forked with exactly ``env``, in ``cwd``, in a session of its own.
+    async def spawn(
+        self, env: dict[str, str], cwd: Path, pid_namespace: bool = False
+    ) -> ChildProcess:
+        """A child forked with exactly ``env``, in ``cwd``, in a session of its own (and,
+        with ``pid_namespace``, pid 1 of a pid namespace of its own).
 
         ``ForkServerUnavailable`` when the server cannot serve; ``OSError`` when the
         fork itself failed.
         """
-        if self._broken:
-            raise ForkServerUnavailable(self._broken)
-        self.start()
         pipes = ChildPipes()
         try:
-            pid, exit = await self._ask(Spawn(next(self._ids), env, str(cwd)), pipes)
+            pid, exit = await self.fork(env, cwd, pipes.child_ends, pid_namespace=pid_namespace)
+            pipes.close_child_ends()  # the server's fork holds them now
             return await attach(pid, pipes, exit)
         finally:
             pipes.close()  # whatever attach did not take
+
+    async def fork(
+        self,
+        env: dict[str, str],
+        cwd: Path,
+        fds: list[int],
+        *,
+        pid_namespace: bool = False,
+        program: Program = "child",
+        args: Sequence[str] = (),
+    ) -> tuple[int, ExitFuture]:
+        """Fork ``program`` (a child, the parent's hands) with ``args``, exactly ``env``,
+        in ``cwd``, on ``fds`` (its stdin, stdout, stderr; the caller still holds them):
+        its pid, and its exit to come. Raises as ``spawn``."""
+        if self._broken:
+            raise ForkServerUnavailable(self._broken)
+        self.start()
+        request = Spawn(next(self._ids), env, str(cwd), pid_namespace, program, list(args))
+        return await self._ask(request, fds)
 
     def close(self) -> None:
         """End the server and reap it: it exits at once on EOF. Children it forked go on
@@ -152,21 +173,20 @@ class ForkServer:
         self._sock = ours
         self.pid = self._process.pid
 
-    async def _ask(self, request: Spawn, pipes: ChildPipes) -> tuple[int, ExitFuture]:
+    async def _ask(self, request: Spawn, fds: list[int]) -> tuple[int, ExitFuture]:
         """Send one request and wait for its answer; other requests may be under way: the
         server answers them in order, and each answer names its request."""
         async with self._sending:  # one writer: one wait for the socket at a time
             if self._broken or self._sock is None:  # it broke while this one queued
                 raise ForkServerUnavailable(self._broken or "not started")
             try:
-                await self._send(self._sock, encode(request), pipes.child_ends)
+                await self._send(self._sock, encode(request), fds)
             except OSError as exc:
                 raise self._fail(f"stopped taking requests ({exc})") from None
             # registered once sent: no answer can come before, and _fail only wakes
             # requests that are being waited for
             answer = asyncio.get_running_loop().create_future()
             self._answers[request.request] = answer
-        pipes.close_child_ends()  # the request carries them now
         try:
             async with asyncio.timeout(ANSWER_TIMEOUT):
                 return await answer
@@ -274,13 +294,14 @@ def _settle(future: asyncio.Future[None]) -> None:
 
 async def _watch_gone(pid: int, exit: ExitFuture, poll: float = 0.05) -> None:
     """Settle ``exit`` (returncode unknown) once ``pid`` has ended."""
-    while _running(pid):
+    while running(pid):
         await asyncio.sleep(poll)
     if not exit.done():
         exit.set_result(None)
 
 
-def _running(pid: int) -> bool:
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
     try:
         os.kill(pid, 0)
         return stat_fields(pid)[STATE] not in DEAD

@@ -68,7 +68,10 @@ class ChildLauncher(Protocol):
         """What finds the child and everything it started, while it lives."""
         ...
 
-    async def start(self) -> ChildProcess: ...
+    async def start(self, pid_namespace: bool) -> ChildProcess:
+        """Start it (``pid_namespace``: its sandbox gives it one, which a fork server can
+        make as it forks)."""
+        ...
 
     def said_hello(self) -> None: ...
 
@@ -131,7 +134,7 @@ class LocalLaunch:
     def tag(self, stem: str) -> str:
         return self.tmpdir
 
-    async def start(self) -> ChildProcess:
+    async def start(self, pid_namespace: bool) -> ChildProcess:
         if self.unmade:
             raise ChildFailed(f"was not started: {self.unmade}", "launch_failed")
         env = child_environment(self.tmpdir)
@@ -139,7 +142,7 @@ class LocalLaunch:
         if self.fork_server is not None:
             with contextlib.suppress(ForkServerUnavailable):
                 try:
-                    process = await self.fork_server.spawn(env, PACKAGE_ROOT)
+                    process = await self.fork_server.spawn(env, PACKAGE_ROOT, pid_namespace)
                 except OSError as exc:
                     raise ChildFailed(f"could not be forked: {exc}") from None
         if process is None:
@@ -205,7 +208,7 @@ class HostLaunch:
     def tag(self, stem: str) -> str:
         return f"isoagent-{self.run_id}-{stem}"  # unique on any host
 
-    async def start(self) -> ChildProcess:
+    async def start(self, pid_namespace: bool) -> ChildProcess:
         assert self.host is not None
         try:
             process, self.link = await self.placement.launch(self.host, self.settings.workdir)
@@ -274,7 +277,7 @@ class RefusedLaunch(HostLaunch):
         super().__init__(placement, None, settings, "")
         self.why = why
 
-    async def start(self) -> ChildProcess:
+    async def start(self, pid_namespace: bool) -> ChildProcess:
         raise ChildFailed(f"was not started: {self.why}", "launch_failed")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import glob
 import os
@@ -49,6 +50,7 @@ def policy_for(agent: AgentSpec, settings: Settings, nested: Sequence[str] = ())
         proxy=settings.egress_socket if settings.child_network == "on" else "",
         protected=protected,
         hidden=hidden_paths(mode, settings),
+        pid_namespace=mode != "off" and pid_namespaces_available(),
         local_fetch_hosts=settings.local_fetch_hosts,
         allowed_domains=settings.allowed_domains,
     )
@@ -83,6 +85,18 @@ SYSTEM_SECRETS = (
     "/var/lib/docker", "/var/lib/containerd", "/var/lib/kubelet",
 )  # fmt: skip
 SSH_HOST_KEYS = "/etc/ssh/ssh_host_*_key"
+# where the system keeps its logs (root:adm 0640, journald's): hidden whole
+SYSTEM_LOGS = ("/var/log",)
+# where it keeps its state and configuration: each entry, up to STATE_DEPTH levels down, that
+# a child of this user reads only by the owner's or the group's mode bits (what root or a
+# group such as adm keeps from everyone else: 0600 keys, 0640 files, 0700 folders, which
+# uid 0 without a capability, or a member of the group, still reads) is hidden; a home is
+# not walked (DENY_READ is what is hidden there)
+SYSTEM_STATE = (
+    "/etc", "/var/lib", "/var/cache", "/var/spool", "/var/backups", "/var/mail", "/opt", "/srv",
+    "/root",
+)  # fmt: skip
+STATE_DEPTH = 2
 
 
 # the user's terminals: a child writing escape sequences to the CLI's /dev/pts/N would act
@@ -92,18 +106,19 @@ TERMINALS = Path("/dev/pts")
 
 def hidden_paths(mode: SandboxMode, settings: Settings) -> tuple[str, ...]:
     """What a sandboxed child may not read: ``DENY_READ`` in the home (``$HOME``'s and the
-    user's entry's in the password database), ``SYSTEM_SECRETS`` it could read, the run
-    folders (other runs' transcripts: the run's, the workspace's) and the user's state folder
-    (its runs, the key that seals them, the workspace trust record),
-    ``--deny-read``, the terminals; those that exist, less any that holds the workspace or
-    an added folder (hiding it would hide the work)."""
+    user's entry's in the password database), ``SYSTEM_SECRETS``, ``SYSTEM_LOGS`` and the
+    private entries of ``SYSTEM_STATE`` it could read, the run folders (other runs'
+    transcripts: the run's, the workspace's) and the user's state folder (its runs, the key
+    that seals them, the workspace trust record), ``--deny-read``, the terminals; those
+    that exist, less any that holds the workspace or an added folder (hiding it would hide
+    the work)."""
     if mode == "off" or not mount_namespaces_available():
         return ()
     runs = (settings.runs_dir, settings.workdir / RUNS, state_dir())
     candidates = _hidden_candidates(
         homes(), runs, settings.deny_read, settings.workdir, settings.add_dirs
     )
-    return _existing(candidates) + _system_secrets(settings.workdir, settings.add_dirs)
+    return _existing(candidates) + _system_secrets(homes(), settings.workdir, settings.add_dirs)
 
 
 def homes() -> tuple[str, ...]:
@@ -140,25 +155,79 @@ def _holds_any(path: str | Path, work: tuple[Path, ...]) -> bool:
 
 
 @functools.lru_cache(maxsize=8)
-def _system_secrets(workdir: Path, add_dirs: tuple[Path, ...]) -> tuple[str, ...]:
-    """Those of ``SYSTEM_SECRETS`` and the ssh host keys a child of this user could read
-    (or search, a folder) without any capability, by the mode bits of the owner (its uid),
-    the group (its groups) or others, less any that holds the workspace or an added folder
-    (``-C /etc/kubernetes``); looked up once: they do not come and go in a run."""
-    uid, groups = os.getuid(), {os.getgid(), *os.getgroups()}
-    readable = []
-    for path in (*SYSTEM_SECRETS, *sorted(glob.glob(SSH_HOST_KEYS))):
-        if _holds_any(path, (workdir, *add_dirs)):
-            continue
+def _system_secrets(
+    homes: tuple[str, ...], workdir: Path, add_dirs: tuple[Path, ...]
+) -> tuple[str, ...]:
+    """Those of ``SYSTEM_SECRETS``, ``SYSTEM_LOGS`` and the ssh host keys a child of this
+    user could read (or search, a folder) without any capability, by the mode bits of the
+    owner (its uid), the group (its groups) or others, and the private entries of
+    ``SYSTEM_STATE`` (``_private_entries``), less any that holds the workspace or an added
+    folder (``-C /etc/kubernetes``) or is in one; looked up once: they do not come and go
+    in a run (a walk of the state folders costs some milliseconds)."""
+    reader = _Reader(os.getuid(), frozenset({os.getgid(), *os.getgroups()}), (workdir, *add_dirs))
+    found = [
+        path
+        for path in (*SYSTEM_SECRETS, *SYSTEM_LOGS, *sorted(glob.glob(SSH_HOST_KEYS)))
+        if not _holds_any(path, reader.work) and reader.reads(path)
+    ]
+    for top in SYSTEM_STATE:
+        if top not in homes:
+            found += reader.private_entries(top)
+    return tuple(dict.fromkeys(found))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reader:
+    """What a child of a user (its uid and groups) reads by mode bits, the capability
+    sets empty; ``work``: the folders it works in, never hidden."""
+
+    uid: int
+    groups: frozenset[int]
+    work: tuple[Path, ...]
+
+    def reads(self, path: str) -> bool:
         try:
             st = os.stat(path)
         except OSError:
-            continue
-        shift = 6 if st.st_uid == uid else 3 if st.st_gid in groups else 0
+            return False
         wanted = 0o5 if stat.S_ISDIR(st.st_mode) else 0o4
-        if st.st_mode >> shift & wanted:
-            readable.append(path)
-    return tuple(readable)
+        return bool(st.st_mode >> self._shift(st) & wanted)
+
+    def _shift(self, st: os.stat_result) -> int:
+        """Which mode bits apply to this user: the owner's (6), the group's (3), others' (0)."""
+        return 6 if st.st_uid == self.uid else 3 if st.st_gid in self.groups else 0
+
+    def private_entries(self, top: str) -> list[str]:
+        """The entries under ``top``, ``STATE_DEPTH`` levels down, that this user reads (a
+        file with something in it) or opens (a folder, whole) only by the owner's or the
+        group's bits; links are not followed, folders others may open are walked."""
+        inside = tuple(f"{place}/" for place in self.work)  # a str test: paths cost 30 us
+        found, stack = [], [(top, 1)]
+        while stack:
+            folder, depth = stack.pop()
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                if f"{entry.path}/".startswith(inside):
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                is_folder = stat.S_ISDIR(st.st_mode)
+                wanted = 0o5 if is_folder else 0o4
+                if st.st_mode & wanted == wanted:  # others' too: nothing to hide here
+                    if is_folder and depth < STATE_DEPTH:
+                        stack.append((entry.path, depth + 1))
+                    continue
+                if not (is_folder or stat.S_ISREG(st.st_mode)):
+                    continue
+                mine = st.st_mode >> self._shift(st) & wanted == wanted
+                if mine and (is_folder or st.st_size) and not _holds_any(entry.path, self.work):
+                    found.append(entry.path)
+        return found
 
 
 def _existing(paths: tuple[str, ...]) -> tuple[str, ...]:
@@ -207,15 +276,43 @@ INTERPRETER = Path(os.path.realpath(sys.prefix))  # the environment isoagent run
 _CAP_SYS_ADMIN = 21
 
 
-# a user and a mount namespace of its own, as a child not running as root would make them
-_PROBE = "import ctypes, sys; sys.exit(ctypes.CDLL(None).unshare(0x10020000) != 0)"
+# a mount and a pid namespace of its own (in a user namespace, as a child not running as
+# root makes them), and there, from pid 1, a fresh /proc: 0; 1: no mount namespace; 2: a
+# mount namespace but no pid namespace or /proc (a container's masked /proc refuses one)
+_PROBE = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None)
+NS, PID, USER = 0x00020000, 0x20000000, 0x10000000
+if libc.unshare(NS | PID) != 0 and libc.unshare(USER | NS | PID) != 0:
+    sys.exit(2 if libc.unshare(NS) == 0 or libc.unshare(USER | NS) == 0 else 1)
+child = os.fork()
+if child == 0:
+    private = libc.mount(None, b"/", None, 0x44000, None) == 0
+    os._exit(0 if private and libc.mount(b"proc", b"/proc", b"proc", 14, None) == 0 else 2)
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
+"""
+
+
+@functools.cache
+def _namespaces() -> int:
+    """What namespaces a child can have (``_PROBE``'s answer), asked of a short-lived
+    process once: a system or a container's seccomp profile may refuse any of them."""
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _PROBE],
+            env=allowed_environment(),
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return 1
+    return probe.returncode if probe.returncode in (0, 2) else 1
 
 
 @functools.cache
 def mount_namespaces_available() -> bool:
     """Whether a child can have a mount namespace of its own: as root with CAP_SYS_ADMIN,
-    or, asked of a short-lived process once, in an unprivileged user namespace (which a
-    system or a container's seccomp profile may refuse)."""
+    or in an unprivileged user namespace (``_namespaces``)."""
     try:
         status = dict(
             line.split(":\t", 1) for line in Path("/proc/self/status").read_text().splitlines()
@@ -224,13 +321,12 @@ def mount_namespaces_available() -> bool:
             return True
     except (OSError, ValueError):
         return False
-    try:
-        probe = subprocess.run(
-            [sys.executable, "-I", "-c", _PROBE], env=allowed_environment(), timeout=10, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return probe.returncode == 0
+    return _namespaces() != 1
+
+
+def pid_namespaces_available() -> bool:
+    """Whether a child can have a pid namespace of its own and its own ``/proc`` in it."""
+    return mount_namespaces_available() and _namespaces() == 0
 
 
 def protected_paths(
@@ -268,12 +364,19 @@ def _protected_candidates(
 
 
 def protection_warning(choice: SandboxChoice) -> str | None:
-    """The once-per-run warning when children cannot get protected or hidden paths."""
-    if choice == "off" or mount_namespaces_available():
+    """The once-per-run warning when children cannot get protected or hidden paths, or a
+    ``/proc`` of their own."""
+    if choice == "off" or pid_namespaces_available():
         return None
+    if mount_namespaces_available():
+        return (
+            "warning: no pid namespace or /proc of their own for children here: they can "
+            "read every process's command line in /proc"
+        )
     gaps = ["every agent can read ~/.ssh, ~/.aws, ~/.netrc, the run folders, --deny-read's"]
     if choice != "read-only":
         gaps.insert(0, "writing agents can change .git, .claude and .isoagent in the workspace")
+    gaps.append("every process's command line in /proc")
     return f"warning: no mount namespace for children here: {'; '.join(gaps)}"
 
 

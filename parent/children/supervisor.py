@@ -20,7 +20,7 @@ from isoagent.parent.children.child_hooks import ChildHooks
 from isoagent.parent.children.child_run import ChildRequest, ChildRun, child_id
 from isoagent.parent.children.forkserver import ForkServer
 from isoagent.parent.children.launchers import ChildFailed, Launchers
-from isoagent.parent.children.planted import FOLDER_LIMIT, PlantedNames, may_write
+from isoagent.parent.children.planted import FOLDER_LIMIT, PlantedNames, may_write, say
 from isoagent.parent.children.sandbox_policy import PROTECTED
 from isoagent.parent.model.gateway import Gateway
 from isoagent.parent.records.events import ChildFinished, Sink
@@ -93,7 +93,7 @@ class Supervisor:
         self.trace: RunTrace | None = None  # the run's telemetry, when on (the session's)
         if settings.sandbox != "off":
             roots = (settings.workdir, *settings.add_dirs)
-            self.planted = PlantedNames(roots, run.path / "planted")
+            self.planted = PlantedNames(roots, run)
 
     async def run(self, request: ChildRequest) -> ChildFinished:
         """Run one child to its end; a failure becomes a Result, never an exception.
@@ -220,16 +220,7 @@ class Supervisor:
                 if planted.small
                 else await asyncio.to_thread(planted.take, child)
             )
-        for was, now in moved:
-            what = (
-                f"moved to {self.run_folder.display(now)}"
-                if now is not None
-                else "it could not be moved: remove it before anything runs there"
-            )
-            warn(
-                f"warning: a child created {was}, which children may not create (it runs or "
-                f"configures what comes next): {what}"
-            )
+        say(moved, self.run_folder)
 
     async def close(self) -> None:
         """End what outlives single children: host servers, ssh control masters."""

@@ -251,20 +251,21 @@ class TranscriptWriter:
     def __init__(
         self,
         path: Path,
-        create: Callable[[], FileIO] | None = None,
+        create: Callable[[], FileIO],
         seal: LineSeal | None = None,
         spend: Callable[[int], None] | None = None,
     ) -> None:
-        """``create``: makes the file (``RunFolder.opener``); default: append to ``path``.
-        ``seal``: told each line once it is written whole. ``spend``: told each line's size
-        before it is written; it may raise to refuse it."""
+        """``create``: makes the file ``path`` names (``RunFolder.opener``: new, in the run
+        folder's fd, following no link; never opened by its path); ``seal``: told each line
+        once it is written whole; ``spend``: told each line's size before it is written; it
+        may raise to refuse it."""
         self.path = path
         self._spend = spend
         self.seal = seal
         self._file: FileIO | None = None
         self._end = 0  # end of the last complete line
         try:
-            self._file = create() if create else path.open("ab", buffering=0)
+            self._file = create()
             self._end = self._file.tell()
         except OSError as exc:
             self._fail(exc)

@@ -13,9 +13,11 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +121,29 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def run_dirs(workdir: Path) -> list[Path]:
     return sorted((workdir / ".isoagent" / "runs").iterdir())
+
+
+def kill_child_once(ready: Callable[[], object], workdir: Path) -> threading.Thread:
+    """SIGKILL the first child of the run in ``workdir`` once ``ready()`` holds (its command
+    got that far): from the test, as its own commands cannot (pid 1 of their namespace, it
+    gets no signal it does not handle from them). ``join`` the thread."""
+    from tests.support.processes import wait_for
+
+    def kill() -> None:
+        assert wait_for(ready, 30)
+        os.kill(started_children(workdir)[0], signal.SIGKILL)
+
+    killer = threading.Thread(target=kill)
+    killer.start()
+    return killer
+
+
+def started_children(workdir: Path) -> list[int]:
+    """The pids of the children the runs in ``workdir`` started so far, oldest first, as
+    the parent saw them start (a child's commands see the child as pid 1 of their
+    namespace)."""
+    events = [e for run in run_dirs(workdir) for e in read_jsonl(run / "run.jsonl")]
+    return [event["pid"] for event in events if event["type"] == "child_started"]
 
 
 def shell(

@@ -1,11 +1,11 @@
 """An MCP server for the tests: ``python -m tests.support.mcp_lookup_server OUTSIDE``
 (stdio), or with ``--http PORT`` over streamable HTTP on every address.
 
-It notes its start as ``started-<pid>`` in its working folder (where it may write), holding
-its environment as JSON, and its
-one tool, ``lookup``, answers with the key, its pid, whether it could write in OUTSIDE, a
-folder outside the workspace (a sandboxed child's server cannot), and whether it was given
-an API key; a key that is an absolute path, with what the server reads there.
+It notes its start as ``started-<random>`` in its working folder (where it may write; not
+by its pid: a confined server is pid 1 of its own namespace), holding its environment as
+JSON, and its one tool, ``lookup``, answers with the key, its pid, whether it could write in
+OUTSIDE, a folder outside the workspace (a sandboxed child's server cannot), and whether it
+was given an API key; a key that is an absolute path, with what the server reads there.
 
 Over stdio it speaks MCP's JSON-RPC lines itself, as the Messages API server of these tests
 does HTTP: the official server package costs about two seconds of CPU to import, at every
@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import sys
 from pathlib import Path
 from typing import Any
@@ -102,5 +103,5 @@ if __name__ == "__main__":
         serve_http(int(sys.argv[3]))
     else:
         with contextlib.suppress(OSError):  # a read-only child's server may not
-            Path(f"started-{os.getpid()}").write_text(json.dumps(dict(os.environ)))
+            Path(f"started-{secrets.token_hex(8)}").write_text(json.dumps(dict(os.environ)))
         serve_stdio()

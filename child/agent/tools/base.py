@@ -109,6 +109,21 @@ class Tool(Generic[I]):
         raise NotImplementedError
 
 
+class ToolWrapper(Tool[Any]):
+    """A tool that stands for ``tool`` (its name, spec and parallelism are the other's) and
+    changes how its calls run: ``run`` is the subclass's."""
+
+    def __init__(self, tool: Tool[Any]) -> None:
+        super().__init__(tool.ctx)
+        self.tool = tool
+        self.name = tool.name  # type: ignore[misc]  # the wrapped tool's, per instance
+        self.parallel_safe = tool.parallel_safe  # type: ignore[misc]
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self.tool.spec
+
+
 _schemas: dict[type, dict[str, Any]] = {}
 
 
