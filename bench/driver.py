@@ -25,7 +25,7 @@ from isoagent.child.agent.loop import Agent
 from isoagent.child.agent.tools import make_tools
 from isoagent.child.agent.tools.base import ToolContext
 from isoagent.parent.agent.bridge import GatewayBridge, run_in_thread
-from isoagent.parent.children.supervisor import ChildRequest
+from isoagent.parent.children.child_run import ChildRequest
 from isoagent.parent.model.conversation import ConversationRecorder
 from isoagent.parent.model.sdk import AnthropicSource
 from isoagent.parent.records.events import ChildFinished

@@ -97,8 +97,8 @@ class Options:
         add_dirs: More folders the agents may use as they use the workspace.
         timeout: Wall-clock seconds per child before its processes are ended.
         max_parallel: Children running at once; None: 4, or the hosts' slots with ``hosts``.
-        max_depth: Levels of children: 2 lets a child with every tool start children of its
-            own.
+        max_depth: Levels of children: 2 lets a child whose agent type delegates
+            (general-purpose) start children of its own.
         agents_dirs: More folders of agent files (``*.md``, Claude Code's format).
         agents: More agent types, by name: ``AgentDefinition`` or ``--agents`` JSON's dicts.
         verbose: Every tool call on stderr (the CLI's ``-v``).
@@ -123,6 +123,9 @@ class Options:
         memory_mb: Address-space limit per child process and command, in MiB; 0: none.
         max_processes: Process limit per child; 0: none.
         max_file_size_mb: Largest file a child's command may write, in MiB; 0: none.
+        child_disk_mb: What the parent may write for one child in the run folder (its
+            transcript, a Result too large to hold, its summary), in MiB; past it the child
+            ends; 0: none.
         hosts: Run children on these hosts: ``name[:slots],...`` or ``@FILE``.
         launcher: The command that runs a child on ``{host}`` (ssh, srun, kubectl exec).
         remote_python: The Python with isoagent installed, on the hosts.
@@ -188,6 +191,7 @@ class Options:
     memory_mb: int = _LIMITS.address_space_mb
     max_processes: int = _LIMITS.max_processes
     max_file_size_mb: int = _LIMITS.file_size_mb
+    child_disk_mb: int = Settings.child_disk_mb
     hosts: str | None = None
     launcher: str = _REMOTE.launcher
     remote_python: str = _REMOTE.remote_python
@@ -307,7 +311,8 @@ _AT_LEAST = {
     "max_turns": 0, "timeout": 1, "max_parallel": 1, "max_tokens_total": 0, "cpu_seconds": 0,
     "max_depth": 1, "max_budget_usd": 0, "max_thinking_tokens": 0, "task_budget": 1,
     "api_retry_deadline": 1, "batch_window": 0,
-    "memory_mb": 0, "max_processes": 0, "max_file_size_mb": 0, "heartbeat": 0.1, "retries": 0,
+    "memory_mb": 0, "max_processes": 0, "max_file_size_mb": 0, "child_disk_mb": 0,
+    "heartbeat": 0.1, "retries": 0,
     "launch_timeout": 1,
 }  # fmt: skip
 
@@ -379,6 +384,7 @@ def settings_for(
             file_size_mb=options.max_file_size_mb,
         ),
         timeout=options.timeout,
+        child_disk_mb=options.child_disk_mb,
         max_parallel=max_parallel,
         max_depth=options.max_depth,
         max_tokens_total=options.max_tokens_total,

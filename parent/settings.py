@@ -34,6 +34,9 @@ class Settings:
     model: str = DEFAULT_MODEL
     limits: Limits = field(default_factory=default_limits)
     timeout: float = 600.0  # wall-clock seconds per child
+    # MiB the parent writes for one child in the run folder (transcript, a spooled Result,
+    # its summary); 0: no limit. An honest child's transcript takes a few MB
+    child_disk_mb: int = 1024
     max_parallel: int = 4  # children at once
     # levels of children: 1, the parent's alone; 2, a child's too (--max-depth)
     max_depth: int = 1

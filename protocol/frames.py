@@ -25,7 +25,9 @@ import msgspec
 # 16: Task.history (an older child would start a continued conversation afresh)
 # 17: tools by Claude Code's names and inputs (AgentSpec.tools, HookPlan, HookCall.tool,
 # Progress.tool: "Bash", not "bash"; an older child would know none of its tools)
-PROTOCOL_VERSION = 17
+# 18: AgentSpec.delegates; a child's Agent tool refuses a type its Task does not list (the
+# parent ends a child that asks for one: an older child's model would end it)
+PROTOCOL_VERSION = 18
 
 # --- conversation content (the Messages API's shapes) -----------------------
 
@@ -176,6 +178,9 @@ class AgentSpec(msgspec.Struct, omit_defaults=True):
     mcp_servers: list[McpServer] = []
     effort: str = ""  # its requests' output_config.effort (low, medium, high, max); "": none
     background: bool = False  # its children run in the background (the parent's alone reads it)
+    # its children may start children where --max-depth allows: Claude Code's Task (Agent)
+    # among its tools, or no tools list (the parent's alone reads it)
+    delegates: bool = False
 
 
 # room for a thinking model's thinking and its answer (claude-sonnet-5 thinks by default)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import struct
 from collections.abc import Callable, Iterator
 from typing import Protocol
@@ -66,6 +67,113 @@ def decode_frame(body: bytes | bytearray | mmap.mmap, union: object) -> object:
         return _decoders[union].decode(body)
     except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: nested too deep
         raise FrameError(f"undecodable frame ({len(body)} bytes): {exc}") from None
+
+
+# What msgspec makes of a msgpack item, in bytes of Python objects (CPython 3.11+, 64 bits), at
+# least, as ``decoded_size`` counts it: the object, its garbage collector's header and its
+# slot in its container; a str's characters (at most its UTF-8 bytes) and a bin's bytes come
+# on top. A map is counted as a dict (a Struct's is smaller, its field names are not made).
+SCALAR_BYTES = 48  # an int (a 64-bit one takes 36) or a float
+TEXT_BYTES = 88  # a str around its characters (one, two or four bytes each), or bytes
+ARRAY_BYTES, ITEM_BYTES = 88, 10  # a list, and each item's slot (with what a list keeps spare)
+MAP_BYTES, ENTRY_BYTES = 208, 40  # a dict, and each entry's share of its table
+# at most that many bytes of objects per body byte, whatever the body: msgspec's own bound
+# (its pull request 367: a crafted message of N bytes allocates at most N * 184)
+AMPLIFICATION = 184
+# msgpack's items past the fix* ones, by their first byte: the bytes that follow a scalar;
+# the length's width (and an ext's type byte) before a str's, bin's or ext's bytes; the
+# length's width and the items per count of an array's or a map's
+_SCALARS = {0xC0: 0, 0xC2: 0, 0xC3: 0, 0xCA: 4, 0xCB: 8, 0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+_SCALARS |= {0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8, 0xD4: 2, 0xD5: 3, 0xD6: 5, 0xD7: 9, 0xD8: 17}
+_BYTES = {0xC4: (1, 0), 0xC5: (2, 0), 0xC6: (4, 0), 0xD9: (1, 0), 0xDA: (2, 0), 0xDB: (4, 0)}
+_BYTES |= {0xC7: (1, 1), 0xC8: (2, 1), 0xC9: (4, 1)}
+_CONTAINERS = {0xDC: (2, 1), 0xDD: (4, 1), 0xDE: (2, 2), 0xDF: (4, 2)}
+
+
+class _Kind(msgspec.Struct):
+    """A frame's tag alone: its other fields are skipped, not decoded."""
+
+    type: str = ""
+
+
+_KIND = msgspec.msgpack.Decoder(_Kind)
+
+
+def frame_kind(body: bytes | bytearray | memoryview | mmap.mmap) -> str:
+    """The kind (the tag) of the frame in ``body``, decoding nothing else ("": none)."""
+    try:
+        return _KIND.decode(body).type
+    except (msgspec.DecodeError, RecursionError):
+        return ""
+
+
+_WIDER = re.compile(rb"[\xc4-\xff]")  # a UTF-8 lead byte of a character past U+00FF
+_WIDEST = re.compile(rb"[\xf0-\xff]")  # and of one past U+FFFF
+
+
+def _text_width(body: bytes | bytearray | memoryview | mmap.mmap, start: int, end: int) -> int:
+    """Bytes a character of the UTF-8 text ``body[start:end]`` takes in a str: 1, 2 or 4
+    (one character past U+00FF makes every character of its str two bytes; one past
+    U+FFFF, four). Searched in C, nothing copied."""
+    if not _WIDER.search(body, start, end):
+        return 1
+    return 4 if _WIDEST.search(body, start, end) else 2
+
+
+def decoded_size(body: bytes | bytearray | memoryview | mmap.mmap, limit: int) -> int:
+    """About how many bytes of Python objects decoding msgpack ``body`` makes (at least what
+    it makes), counted item by item without making any: what a body's bytes alone cannot
+    bound, since one byte (an empty list) decodes into eighty. Counting stops once past
+    ``limit``; a body that is not msgpack is a ``FrameError``."""
+    size = 0
+    left = 1  # items still to count: containers add theirs
+    at = 0
+    try:
+        while left and size <= limit:
+            left -= 1
+            kind = body[at]
+            at += 1
+            if 0xA0 <= kind < 0xC0:  # a fixstr: at most 31 bytes, each a character of 4
+                count = kind & 0x1F
+                at += count
+                size += TEXT_BYTES + 4 * count
+            elif 0x80 <= kind < 0x90:  # a fixmap
+                count = kind & 0x0F
+                left += 2 * count
+                size += MAP_BYTES + ENTRY_BYTES * count
+            elif 0x90 <= kind < 0xA0:  # a fixarray
+                count = kind & 0x0F
+                left += count
+                size += ARRAY_BYTES + ITEM_BYTES * count
+            elif kind < 0x80 or kind >= 0xE0:  # a fixint
+                size += SCALAR_BYTES
+            elif kind in _CONTAINERS:
+                width, items = _CONTAINERS[kind]
+                count = int.from_bytes(body[at : at + width], "big")
+                at += width
+                left += items * count
+                size += (
+                    ARRAY_BYTES + ITEM_BYTES * count
+                    if items == 1
+                    else MAP_BYTES + ENTRY_BYTES * count
+                )
+            elif kind in _BYTES:
+                width, typed = _BYTES[kind]
+                count = int.from_bytes(body[at : at + width], "big")
+                at += width + typed
+                wide = kind >= 0xD9 and _text_width(body, at, at + count)
+                at += count
+                size += TEXT_BYTES + (wide or 1) * count
+            elif kind in _SCALARS:
+                at += _SCALARS[kind]
+                size += SCALAR_BYTES
+            else:
+                raise FrameError(
+                    f"undecodable frame ({len(body)} bytes): byte {kind:#x} at {at - 1}"
+                )
+    except IndexError:
+        raise FrameError(f"undecodable frame ({len(body)} bytes): it ends inside an item") from None
+    return size
 
 
 def _body_buffer(length: int) -> bytearray | mmap.mmap:
@@ -126,10 +234,14 @@ class FrameAssembler:
         *,
         in_memory: int = MAX_FRAME,
         spill: Callable[[int], Spill] | None = None,
+        check: Callable[[bytearray | mmap.mmap], None] | None = None,
     ) -> None:
+        """``check``: looks at each body held in memory before it is decoded; it may
+        raise (a ``FrameError``) to refuse it."""
         self.union = union
         self.in_memory = in_memory
         self.spill = spill
+        self.check = check
         self.length = 0  # the body length of the frame being read, or read last
         self._header = bytearray(HEADER.size)
         self._body: bytearray | mmap.mmap | None = None  # None while reading a header
@@ -166,6 +278,8 @@ class FrameAssembler:
         self._part.release()
         self._part, self._got = memoryview(self._header), 0
         try:
+            if self.check is not None:
+                self.check(body)
             return decode_frame(body, self.union)
         finally:
             if isinstance(body, mmap.mmap):

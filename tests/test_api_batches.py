@@ -17,7 +17,7 @@ import pytest
 import isoagent
 from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
 from isoagent.child.agent.loop import text_of
-from isoagent.parent.children.supervisor import ChildRequest
+from isoagent.parent.children.child_run import ChildRequest
 from isoagent.parent.model import batches
 from isoagent.parent.model.batches import BatchSource
 from isoagent.parent.model.sdk import AnthropicSource

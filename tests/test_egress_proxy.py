@@ -344,6 +344,45 @@ def test_a_child_over_its_connection_budget_is_cut_off_and_named() -> None:
             connection.close()
 
 
+def held_open(connection: socket.socket) -> bool:
+    """Whether the proxy holds ``connection`` (no answer, no end within a moment)."""
+    connection.settimeout(0.5)
+    try:
+        connection.recv(1)  # an answer, or its end (b""): not held
+    except TimeoutError:
+        return True
+    except OSError:  # reset
+        pass
+    finally:
+        connection.settimeout(10)
+    return False
+
+
+def test_the_pool_is_shared_by_the_children_its_proxy_serves() -> None:
+    """Four connections for everyone: one child alone holds all four; when a second comes,
+    each child's share is two, and the second takes one of the first's, which is answered
+    503 past its share, not cut off; once the second has gone, the first opens them again."""
+    told: list[str] = []
+    with serving(EgressPolicy(), pool=4) as proxy, handed_over(proxy) as (_, first):
+        proxy.on_refused = lambda host, why: told.append(why)
+        held = [socket.create_connection(("127.0.0.1", first), timeout=10) for _ in range(4)]
+        assert all(map(held_open, held))
+        with handed_over(proxy) as (_, second):
+            assert wait_for(lambda: proxy.share() == 2, 10)
+            theirs = socket.create_connection(("127.0.0.1", second), timeout=10)
+            assert held_open(theirs)
+            assert sum(map(held_open, held)) == 3  # one of the first's gave room
+            refused = socket.create_connection(("127.0.0.1", first), timeout=10)
+            assert refused.recv(4096).startswith(b"HTTP/1.1 503 a child holds its share")
+            assert wait_for(lambda: told, 10)
+            assert told[0].startswith("a child holds its share of the proxy's")
+        assert wait_for(lambda: proxy.share() == 4, 10)
+        again = socket.create_connection(("127.0.0.1", first), timeout=10)
+        assert held_open(again)  # its connections are back
+        for connection in [*held, theirs, refused, again]:
+            connection.close()
+
+
 def test_a_request_head_that_never_ends_is_answered_408(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(egress_proxy, "HEAD_SECONDS", 0.2)
     with (

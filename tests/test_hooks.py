@@ -17,11 +17,14 @@ import claude_agent_sdk
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, ResultMessage, UserMessage
 
-from isoagent.parent.agent.hooks import Hooks, SessionHooks, Subagent
-from isoagent.protocol import HookPlan
+from isoagent.parent.agent.hooks import Hooks, SessionHooks
+from isoagent.parent.children.child_hooks import HookLedger, Subagent
+from isoagent.protocol import HookCall, HookPlan, HookReply, ModelCall, ModelReply, TextBlock
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
+from tests.support.faulty_children import HARMLESS
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
+from tests.test_mcp_servers import sdk_calc
 from tests.test_print_mode import CLAUDE, ISOAGENT_SCRIPT, needs_claude
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,8 +55,8 @@ def _is_child(req: Request) -> bool:
     return CHILD_PROMPT in req.first_user_text
 
 
-def delegates_a_command(command: str) -> Any:
-    """The parent delegates once to general-purpose (in the foreground); the child runs
+def delegates_a_command(command: str, agent: str = "general-purpose") -> Any:
+    """The parent delegates once to ``agent`` (in the foreground); the child runs
     ``command`` in Bash and answers with what its tool result said. Works for isoagent and
     Claude Code alike (whose subagents may delegate too: told apart by prompt)."""
 
@@ -70,7 +73,7 @@ def delegates_a_command(command: str) -> Any:
             return text_reply(f"child saw (error={result.get('is_error', False)}): {text}")
         if req.turn == 0:
             task = {"description": "run it", "prompt": CHILD_PROMPT,
-                    "subagent_type": "general-purpose"}  # fmt: skip
+                    "subagent_type": agent}  # fmt: skip
             # Claude Code's runs in the background unless told
             return tool_reply("Agent", {**task, "run_in_background": False})
         return text_reply("parent done")
@@ -369,6 +372,94 @@ def test_a_child_that_runs_past_a_hook_is_ended_and_says_why(
     assert len(child_requests(api_server)) == 1  # the second call never reached the model
     answer = api_server.requests[-1].tool_results[0]
     assert re.search(f"child {why}", str(answer["content"])), answer
+
+
+def recorder(heard: list[dict[str, Any]]) -> Any:
+    """An SDK hook callback that notes what it is asked and lets everything through."""
+
+    async def hook(data: Any, *_: Any) -> dict[str, Any]:
+        heard.append(data)
+        return {}
+
+    return hook
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "why", "seen"),
+    [
+        ("swap-hook", r"asked the PreToolUse hooks about (toolu_\w+) with an input other "
+         r"than its model gave \(Bash\)", []),
+        ("twice-hook", r"asked the PreToolUse hooks about (toolu_\w+) twice", ["PreToolUse"]),
+        ("big-post", r"asked the PostToolUse hooks about (toolu_\w+) with an output of 60000 "
+         r"characters, past its Task's output cap \(30000\)", ["PreToolUse"]),
+        ("forge-hooks", r"asked the PreToolUse hooks about toolu_0, no tool call of its "
+         r"model's latest answer", []),
+    ],
+    ids=["another-input", "twice", "an-output-past-the-cap", "ids-the-model-never-gave"],
+)  # fmt: skip
+def test_a_child_asks_the_hooks_only_about_its_models_calls_as_the_model_made_them(
+    behaviour: str,
+    why: str,
+    seen: list[str],
+    api_server: MessagesServer,
+    tmp_path: Path,
+    workspace: Path,
+) -> None:
+    """The hooks see a child's steps as its model asked for them: a HookCall for an id its
+    model's latest answer does not hold, with another input than the model gave, asked twice,
+    or with an output past the Task's cap ends the child before the user's hooks hear of it;
+    what they hear is the parent's copy of the model's call."""
+    heard: list[dict[str, Any]] = []
+    forger = f"{sys.executable} -m tests.support.faulty_children {behaviour} {tmp_path}"
+    env = {**_env(api_server, tmp_path), "ISOAGENT_CHILD_COMMAND": forger, "PYTHONPATH": str(REPO)}
+    api_server.handler = delegates_a_command(f"touch made.txt; {HARMLESS}")
+    matcher = [HookMatcher(matcher="Bash", hooks=[recorder(heard)])]
+    talk("go", workspace, env, hooks={"PreToolUse": matcher, "PostToolUse": matcher})
+
+    answer = str(api_server.requests[-1].tool_results[0]["content"])
+    assert re.search(f"child {why}", answer), answer
+    assert [h["hook_event_name"] for h in heard] == seen
+    model_gave = {"command": f"touch made.txt; {HARMLESS}", "description": "run"}
+    assert all(h["tool_input"] == model_gave for h in heard)
+    assert len(child_requests(api_server)) == (behaviour != "forge-hooks")
+
+
+def test_a_child_granted_a_whole_mcp_server_still_asks_the_hooks(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """An MCP server granted whole makes the plan every tool (its tools are not known when
+    the Task is made): a child that runs its model's bash without asking is still ended."""
+    heard: list[dict[str, Any]] = []
+    forger = f"{sys.executable} -m tests.support.faulty_children skip-hook {tmp_path}"
+    env = {**_env(api_server, tmp_path), "ISOAGENT_CHILD_COMMAND": forger, "PYTHONPATH": str(REPO)}
+    api_server.handler = delegates_a_command("touch made.txt", agent="worker")
+    worker = claude_agent_sdk.AgentDefinition(
+        description="Works.", prompt="Work.", tools=["Bash", "mcp__calc"]
+    )
+    hooks = {"PreToolUse": [HookMatcher(matcher="Bash", hooks=[recorder(heard)])]}
+    talk(
+        "go", workspace, env, hooks=hooks, agents={"worker": worker},
+        mcp_servers={"calc": sdk_calc()},
+    )  # fmt: skip
+    assert (workspace / "made.txt").exists() and heard == []
+    answer = str(api_server.requests[-1].tool_results[0]["content"])
+    assert re.search(r"child ran Bash \(toolu_\w+\) without asking the PreToolUse hooks", answer)
+    assert len(child_requests(api_server)) == 1  # its second call never reached the model
+
+
+def test_a_stop_hook_hears_the_models_last_words_once_per_answer_that_ended() -> None:
+    """A Stop follows an answer without tool calls, once; the hooks hear the words the
+    parent relayed and whether a Stop hook made the agent go on, not the child's say."""
+    ledger = HookLedger(HookPlan(stop=True), 100)
+    ledger.answered(ModelCall(0, "m", 1, "", []), ModelReply(0, [TextBlock("done")]))
+    asked, refused = ledger.claim(HookCall(1, "Stop", output="forged words", again=True), "done")
+    assert refused == "" and (asked.output, asked.again) == ("done", False)
+    ledger.heard(asked, HookReply(1, block=True, reason="go on"))
+    _, refused = ledger.claim(HookCall(2, "Stop"), "done")
+    assert refused == "asked the Stop hooks without an answer of its model that ended"
+    ledger.answered(ModelCall(1, "m", 1, "", []), ModelReply(1, [TextBlock("really done")]))
+    asked, refused = ledger.claim(HookCall(3, "Stop"), "really done")
+    assert refused == "" and (asked.output, asked.again) == ("really done", True)
 
 
 def test_hooks_isoagent_cannot_run_are_refused_by_name(

@@ -22,6 +22,7 @@ from isoagent.parent.children.connection import (
     FrameInbox,
     FrameRefused,
 )
+from isoagent.parent.children.disk_budget import DiskBudget
 from isoagent.parent.children.large_results import SUMMARY_LIMIT, ResultFiles
 from isoagent.parent.records.run_folder import RunFolder
 from isoagent.protocol import (
@@ -40,6 +41,7 @@ from isoagent.protocol.framing import HEADER
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.faulty_children import (
+    AMPLIFIERS,
     BIG_SUMMARY,
     ENDLESS_SENT,
     HUGE_SUMMARY,
@@ -160,6 +162,72 @@ def test_a_child_that_pipelines_model_calls_is_ended_and_its_siblings_calls_comp
     assert len(api_server.requests) - len(flood) == 2  # each sibling's call
 
 
+_honest_peaks: list[int] = []
+
+
+def honest_peak(server: MessagesServer, folder: Path) -> int:
+    """The CLI's peak for a batch with no hostile child in it, measured once per worker."""
+    if not _honest_peaks:
+        _honest_peaks.append(hostile_batch(server, folder, "amplify-x", hostile=False)[1])
+    return _honest_peaks[0]
+
+
+@pytest.mark.parametrize("field", AMPLIFIERS)
+def test_a_frame_whose_items_decode_into_far_more_than_its_bytes_is_refused_undecoded(
+    field: str, api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """A frame's bytes do not bound what it decodes into: a few MiB of empty lists in a tool's
+    input would take the parent past a GB. Each field where items amplify is counted before
+    it is decoded; the child is ended with the bound named, its siblings end ok, and the
+    parent's peak stays within 64 MiB of an honest batch's."""
+    baseline = honest_peak(api_server, tmp_path)
+    lines, peak = hostile_batch(api_server, tmp_path, f"amplify-{field}")
+
+    hostile, honest = split(lines)
+    assert_honest_ones_ok(honest)
+    assert peak - baseline <= GROWTH, (peak, baseline)
+    assert hostile["status"] == "error"
+    bound = "that would take more than 32 MiB of the parent's memory decoded, a frame's bound"
+    assert bound in hostile["error"], hostile["error"]
+
+
+BUDGET = "went past its disk budget: the parent writes at most {} MiB for a child in the run folder"
+
+
+def test_a_child_flooding_its_transcript_is_ended_at_its_disk_budget(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """Each new message of a model call goes to the child's transcript before the gateway
+    sees it: a child that adds 4 MiB a call is ended once its transcript would pass
+    --child-disk-mb, and the transcript stays within it."""
+    lines, _ = hostile_batch(api_server, tmp_path, "flood-transcript", "--child-disk-mb", "10")
+
+    hostile, honest = split(lines)
+    assert_honest_ones_ok(honest)
+    assert hostile["status"] == "error"
+    assert BUDGET.format(10) in hostile["error"], hostile["error"]
+    transcript = tmp_path / "hostile" / hostile["transcript"]
+    assert 8 << 20 < transcript.stat().st_size <= 10 << 20
+    last = json.loads(transcript.read_bytes().splitlines()[-1])
+    assert last["type"] == "child_result"  # the record of its end is always written
+    assert len([r for r in api_server.requests if r.first_user_text == "first task"]) < 3
+
+
+def test_a_result_past_the_childs_disk_budget_is_not_spooled_whole(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """A 300 MB Result under --child-disk-mb 100: the spool stops at the budget, the child
+    ends naming it, and nothing of it stays in the run folder."""
+    lines, _ = hostile_batch(api_server, tmp_path, "huge-result", "--child-disk-mb", "100")
+
+    hostile, honest = split(lines)
+    assert_honest_ones_ok(honest)
+    assert hostile["status"] == "error"
+    assert BUDGET.format(100) in hostile["error"], hostile["error"]
+    run = (tmp_path / "hostile" / hostile["transcript"]).parent
+    assert sum(f.stat().st_size for f in run.iterdir()) < 4 << 20
+
+
 def test_the_task_tool_result_says_the_summary_was_cut_and_where_it_is_whole(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:
@@ -246,7 +314,7 @@ def test_only_a_result_may_be_larger_than_a_frame_held_in_memory(inbox: FrameInb
     (refused,) = received(inbox, big)
     assert isinstance(refused, FrameRefused)
     assert str(refused) == (
-        f"sent a ModelCall of {len(big) - 4} bytes: only a Result may be over 64 MiB"
+        f"sent a ModelCall of {len(big) - 4} bytes: only a Result may be over 32 MiB"
     )
 
 
@@ -257,6 +325,19 @@ def test_a_spooled_result_whose_summary_is_no_text_is_a_corrupt_frame(inbox: Fra
     binary = before + b"\xc6" + size.to_bytes(4, "big") + bytes(size) + after  # msgpack bin 32
     (error,) = received(inbox, HEADER.pack(len(binary)) + binary)
     assert isinstance(error, FrameError) and "must be strings" in str(error)
+
+
+def test_a_summary_past_the_childs_disk_budget_is_cut_and_not_kept(tmp_path: Path) -> None:
+    folder = RunFolder.create(tmp_path / ".isoagent" / "runs")
+    transcript = folder.child_stem(1, "x").with_suffix(".jsonl")
+    files = ResultFiles(folder, transcript, DiskBudget(1 << 20))
+    result = files.bounded(Result("é" * SUMMARY_LIMIT, "ok", 1, 0, Usage(), 0.1))
+    assert result.error == (
+        f"summary cut at 1 MiB of {2 * SUMMARY_LIMIT} bytes; the whole text could not be kept: "
+        f"the child {BUDGET.format(1)} (its transcript, a Result too large to hold and its "
+        "summary; --child-disk-mb)"
+    )
+    assert not files.summary_path.exists()
 
 
 def test_a_result_held_in_memory_has_its_summary_cut_too(inbox: FrameInbox) -> None:

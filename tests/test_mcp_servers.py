@@ -376,7 +376,8 @@ def test_a_child_cannot_call_an_sdk_servers_tool_its_task_does_not_give(
     assert secrets == []
     result = messages[-1]
     assert isinstance(result, claude_agent_sdk.ResultMessage)
-    assert "called an MCP tool its Task does not give it: mcp__calc__secret" in str(result.result)
+    refused = "called an MCP tool its Task does not give it: mcp__calc__secret"
+    assert f"{refused} (its Task gives it mcp__calc__add)" in str(result.result)
 
 
 def test_a_server_no_child_can_use_is_failed_in_init_and_the_run_goes_on(

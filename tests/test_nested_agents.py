@@ -131,24 +131,70 @@ def test_a_child_asking_for_an_unknown_agent_type_is_told_the_ones_there_are(
     assert "general-purpose" in refused["content"] and requests_for(api_server, LEVEL_2) == []
 
 
+def forge_task(
+    server: MessagesServer, tmp_path: Path, workspace: Path, agent: str, *args: str
+) -> str:
+    """``isoagent task --agent AGENT`` whose child forges a request for a general-purpose
+    child (``forge-task``): what it was told. Nothing started but the forger, nothing reached
+    the model, and the forger ended with the reason on stderr."""
+    forger = f"{sys.executable} -m tests.support.faulty_children forge-task {tmp_path}"
+    env = cli_env(server, ISOAGENT_CHILD_COMMAND=forger)
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    done = run_cli(["task", "--agent", agent, "--timeout", "30", *args, "go"], env, cwd=workspace)
+    told = (tmp_path / "replies").read_text()
+    assert done.returncode != 0
+    assert told.split("refused by the parent: ", 1)[1].split("'", 1)[0] in done.stderr
+    runs = list((workspace / ".isoagent" / "runs").iterdir())
+    assert [p.name for p in runs[0].glob("child-*.jsonl")] == [f"child-001-{agent}.jsonl"]
+    assert server.requests == []
+    return told
+
+
 def test_a_forged_task_request_from_a_child_at_the_deepest_level_ends_it(
     api_server: MessagesServer, tmp_path: Path, workspace: Path
 ) -> None:
     """A child is untrusted: a TaskCall its Task gave it no tool for (depth 1 of 1) starts
     nothing, is answered with the refusal, and ends the child with the reason."""
-    forger = f"{sys.executable} -m tests.support.faulty_children forge-task {tmp_path}"
-    env = cli_env(api_server, ISOAGENT_CHILD_COMMAND=forger)
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
-    args = ["task", "--agent", "general-purpose", "--timeout", "30", "go"]
-    done = run_cli(args, env, cwd=workspace, timeout=120)
+    told = forge_task(api_server, tmp_path, workspace, "general-purpose")
+    assert "its Task grants no delegation (depth 1 of --max-depth 1)" in told
 
-    assert done.returncode != 0
-    why = "asked for a child at depth 2, past --max-depth 1"
-    assert why in done.stderr
-    assert why in (tmp_path / "replies").read_text()
-    runs = list((workspace / ".isoagent" / "runs").iterdir())
-    assert [p.name for p in runs[0].glob("child-*.jsonl")] == ["child-001-general-purpose.jsonl"]
-    assert api_server.requests == []
+
+def test_a_read_only_child_cannot_get_a_writing_child_by_asking(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """Explore is read-only and does not delegate: its forged request for a general-purpose
+    child (which would write the workspace) is refused by its grant, even with a level left."""
+    told = forge_task(api_server, tmp_path, workspace, "Explore", "--max-depth", "2")
+    assert "asked for a general-purpose child, but its Task grants no delegation" in told
+    assert "(Explore does not delegate)" in told
+
+
+def test_a_delegating_child_starts_no_type_with_more_than_itself(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """A read-only type that delegates (its tools name Task) may start read-only types only:
+    its Task lists them, and a forged request for general-purpose is refused by that grant."""
+    agents = workspace / ".claude" / "agents"
+    agents.mkdir(parents=True)
+    front = "name: lead\ndescription: leads\ntools: Read, Grep, Glob, Bash, Task"
+    (agents / "lead.md").write_text(f"---\n{front}\n---\nlead\n")
+    args = ["--max-depth", "2"]
+    told = forge_task(api_server, tmp_path, workspace, "lead", *args)
+    assert "asked for a general-purpose child, but its Task lets it start only " in told
+    assert told.split("start only ", 1)[1].startswith("Explore, Plan, lead")
+
+
+def test_nesting_is_the_agent_types_not_that_of_the_tools_a_session_offers(
+    api_server: MessagesServer, tmp_path: Path, workspace: Path
+) -> None:
+    """Under --allowedTools (the SDK's default permission mode, nobody to ask) a general-
+    purpose child has no write tools, and still delegates, as Claude Code's does."""
+    api_server.handler = nesting()
+    run_print(api_server, tmp_path, workspace, "--max-depth", "2", "--allowedTools", "Bash")
+
+    level_1 = requests_for(api_server, LEVEL_1)
+    assert "Write" not in level_1[0].tool_names and "Agent" in level_1[0].tool_names
+    assert requests_for(api_server, LEVEL_2), "the grandchild ran"
 
 
 def test_a_childs_request_past_the_runs_token_budget_starts_nothing(

@@ -9,8 +9,9 @@ import subprocess
 import sys
 import textwrap
 
+import msgspec
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from isoagent.parent.children.connection import FrameInbox
@@ -41,7 +42,7 @@ from isoagent.protocol import (
     decode_frame,
     encode_frame,
 )
-from isoagent.protocol.framing import MAX_FRAME, FrameAssembler
+from isoagent.protocol.framing import MAX_FRAME, FrameAssembler, decoded_size
 
 CONVERSATION = [
     Message("user", [TextBlock("find the tests")]),
@@ -242,3 +243,34 @@ def test_child_keeps_the_protocol_fd_free_of_printed_text() -> None:
     )
     assert done.stdout == b"FRAME"
     assert b"noise from print" in done.stderr and b"noise from a subprocess" in done.stderr
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=40) | st.dictionaries(st.text(), inner, max_size=40),
+    max_leaves=200,
+)
+
+
+def objects_size(value: object) -> int:
+    """What ``value`` takes in memory: each object's size, the garbage collector's header of
+    each container, and each one's slot in its container (a shared one counted each time)."""
+    size = sys.getsizeof(value) + 8
+    if isinstance(value, list):
+        return size + 16 + sum(map(objects_size, value))
+    if isinstance(value, dict):
+        return size + 16 + sum(objects_size(k) + objects_size(v) for k, v in value.items())
+    return size
+
+
+@given(json_values)
+# a str past a fixstr's 31 bytes is counted at its characters' width: one character past
+# U+00FF makes each character two bytes, one past U+FFFF four (a random run may miss them)
+@example("0" * 40 + "\u0100")
+@example("0" * 40 + "\U00010000")
+@settings(max_examples=100, deadline=None)
+def test_decoded_size_counts_at_least_what_decoding_makes(value: object) -> None:
+    """What a child's frame decodes into is counted before it is decoded: never less than
+    the objects msgspec makes of it, whatever its items."""
+    body = msgspec.msgpack.encode(value)
+    assert objects_size(msgspec.msgpack.decode(body)) <= decoded_size(body, 1 << 40)

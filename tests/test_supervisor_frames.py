@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from isoagent.parent.children.child_run import _finish
 from isoagent.parent.children.connection import StderrLog
-from isoagent.parent.children.supervisor import _finish
 from tests.conftest import cli_env
 from tests.support.cli import run_cli
 from tests.support.messages_server import MessagesServer

@@ -61,6 +61,7 @@ BUILTIN_AGENTS: dict[str, AgentSpec] = {
                 + _SUMMARY_RULE
             ),
             tools=list(BASE_TOOLS),
+            delegates=True,  # Claude Code's general-purpose has every tool, Task too
         ),
     )
 }

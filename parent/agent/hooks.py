@@ -6,7 +6,7 @@ stderr as the reason, JSON on stdout decides) and the claude-agent-sdk's callbac
 (registered at ``initialize`` by callback id, each asked with a ``hook_callback`` control
 request). Both run here, in the parent: a settings command is the user's own, run as the
 user (unsandboxed, as in Claude Code, without the API key); a child asks about its steps
-with a ``HookCall`` frame and waits for the ``HookReply`` (``supervisor.py``), only for
+with a ``HookCall`` frame and waits for the ``HookReply`` (``children/child_calls.py``), only for
 the steps its Task's ``HookPlan`` names.
 
 Events: PreToolUse, PostToolUse, PostToolUseFailure (the parent's and every child's tool
@@ -28,18 +28,10 @@ from typing import Any
 
 from isoagent.child.agent.builtin_agents import TASK_ALIASES, TASK_TOOL
 from isoagent.child.agent.loop import Hooks as LoopHooks
-from isoagent.child.agent.loop import as_read
 from isoagent.child.identity import allowed_environment
+from isoagent.parent.children.child_hooks import Subagent
 from isoagent.parent.records.terminal_text import warn
-from isoagent.protocol import (
-    HookCall,
-    HookPlan,
-    HookReply,
-    Message,
-    ModelReply,
-    ToolResultBlock,
-    ToolUseBlock,
-)
+from isoagent.protocol import HookCall, HookPlan, HookReply
 
 EVENTS = frozenset(
     {"PreToolUse", "PostToolUse", "PostToolUseFailure", "UserPromptSubmit", "Stop",
@@ -308,15 +300,6 @@ def _timeout(hook: dict[str, Any], where: str) -> float:
 
 
 @dataclass(frozen=True)
-class Subagent:
-    """A child, as its hooks' input names it."""
-
-    id: str
-    type: str
-    transcript: str
-
-
-@dataclass(frozen=True)
 class SessionHooks:
     """A session's hooks and what every hook input of the session carries."""
 
@@ -413,46 +396,3 @@ class SessionHooks:
         """SubagentStart: what its hooks add to the child's prompt."""
         payload = self._input("SubagentStart", agent)
         return "\n".join(self.hooks.run("SubagentStart", payload, agent.type).context)
-
-
-class HookLedger:
-    """What a child asked the hooks and what they said, held against what it does next (a
-    child is untrusted): each call of its model's last answer that its plan names was asked
-    about before its next model call or its Result, and a denied call's result, as its
-    model reads it, is the denial. It cannot undo what a child ran without asking; it ends
-    such a child and says why."""
-
-    def __init__(self, plan: HookPlan, output_cap: int) -> None:
-        self.plan = plan
-        self.output_cap = output_cap  # a tool result's, as the child's loop cuts it
-        self._uses: list[ToolUseBlock] = []  # the tool calls of the model's last answer
-        self._asked: set[str] = set()  # their ids asked about
-        self._denied: dict[str, str] = {}  # and those denied: the result their model must read
-
-    def answered(self, reply: ModelReply) -> None:
-        self._uses = [b for b in reply.content if isinstance(b, ToolUseBlock)]
-        self._asked.clear()
-        self._denied.clear()
-
-    def heard(self, call: HookCall, reply: HookReply) -> None:
-        if call.event == "PreToolUse":
-            self._asked.add(call.tool_use_id)
-            if reply.block:
-                self._denied[call.tool_use_id] = reply.reason
-
-    def refusal(self, messages: list[Message] | None) -> str:
-        """Why the child's next model call (its ``messages``; None: its Result) breaks what
-        the hooks said ("": it does not)."""
-        every = "*" in self.plan.pre_tool  # its MCP tools' names are not known: not checked
-        for use in self._uses:
-            asks = not every and self.plan.asks("PreToolUse", use.name)
-            if asks and use.id not in self._asked:
-                return f"ran {use.name} ({use.id}) without asking the PreToolUse hooks"
-        last = messages[-1].content if messages else []
-        results = {b.tool_use_id: b for b in last if isinstance(b, ToolResultBlock)}
-        for use_id, denial in self._denied.items() if messages else ():
-            result = results.get(use_id)
-            read = as_read(denial, self.output_cap)
-            if result is None or not result.is_error or result.content != read:
-                return f"told its model something else than a PreToolUse hook's denial of {use_id}"
-        return ""

@@ -327,6 +327,7 @@ def restrict_agents(
             tools=tools,
             bash_allow=bash_allow or [],
             bash_deny=[*spec.bash_deny, *narrowed.bash_deny],
+            delegates=spec.delegates and TASK_ALIASES.isdisjoint(disallowed),
         )
     return restricted
 

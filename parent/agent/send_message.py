@@ -14,7 +14,7 @@ from isoagent.child.agent.builtin_agents import SEND_MESSAGE
 from isoagent.child.agent.tools.base import Tool, ToolContext, ToolError, input_schema
 from isoagent.parent.agent.parent_agent import conversation_in, go_on_from
 from isoagent.parent.agent.task_tool import TaskTool
-from isoagent.parent.children.supervisor import ChildRequest
+from isoagent.parent.children.child_run import ChildRequest
 from isoagent.protocol import ToolSpec
 
 

@@ -17,15 +17,10 @@ import msgspec
 
 from isoagent.child.agent.builtin_agents import TASK_TOOL
 from isoagent.child.agent.tools.base import Tool, ToolContext, ToolError
-from isoagent.child.agent.tools.task import DESCRIPTION, task_spec
+from isoagent.child.agent.tools.task import DESCRIPTION, task_spec, unknown_type
 from isoagent.child.agent.tools.task import TaskInput as ChildTaskInput
-from isoagent.parent.children.supervisor import (
-    ChildRequest,
-    Supervisor,
-    ended_well,
-    report,
-    unknown_type,
-)
+from isoagent.parent.children.child_run import ChildRequest
+from isoagent.parent.children.supervisor import Supervisor, ended_well, report
 from isoagent.parent.records.events import ChildFinished
 from isoagent.protocol import AgentSpec, ToolSpec
 

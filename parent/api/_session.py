@@ -96,7 +96,7 @@ class Session:
         """``task`` whatever the end: a failure is the ``Result``'s ``status`` and
         ``exception``, not raised (an option that cannot be used still is)."""
         from isoagent.parent.batch.input import unknown_agent
-        from isoagent.parent.children.supervisor import ChildRequest, describe
+        from isoagent.parent.children.child_run import ChildRequest, describe
 
         session = self._session
         spec = session.settings.agents.get(agent)

@@ -228,7 +228,7 @@ class BatchRun:
         return True
 
     async def _worker(self, session: Session, queue: Iterator[BatchTask]) -> None:
-        from isoagent.parent.children.supervisor import ChildRequest, describe
+        from isoagent.parent.children.child_run import ChildRequest, describe
 
         while not self._stopping(session) and (task := next(queue, None)) is not None:
             if _spent(session):  # the rest wait for a resume: no line, so not done

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import mmap
 import sys
 import time
 from collections import deque
@@ -24,16 +25,27 @@ from isoagent.protocol import (
     TaskCall,
     encode_frame,
 )
-from isoagent.protocol.framing import FrameAssembler, Spill
+from isoagent.protocol.framing import (
+    AMPLIFICATION,
+    FrameAssembler,
+    Spill,
+    decoded_size,
+    frame_kind,
+)
 
 if TYPE_CHECKING:
     from isoagent.parent.children.large_results import ResultFiles
 
 # What the parent holds of a child's frames (a child is untrusted: it may send anything).
-FRAME_IN_MEMORY = 64 << 20
-"""The largest frame body of a child's the parent reads into memory: a ModelCall with the
-design's 50 MB tool output fits (the Messages API takes no request past 32 MB). Only a
-Result may be larger; it goes to the run folder as it arrives (``large_results.py``)."""
+FRAME_IN_MEMORY = 32 << 20
+"""The largest frame body of a child's the parent reads into memory: a ModelCall as large as
+the Messages API takes (32 MB). Only a Result may be larger; it goes to the run folder as it
+arrives (``large_results.py``)."""
+DECODED_IN_MEMORY = 32 << 20
+"""The most a frame may decode into: its body's bytes do not bound what its items become
+(one byte, an empty list, decodes into eighty), so a body that could pass it is counted
+item by item first (``decoded_size``). With its body and the gateway's one copy of it, a
+child's frame takes the parent at most 64 MiB."""
 SMALL_FRAME = 64 << 10  # a Hello, Progress or Heartbeat: an honest one has a few hundred bytes
 WAITING_FRAMES = 64  # frames the parent has not taken yet: an honest child has one or two
 
@@ -41,6 +53,20 @@ WAITING_FRAMES = 64  # frames the parent has not taken yet: an honest child has 
 class FrameRefused(FrameError):
     """A child's frames went past a bound of what the parent holds for it; the message
     says which. The child is ended: an error of its own, not a corrupt stream."""
+
+
+def check_decoded(body: bytearray | mmap.mmap | memoryview, what: str = "") -> None:
+    """Refuse (``FrameRefused``) a body that would decode into more than
+    ``DECODED_IN_MEMORY`` bytes; ``what``: what it is, for the message (default: its
+    frame's kind and length)."""
+    if len(body) * AMPLIFICATION <= DECODED_IN_MEMORY:
+        return  # none can: counting it would cost more than it tells
+    if decoded_size(body, DECODED_IN_MEMORY) > DECODED_IN_MEMORY:
+        what = what or f"a {frame_kind(body) or 'frame'} of {len(body)} bytes"
+        raise FrameRefused(
+            f"sent {what} that would take more than {DECODED_IN_MEMORY >> 20} MiB of the "
+            "parent's memory decoded, a frame's bound"
+        )
 
 
 Queued = ChildFrame | asyncio.Future[ChildFrame] | Exception | None
@@ -61,7 +87,9 @@ class FrameInbox(asyncio.Protocol):
         self.last_heard = time.monotonic()
         # where a Result too large to hold goes: the supervisor's to set, before the Task
         self.results: ResultFiles | None = None
-        self._frames = FrameAssembler(ChildFrame, in_memory=FRAME_IN_MEMORY, spill=self._spill)
+        self._frames = FrameAssembler(
+            ChildFrame, in_memory=FRAME_IN_MEMORY, spill=self._spill, check=check_decoded
+        )
         # a spooled frame is made in a thread: its future waits in its place
         self._queue: asyncio.Queue[Queued] = asyncio.Queue()
         self._grace = grace

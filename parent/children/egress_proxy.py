@@ -12,21 +12,29 @@ every address checked, and the connection made to the checked address, so a seco
 lookup cannot rebind it. A child's listener closes when its end of the hand-over link
 does: when it exits.
 
-Each child has a budget: ``MAX_CONNECTIONS`` open at once, ``HEAD_SECONDS`` from a
-connection's accept to the end of its request head, ``connection_seconds`` for the whole
-connection. A child that opens one more connection than its budget is cut off (its
-listener and its connections closed) and named to ``on_over_budget``, which ends it.
-Everything runs on one event loop in one thread of the proxy's own, beside a few threads
-that look names up: what the proxy holds grows with the connections it allows, and never
-with what a child asks for.
+Connections are a pool the children share: at most ``pool`` at once (a quarter of the
+parent's open files, as each takes two: the child's and the host's), each child's share
+the pool divided among the children it serves, so it grows and shrinks with their number.
+A connection past a child's share is answered 503 and closed, and the child may open it
+again once it holds fewer (or fewer children share the pool); when the pool is full, a
+child within its share takes one from a child past it. Each child has a budget too:
+``MAX_CONNECTIONS`` open at once, ``HEAD_SECONDS`` from a connection's accept to the end of
+its request head, ``connection_seconds`` for the whole connection. A child that opens one
+more connection than ``MAX_CONNECTIONS`` is cut off (its listener and its connections
+closed) and named to ``on_over_budget``, which ends it. Everything runs on one event loop
+in one thread of the proxy's own, beside a few threads that look names up: what the proxy
+holds grows with the connections it allows, and never with what a child asks for; a
+listener whose accept finds no file to spare waits and accepts again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import re
+import resource
 import shutil
 import socket
 import struct
@@ -42,6 +50,8 @@ from isoagent.child.agent.tools.web import NotAllowed, allowed_address
 
 HEAD_LIMIT = 65536  # bytes of request line and headers
 MAX_CONNECTIONS = 32  # a child's connections open at once; one more ends the child
+FILES_PER_POOL = 4  # the pool takes at most a quarter of the parent's open files
+MAX_POOL = 1024  # connections at once, for every child together, however many files
 HEAD_SECONDS = 10.0  # from a connection's accept to the end of its request head
 CONNECTION_SECONDS = 600.0  # a whole connection, unless the proxy is given the children's
 CONNECT_SECONDS = 30.0  # to reach the host, its name looked up
@@ -62,7 +72,7 @@ class EgressPolicy:
         return allowed_address(host.strip("[]"), port, self.allowed_domains, self.local_hosts)
 
 
-@dataclass
+@dataclass(eq=False)  # each one itself, in the set of the pool's sharers
 class _Child:
     """What the proxy holds for one hand-over: the listener, its connections."""
 
@@ -83,8 +93,12 @@ class EgressProxy:
         policy: EgressPolicy,
         on_refused: Callable[[str, str], None],
         connection_seconds: float = CONNECTION_SECONDS,
+        pool: int = 0,
     ) -> None:
+        """``pool``: connections at once for every child together (0: ``pool_size()``)."""
         self.policy = policy
+        self.pool = pool or pool_size()
+        self._children: set[_Child] = set()  # those served: the pool's sharers
         self.on_refused = on_refused
         self.on_over_budget: Callable[[int, str], None] = lambda pid, why: None
         self.connection_seconds = connection_seconds
@@ -158,24 +172,30 @@ class EgressProxy:
             if listener is None:
                 return
             child = _Child(_peer_pid(link), listener)
+            self._children.add(child)
             accepting = self._start(self._accept(child))
             try:
                 with contextlib.suppress(OSError):
                     while await loop.sock_recv(link, 64):  # until the child exits
                         pass
             finally:
+                self._children.discard(child)
                 accepting.cancel()
                 await asyncio.gather(accepting, return_exceptions=True)
                 _close_listener(listener)
 
     async def _accept(self, child: _Child) -> None:
-        """Serve each connection the child's listener accepts, within its budget."""
+        """Serve each connection the child's listener accepts, within its budget and its
+        share of the pool."""
         loop = asyncio.get_running_loop()
         while True:
             try:
                 conn, _ = await loop.sock_accept(child.listener)
-            except OSError:
-                return
+            except OSError as exc:
+                if exc.errno not in _NO_ROOM:
+                    return  # its listener is closed: the child has gone
+                await asyncio.sleep(0.1)  # no file to spare now: the connection waits
+                continue
             if len(child.connections) >= MAX_CONNECTIONS:
                 conn.close()
                 self._cut_off(
@@ -184,7 +204,32 @@ class EgressProxy:
                     "once (the per-child budget)",
                 )
                 return
+            if refused := self._no_room(child):
+                _refuse(conn, refused)
+                self.on_refused("", refused)
+                continue
             self._start(self._connection(child, conn), child.connections)
+
+    def share(self) -> int:
+        """What one child may hold of the pool now: its part among the children served."""
+        return min(MAX_CONNECTIONS, max(1, self.pool // max(len(self._children), 1)))
+
+    def _no_room(self, child: _Child) -> str:
+        """Why the pool has no room for one more connection of ``child`` ("": it has, once
+        a child past its share gave one back)."""
+        share = self.share()
+        held = len(child.connections)
+        if held >= share:
+            return (
+                f"a child holds its share of the proxy's connections ({held}: {self.pool} "
+                f"shared by {len(self._children)} children); it may open more as it closes some"
+            )
+        if sum(len(c.connections) for c in self._children) < self.pool:
+            return ""
+        greedy = max(self._children, key=lambda c: len(c.connections))
+        if len(greedy.connections) > share:  # one over its share gives one back
+            next(iter(greedy.connections)).cancel()
+        return ""
 
     def _cut_off(self, child: _Child, why: str) -> None:
         """The child broke its budget: nothing more of it is served, and it is named."""
@@ -234,6 +279,24 @@ class EgressProxy:
             await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
 
 
+_NO_ROOM = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+def pool_size() -> int:
+    """Connections at once for every child together: a quarter of the open files this
+    process may have (each connection takes two), at most ``MAX_POOL``."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    files = soft if soft != resource.RLIM_INFINITY else MAX_POOL * FILES_PER_POOL
+    return max(1, min(MAX_POOL, files // FILES_PER_POOL))
+
+
+def _refuse(conn: socket.socket, why: str) -> None:
+    """Answer a connection there is no room for with a 503, and close it."""
+    with conn, contextlib.suppress(OSError):
+        conn.setblocking(False)
+        conn.send(_error(503, why))
+
+
 class _BadRequest(Exception):
     pass
 
@@ -276,17 +339,22 @@ def _parse(head: bytes) -> tuple[str, str, int, bytes]:
 
 
 async def _answer(writer: asyncio.StreamWriter, status: int, why: str) -> None:
+    """An error response."""
+    writer.write(_error(status, why))
+    with contextlib.suppress(OSError):
+        await writer.drain()
+
+
+def _error(status: int, why: str) -> bytes:
     """An error response; ``why`` is its reason phrase too (what ``curl -v`` and Python's
     tunnel error show)."""
     reason = re.sub(r"[^\x20-\x7e]", "?", why)
     body = f"isoagent egress proxy: {reason}\n".encode()
-    writer.write(
+    return (
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
         + body
     )
-    with contextlib.suppress(OSError):
-        await writer.drain()
 
 
 async def _connect(address: tuple[Any, ...]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

@@ -26,21 +26,14 @@ from typing import Any
 import msgspec
 
 from isoagent.child.agent.truncate import MARKER_ROOM, mark_cut
-from isoagent.parent.children.connection import FRAME_IN_MEMORY, FrameRefused
+from isoagent.parent.children.connection import FRAME_IN_MEMORY, FrameRefused, check_decoded
+from isoagent.parent.children.disk_budget import DiskBudget
 from isoagent.parent.records.run_folder import RunFolder, write_all
-from isoagent.protocol import FrameError, Result
+from isoagent.protocol import FrameError, Result, Span
+from isoagent.protocol.framing import frame_kind
 
 SUMMARY_LIMIT = 1 << 20  # bytes of a child's summary, or of its error, the parent holds
 WINDOW = 8 << 20  # bytes of a spooled summary mapped at once while it is copied to its file
-
-
-class _Kind(msgspec.Struct):
-    """A frame's tag alone: its other fields are skipped, not decoded."""
-
-    type: str = ""
-
-
-_KIND = msgspec.msgpack.Decoder(_Kind)
 
 
 def _default(field: msgspec.structs.FieldInfo) -> Any:
@@ -50,24 +43,31 @@ def _default(field: msgspec.structs.FieldInfo) -> Any:
     return field.default
 
 
-# a Result whose texts stay undecoded: views of the buffer it is decoded from
+# a Result whose texts and spans stay undecoded: views of the buffer it is decoded from
 _RAW_TEXTS = msgspec.msgpack.Decoder(
     msgspec.defstruct(
         "Result",
         [
-            (field.name, msgspec.Raw if field.type is str else field.type, _default(field))
+            (
+                field.name,
+                msgspec.Raw if field.type is str or field.name == "spans" else field.type,
+                _default(field),
+            )
             for field in msgspec.structs.fields(Result)
         ],
         tag=True,
     )
 )
+_SPANS = msgspec.msgpack.Decoder(list[Span])
 
 
 class ResultFiles:
     """Where a child's Result goes when it is too large to hold: its transcript's folder."""
 
-    def __init__(self, folder: RunFolder, transcript: Path) -> None:
+    def __init__(self, folder: RunFolder, transcript: Path, disk: DiskBudget | None = None) -> None:
+        """``disk``: the child's budget, which the spool and the summary file count against."""
         self.folder = folder
+        self.disk = disk or DiskBudget(0)
         self.summary_path = transcript.with_suffix(".summary.txt")
         self._spool_name = transcript.with_suffix(".frame").name
 
@@ -107,6 +107,10 @@ class ResultFiles:
     def _keep(self, text: memoryview, release: Callable[[], None] | None) -> str:
         """Write ``text`` to ``summary_path`` a window at a time; where it is, for people."""
         try:
+            self.disk.spend(len(text))
+        except FrameRefused as exc:
+            return f"the whole text could not be kept: the child {exc}"
+        try:
             with self.folder.create_file(self.summary_path.name) as file:
                 for start in range(0, len(text), WINDOW):
                     write_all(file, text[start : start + WINDOW])
@@ -124,8 +128,11 @@ class Spool:
         self.files = files
         self.file = file
         self.length = length
+        self.written = 0
 
     def write(self, piece: memoryview) -> None:
+        self.files.disk.spend(len(piece))
+        self.written += len(piece)
         try:
             write_all(self.file, piece)
         except OSError as exc:
@@ -139,9 +146,13 @@ class Spool:
 
     def _result(self, body: mmap.mmap) -> Result:
         try:
+            kind = frame_kind(body)
             try:
-                kind = _KIND.decode(body).type
                 fields = msgspec.structs.asdict(_RAW_TEXTS.decode(body)) if kind == "Result" else {}
+                if isinstance(spans := fields.get("spans"), msgspec.Raw):
+                    with memoryview(spans) as view:
+                        check_decoded(view, f"a Result whose spans take {len(view)} bytes")
+                    fields["spans"] = _SPANS.decode(spans)
             except (msgspec.DecodeError, RecursionError) as exc:
                 raise FrameError(f"undecodable frame ({self.length} bytes): {exc}") from None
             if not fields:
@@ -156,6 +167,7 @@ class Spool:
 
     def close(self) -> None:
         self.file.close()
+        self.files.disk.give_back(self.written)  # a nameless file: gone once closed
 
 
 def _unkept(length: int, exc: OSError) -> FrameRefused:

@@ -1,6 +1,6 @@
 """Where a child runs: how it is started, watched while it talks, and ended.
 
-The supervisor's run of one child (``supervisor._ChildRun``) speaks the protocol the same
+A run of one child (``child_run.ChildRun``) speaks the protocol the same
 way wherever the child is; everything that depends on where is a launcher's:
 
 - ``LocalLaunch``: on this machine, forked by the session's fork server (or started with

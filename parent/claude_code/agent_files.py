@@ -357,6 +357,10 @@ def build_spec(
     mcp: list[str] = []
     listed, own = _mcp_servers(fields.get("mcpServers"))
     tools = fields.get("tools")
+    named = {_split_rule(entry)[0] for entry in tool_entries(tools)}
+    kept_from = {_split_rule(entry)[0] for entry in tool_entries(fields.get("disallowedTools"))}
+    # nesting is the type's: Claude Code's Task (or Agent) among its tools, or no tools list
+    delegates = not isinstance(tools, str | list) or bool(named & TASK_ALIASES)
     if isinstance(tools, str | list):
         granted, allow = _grant(tool_entries(tools), missing, mcp)
     else:  # absent, or of a type Claude Code ignores too
@@ -387,6 +391,7 @@ def build_spec(
         mcp_servers=own,
         effort=effort or "",
         background=fields.get("background") is True,
+        delegates=delegates and not kept_from & TASK_ALIASES,
     )
     return spec, missing
 
@@ -444,7 +449,7 @@ def _grant(entries: list[str], missing: list[str], mcp: list[str]) -> tuple[list
             mcp.append(tool)
             continue
         if tool not in TOOL_CLASSES:
-            if tool not in TASK_ALIASES:  # children never start children
+            if tool not in TASK_ALIASES:  # the type's nesting: its ``delegates``
                 missing.append(tool)
             continue
         if rule is not None and rule not in ("", "*") and tool != "Bash":

@@ -24,7 +24,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     ),
     "Limits": (
         "max_tokens_total", "api_retry_deadline", "cpu_seconds", "memory_mb", "max_processes",
-        "max_file_size_mb", "batch_window",
+        "max_file_size_mb", "child_disk_mb", "batch_window",
     ),
     "Output and records": (
         "include_partial_messages", "run_dir", "record", "replay", "replay_match",

@@ -230,6 +230,12 @@ LIMIT_OPTIONS = [
         show_default=True,
         help="Largest file a child's command may write, in MiB (0: none).",
     ),
+    click.option(
+        "--child-disk-mb", type=click.IntRange(0), default=DEFAULTS.child_disk_mb,
+        show_default=True,
+        help="Disk the parent may fill for one child in the run folder (its transcript, a "
+        "Result too large to hold, its summary), in MiB; past it the child ends (0: none).",
+    ),
 ]  # fmt: skip
 
 

@@ -50,7 +50,7 @@ def task(
     PROMPT '-' reads the prompt from stdin. Otherwise text piped to stdin is attached
     to the prompt between <stdin> and </stdin> lines. Progress goes to stderr.
     """
-    from isoagent.parent.children.supervisor import ChildRequest, describe
+    from isoagent.parent.children.child_run import ChildRequest, describe
     from isoagent.parent.session import Session
 
     text = task_prompt(prompt)

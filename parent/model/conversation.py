@@ -17,10 +17,10 @@ class ConversationRecorder:
 
     def __init__(self, sink: Sink, child: str = "", *, seen: int = 0) -> None:
         """``seen``: how many messages of the first call are already recorded (a
-        conversation continued from an earlier run)."""
+        conversation continued from an earlier one)."""
         self.sink = sink
         self.child = child
-        self._seen = seen
+        self.seen = seen
 
     @property
     def seen(self) -> int:
@@ -29,9 +29,9 @@ class ConversationRecorder:
 
     def before(self, call: ModelCall) -> None:
         calling_for.set(self.child)
-        for message in call.messages[self._seen :]:
+        for message in call.messages[self.seen :]:
             self.sink(MessageAdded(message.role, message.content, call.turn, self.child))
-        self._seen = len(call.messages)
+        self.seen = len(call.messages)
 
     def after(self, call: ModelCall, reply: ModelReply) -> None:
         if reply.error is None:
@@ -47,4 +47,4 @@ class ConversationRecorder:
                     reply.stop_reason,
                 )
             )
-            self._seen += 1
+            self.seen += 1

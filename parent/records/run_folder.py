@@ -249,12 +249,18 @@ class TranscriptWriter:
     """
 
     def __init__(
-        self, path: Path, create: Callable[[], FileIO], seal: LineSeal | None = None
+        self,
+        path: Path,
+        create: Callable[[], FileIO],
+        seal: LineSeal | None = None,
+        spend: Callable[[int], None] | None = None,
     ) -> None:
         """``create``: makes the file ``path`` names (``RunFolder.opener``: new, in the run
         folder's fd, following no link; never opened by its path); ``seal``: told each line
-        once it is written whole."""
+        once it is written whole; ``spend``: told each line's size before it is written; it
+        may raise to refuse it."""
         self.path = path
+        self._spend = spend
         self.seal = seal
         self._file: FileIO | None = None
         self._end = 0  # end of the last complete line
@@ -271,6 +277,8 @@ class TranscriptWriter:
             event = msgspec.structs.replace(event, timestamp=datetime.now(UTC))
         try:
             line = _encoder.encode(event) + b"\n"  # text that is not UTF-8 cannot be encoded
+            if self._spend is not None:
+                self._spend(len(line))
             write_all(self._file, line)
             self._end += len(line)
             if self.seal is not None:

@@ -5,7 +5,7 @@ which decides, and starts the child's child as a process of its own."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any
 
 import msgspec
@@ -24,6 +24,11 @@ DESCRIPTION = (
 
 
 DEFAULT_AGENT = "general-purpose"  # the agent type of a call that names none, as in Claude Code
+
+
+def unknown_type(name: str, agents: Iterable[str]) -> str:
+    """What an ``Agent`` call for an agent type its caller may not start is told."""
+    return f"unknown subagent_type {name!r}; choose one of: {', '.join(agents)}"
 
 
 class TaskInput(msgspec.Struct, forbid_unknown_fields=True):
@@ -65,6 +70,8 @@ class DelegateTool(Tool[TaskInput]):
         return task_spec(self.description, TaskInput, self.agents)
 
     def execute(self, inp: TaskInput) -> str:
+        if inp.subagent_type not in self.agents:  # the parent would end a child that asked
+            raise ToolError(unknown_type(inp.subagent_type, self.agents))
         reply = self.delegate(inp)
         if reply.is_error:
             raise ToolError(reply.text)
