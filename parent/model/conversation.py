@@ -17,10 +17,10 @@ class ConversationRecorder:
 
     def __init__(self, sink: Sink, child: str = "", *, seen: int = 0) -> None:
         """``seen``: how many messages of the first call are already recorded (a
-        conversation continued from an earlier one)."""
+        conversation continued from an earlier run)."""
         self.sink = sink
         self.child = child
-        self.seen = seen
+        self._seen = seen
 
     @property
     def seen(self) -> int:
@@ -29,9 +29,9 @@ class ConversationRecorder:
 
     def before(self, call: ModelCall) -> None:
         calling_for.set(self.child)
-        for message in call.messages[self.seen :]:
+        for message in call.messages[self._seen :]:
             self.sink(MessageAdded(message.role, message.content, call.turn, self.child))
-        self.seen = len(call.messages)
+        self._seen = len(call.messages)
 
     def after(self, call: ModelCall, reply: ModelReply) -> None:
         if reply.error is None:
@@ -47,4 +47,4 @@ class ConversationRecorder:
                     reply.stop_reason,
                 )
             )
-            self.seen += 1
+            self._seen += 1
