@@ -384,3 +384,30 @@ def test_a_client_that_is_killed_hangs_up_its_session(
         assert read_jsonl(run / "run.jsonl")[-1]["result"]["status"] == "cancelled"
     finally:
         end(address.daemon_address(env))
+
+
+def test_an_invocation_under_a_lower_file_limit_gets_a_daemon_that_keeps_it(
+    api_server: MessagesServer, tmp_path: Path
+) -> None:
+    """``ulimit -n`` bounds what the command's children may open: a daemon started under the
+    usual limits served an invocation made under ``ulimit -n 1024`` with its own, and the
+    child could open 4096 files. Limits are of the process context, and so of the address."""
+    import resource
+
+    def handler(req: Request) -> object:
+        if req.turn == 0:
+            return tool_reply("Bash", {"command": "echo soft $(ulimit -Sn) hard $(ulimit -Hn)"})
+        return text_reply(req.tool_results[0]["content"].strip())
+
+    api_server.handler = handler  # type: ignore[assignment]
+    env = env_for(api_server, tmp_path)
+    usual = subprocess.run([*ISOAGENT, "task", "go"], env=env, cwd=tmp_path, capture_output=True,
+                           text=True, timeout=CEILING, stdin=subprocess.DEVNULL)  # fmt: skip
+    assert usual.returncode == 0, usual.stderr
+    lower = subprocess.run(
+        [*ISOAGENT, "task", "go"], env=env, cwd=tmp_path, capture_output=True, text=True,
+        timeout=CEILING, stdin=subprocess.DEVNULL,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 1024)),
+    )  # fmt: skip
+    assert lower.returncode == 0, lower.stderr
+    assert lower.stdout.strip() == "soft 1024 hard 1024"  # the parent's soft raised to its hard

@@ -12,10 +12,10 @@ context; the address holds a digest of all of them, so a change of any starts an
   module of the package, so an upgrade (or an edit of an editable install) is never served
   by a daemon that imported the older code;
 - the process context (``context``): namespaces, root, cgroup, credentials, capabilities,
-  seccomp and ``no_new_privs``. A process confined in any way the daemon is not gets a daemon
-  of its own, started by it, which inherits its confinement; the daemon checks each peer's
-  context against its own (``/proc/PID``), so no name chosen by a peer can make it act with
-  more than the peer has.
+  seccomp, ``no_new_privs`` and resource limits. A process confined in any way the daemon is
+  not gets a daemon of its own, started by it, which inherits its confinement; the daemon
+  checks each peer's context against its own (``/proc/PID``), so no name chosen by a peer
+  can make it act with more than the peer has.
 """
 
 from __future__ import annotations
@@ -51,8 +51,9 @@ def configuration(environ: os._Environ[str] | dict[str, str]) -> dict[str, str]:
 
 def context(pid: int | str = "self") -> list[str]:
     """What process ``pid`` may do and see, from ``/proc``: its namespaces, root, cgroup,
-    credentials, capabilities, seccomp and ``no_new_privs``. OSError when unreadable (a
-    process that is not dumpable keeps its namespaces to itself)."""
+    credentials, capabilities, seccomp, ``no_new_privs`` and resource limits (``ulimit -n
+    256`` bounds what its children may open, through a daemon too). OSError when unreadable
+    (a process that is not dumpable keeps its namespaces to itself)."""
     where = f"/proc/{pid}"
     with open(f"{where}/status", encoding="utf-8") as status:
         fields = [line.rstrip() for line in status if line.split(":", 1)[0] in _STATUS_FIELDS]
@@ -65,6 +66,8 @@ def context(pid: int | str = "self") -> list[str]:
     fields.append(f"root:{root.st_dev}:{root.st_ino}")
     with open(f"{where}/cgroup", encoding="utf-8") as cgroup:
         fields.append(cgroup.read())
+    with open(f"{where}/limits", encoding="utf-8") as limits:
+        fields.append(limits.read())
     return fields
 
 

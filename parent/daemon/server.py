@@ -110,6 +110,10 @@ class Daemon:
         for module in PRELOAD:  # while the gateway imports the SDK
             importlib.import_module(module)
         _fill_caches()
+        from isoagent.parent.session import raise_open_files_limit  # preloaded
+
+        raise_open_files_limit()  # as the CLI does before its fork server starts: the
+        # children inherit its soft limit (its context, with the client's, is taken before)
         self._start_fork_server()
         gc.collect()
         gc.freeze()  # what every session shares stays shared: no collection touches it
