@@ -219,10 +219,11 @@ class Session:
         # before the session ends (their lines are written, their tasks not paid again)
         self.answers_kept = False
         self.cost_budget: BudgetedSource | None = None
+        self.token_budget: BudgetedSource | None = None
         if settings.max_tokens_total:
             tokens = SharedBudget(settings.max_tokens_total, running=self.sharers)
             name = f"--max-tokens-total {settings.max_tokens_total}"
-            source = BudgetedSource(
+            source = self.token_budget = BudgetedSource(
                 source, tokens, TOKENS, name, between_calls=settings.budget_between_calls
             )
         if settings.max_budget_usd:
@@ -364,8 +365,8 @@ class Session:
                 trace.close()
 
     def sharers(self) -> list[str]:
-        """The agents that share the run's budgets now: the children running, by id, and
-        the parent ("") while it runs."""
+        """The agents that share the run's budgets now: the children starting or running,
+        by id, and the parent ("") while it runs."""
         return [*self.supervisor.live, *([""] if self.parent_running else [])]
 
     def stop(self, signum: int) -> None:

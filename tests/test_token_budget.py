@@ -71,6 +71,8 @@ def test_calls_under_way_at_once_never_pass_the_token_budget(
     assert len(api_server.requests) >= 4
     assert metered.tokens <= 20000
     assert "resumable: run it again with the same -o" in done.stderr
+    assert "(--max-tokens-total 20000: " in done.stderr  # the budget spent, not another
+    assert "--max-budget-usd" not in done.stderr
 
 
 def test_a_task_spending_in_a_loop_leaves_its_sibling_its_share(

@@ -19,7 +19,7 @@ from isoagent.parent.batch.input import BatchTask, TaskId, label
 from isoagent.parent.batch.result_file import BatchRefused, ResultFile, record_decoder
 from isoagent.parent.records.costs import Costs
 from isoagent.parent.records.events import ChildFinished, TaskRecord
-from isoagent.parent.records.figures import plural
+from isoagent.parent.records.figures import plural, usd
 from isoagent.protocol import Result
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def say_on_stderr(line: str) -> None:
 @dataclass
 class Outcome:
     """How a batch ended: ``failed`` of ``total`` not ok; ``stopped``, why it stopped early
-    (``over_budget``: its --max-budget-usd was spent); ``unwritten``, whether some line
+    (``over_budget``: a budget of its was spent); ``unwritten``, whether some line
     could not be written."""
 
     total: int
@@ -89,7 +89,7 @@ class BatchRun:
         count = len(pending) + len(invalid) + len(changed)
         self.display = BatchDisplay(count, stream, live=live)
         self.costs = Costs()  # each task's, by its child's id (at the run's price rate)
-        self.over_budget = 0  # tasks the batch's --max-budget-usd ended or kept from starting
+        self.over_budget = 0  # tasks a budget of the batch ended or kept from starting
         self.lined_usd = 0.0  # what the tasks whose line was written cost
 
     async def run(self, session: Session) -> Outcome:
@@ -141,7 +141,8 @@ class BatchRun:
         unwritten = self._hand_back_unwritten()
         outcome = self._finish(session)
         if self.over_budget and self.results is not None:
-            again = ": resumable: run it again with the same -o and a higher --max-budget-usd"
+            higher = " and a higher --max-budget-usd" if session.cost_budget else ""
+            again = f": resumable: run it again with the same -o{higher}"
         if stopped:
             self.say(f"batch stopped: {stopped}{again}")
             outcome.stopped = stopped
@@ -176,14 +177,18 @@ class BatchRun:
             self.results(record)
 
     def _budget_spent(self, session: Session) -> str:
-        """Why the batch stopped because its --max-budget-usd was spent, or ""."""
+        """Why the batch stopped because a budget of its was spent, or ""."""
         if not self.over_budget:
             return ""
-        budget = session.cost_budget
-        limit = session.settings.max_budget_usd
-        spent = f" (${budget.spent:.4f} so far)" if budget is not None else ""
+        said = []
+        if session.token_budget is not None:
+            spent = plural(int(session.token_budget.spent), "token")
+            said.append(f"{session.token_budget.name}: {spent} so far")
+        if session.cost_budget is not None:
+            limit = session.settings.max_budget_usd
+            said.append(f"--max-budget-usd {limit:g}: {usd(session.cost_budget.spent)} so far")
         tasks = plural(self.over_budget, "task")
-        return f"its budget (--max-budget-usd {limit:g}) is spent{spent}: {tasks} not done"
+        return f"its budget is spent ({'; '.join(said)}): {tasks} not done"
 
     def _results_failed(self) -> str:
         """Why the batch stopped because -o could not take a line, or ""."""
@@ -294,9 +299,9 @@ class BatchRun:
 
 
 def _spent(session: Session) -> bool:
-    """Whether the batch's --max-budget-usd is spent."""
-    budget = session.cost_budget
-    return budget is not None and budget.exhausted
+    """Whether a budget of the batch's (tokens, US dollars) is spent."""
+    budgets = (session.token_budget, session.cost_budget)
+    return any(budget is not None and budget.exhausted for budget in budgets)
 
 
 def task_record(task: BatchTask, finished: ChildFinished, cost: float = 0.0) -> TaskRecord:

@@ -81,6 +81,9 @@ class Supervisor:
         self._running: set[asyncio.Task[ChildFinished]] = set()
         self._loop = asyncio.get_running_loop()
         self.live: dict[str, ChildRun] = {}  # the children running, by id
+        # those in a slot, starting or running, by id: the run's budgets' sharers (a child
+        # still starting, seconds under load, would find its sibling had spent its share)
+        self.sharing: set[str] = set()
         # every child asked for and not ended, by id: one not live waits for a slot or starts
         self._asked: dict[str, asyncio.Task[ChildFinished]] = {}
         self.nested = 0  # children that children started
@@ -183,12 +186,16 @@ class Supervisor:
         writing = self.planted is not None and may_write(request.agent, self.settings)
         # a child's child runs in the slot of its ancestor, which waits for it
         async with self._slots if request.depth == 1 else contextlib.nullcontext():
-            if writing:
-                await self._look_for_planted()
-            finished = await self.launchers.run(
-                number,
-                lambda launcher, attempt: ChildRun(self, request, number, launcher, attempt),
-            )
+            self.sharing.add(child_id(number))
+            try:
+                if writing:
+                    await self._look_for_planted()
+                finished = await self.launchers.run(
+                    number,
+                    lambda launcher, attempt: ChildRun(self, request, number, launcher, attempt),
+                )
+            finally:
+                self.sharing.discard(child_id(number))
         self.finished.append(finished)
         if writing:
             await self._move_planted(finished.child)
