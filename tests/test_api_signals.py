@@ -81,6 +81,8 @@ def test_the_apps_handlers_stay_and_ctrl_c_is_keyboard_interrupt_with_no_child_l
     try:
         assert wait_for((workspace / "started").exists, 60)
         [child] = [pid for pid in started_children(workspace) if alive(pid)]  # the hanging one
+        # the shell touched the file as soon as it forked the job, maybe before its exec
+        assert wait_for(lambda: running("sleep", SLEEP), 60)
         [grandchild] = running("sleep", SLEEP)
         app_process.send_signal(signal.SIGINT)
         stdout, stderr = app_process.communicate(timeout=60)
