@@ -32,6 +32,7 @@ from bench import (
 )
 from bench.flows import BatchSize
 from bench.stats import Line, markdown
+from tests.support.warm import end_serving
 
 ROWS = (
     "child-start",
@@ -205,7 +206,10 @@ def main() -> None:
     rows = [row for row in ROWS if not args.only or row in args.only]
     started = time.monotonic()
     load_before = os.getloadavg()
-    lines, skipped = measure(sizes, rows)
+    try:
+        lines, skipped = measure(sizes, rows)
+    finally:
+        end_serving()  # the rows' commands started warm daemons for the rows' servers
     print("bench: child imports ...", file=sys.stderr, flush=True)
     costs = imports.beyond_floor(sizes.import_runs)
     seconds = time.monotonic() - started

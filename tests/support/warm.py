@@ -64,15 +64,11 @@ class WarmGateways:
             end(where)
 
     def end_all(self) -> None:
-        """End every daemon serving a server this process started: those the tests' envs
-        named, and any a test's own change of its environment (another key, a model
-        variable) started at an address of its own, which would live its idle time."""
-        for daemon in peers.running():
-            daemon.close()
-            if daemon.status.server in STARTED_URLS:
-                self._addresses.add(daemon.where)
+        """End every daemon the tests' envs named, and every one serving a server this
+        process started (`end_serving`)."""
         for where in self._addresses:
             end(where)
+        end_serving()
 
 
 def listener_pid(where: str) -> int:
@@ -102,6 +98,16 @@ def end(where: str) -> None:
             daemon.wait(10)
     finally:
         daemon.close()
+
+
+def end_serving() -> None:
+    """End every daemon serving a server this process started: a test (or a bench row) that
+    changed its environment (another key, a model variable), or never named one, started
+    it at an address of its own, and it would live its idle time."""
+    for daemon in peers.running():
+        daemon.close()
+        if daemon.status.server in STARTED_URLS:
+            end(daemon.where)
 
 
 def leftovers() -> list[str]:
