@@ -153,9 +153,11 @@ print(json.dumps({"before": [g["pid"] for g in before], "pids": [g.pid for g in 
 """
 
 
-def test_gateway_stop_all_ends_every_one(tmp_path: Path) -> None:
+def in_a_network_of_its_own(script: str, tmp_path: Path, timeout: float) -> dict[str, Any]:
+    """What ``script`` prints (JSON), run in a network namespace of its own: the abstract
+    sockets of the daemons it starts are nobody else's, and it sees no other daemon."""
     if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode:
-        pytest.skip("no network namespace of our own to start gateways in (unshare -n)")
+        pytest.skip("no network namespace of our own to start daemons in (unshare -n)")
     env = {
         "PATH": os.environ["PATH"],
         "HOME": str(tmp_path),
@@ -163,11 +165,16 @@ def test_gateway_stop_all_ends_every_one(tmp_path: Path) -> None:
         warm.IDLE_VARIABLE: "60",
     }
     done = subprocess.run(
-        ["unshare", "-n", sys.executable, "-c", ALL_SCRIPT],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        ["unshare", "-n", sys.executable, "-c", script],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout)
+    seen: dict[str, Any] = json.loads(done.stdout)
+    return seen
+
+
+def test_gateway_stop_all_ends_every_one(tmp_path: Path) -> None:
+    seen = in_a_network_of_its_own(ALL_SCRIPT, tmp_path, 120)
     assert sorted(seen["before"]) == sorted(seen["pids"])
     stopped = seen["stopped"].splitlines()
     assert len(stopped) == 2 and all(" stopped (pid " in line for line in stopped)
@@ -205,19 +212,6 @@ third.wait(timeout=30)
 
 
 def test_starting_one_daemon_too_many_stops_the_longest_idle(tmp_path: Path) -> None:
-    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode:
-        pytest.skip("no network namespace of our own to start daemons in (unshare -n)")
-    env = {
-        "PATH": os.environ["PATH"],
-        "HOME": str(tmp_path),
-        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
-        warm.IDLE_VARIABLE: "60",
-    }
-    done = subprocess.run(
-        ["unshare", "-n", sys.executable, "-c", BOUND_SCRIPT],
-        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=400,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout)
+    seen = in_a_network_of_its_own(BOUND_SCRIPT, tmp_path, 400)
     assert seen["code"] == 0  # the first left by itself, asked to
     assert seen["left"] == sorted([seen["second"], seen["third"]])

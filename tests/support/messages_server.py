@@ -281,9 +281,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# every server URL this process gave out, of a server it started or of none (`unused_url`):
+# a warm daemon still serving one after the session is a daemon the suite (or the bench) left
+# running (``tests/support/warm.py``)
+OUR_URLS: set[str] = set()
+
+
 def unused_url() -> str:
     """An http://127.0.0.1:PORT URL with (very likely) nothing listening."""
-    return f"http://127.0.0.1:{free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
+    OUR_URLS.add(url)  # a command pointed at it may start a warm daemon too
+    return url
 
 
 def _error_body(error_type: str, message: str) -> bytes:
@@ -537,11 +545,6 @@ class _RequestHandler(BaseHTTPRequestHandler):
         )
 
 
-# every server this process started: a warm daemon still serving one after the session is
-# a daemon the suite left running (``tests/support/warm.py``)
-STARTED_URLS: set[str] = set()
-
-
 class MessagesServer:
     """A local Messages API server; see the module docstring."""
 
@@ -596,7 +599,7 @@ class MessagesServer:
         httpd.owner = self
         self._httpd = httpd
         self.base_url = f"http://127.0.0.1:{httpd.server_address[1]}"
-        STARTED_URLS.add(self.base_url)
+        OUR_URLS.add(self.base_url)
         self._thread = threading.Thread(
             target=httpd.serve_forever,
             kwargs={"poll_interval": 0.05},

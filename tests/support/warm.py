@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from isoagent.parent.daemon import address, peers
 from isoagent.parent.model import warm
-from tests.support.messages_server import STARTED_URLS
+from tests.support.messages_server import OUR_URLS
 
 if TYPE_CHECKING:
     from tests.support.messages_server import MessagesServer
@@ -64,8 +64,8 @@ class WarmGateways:
             end(where)
 
     def end_all(self) -> None:
-        """End every daemon the tests' envs named, and every one serving a server this
-        process started (`end_serving`)."""
+        """End every daemon the tests' envs named, and every one serving a URL this
+        process gave out (`end_serving`)."""
         for where in self._addresses:
             end(where)
         end_serving()
@@ -101,21 +101,21 @@ def end(where: str) -> None:
 
 
 def end_serving() -> None:
-    """End every daemon serving a server this process started: a test (or a bench row) that
+    """End every daemon serving a URL this process gave out: a test (or a bench row) that
     changed its environment (another key, a model variable), or never named one, started
     it at an address of its own, and it would live its idle time."""
     for daemon in peers.running():
         daemon.close()
-        if daemon.status.server in STARTED_URLS:
+        if daemon.status.server in OUR_URLS:
             end(daemon.where)
 
 
 def leftovers() -> list[str]:
-    """The daemons still serving a server this process started, once those that idle out
+    """The daemons still serving a URL this process gave out, once those that idle out
     have had time to; each is ended, and named."""
     deadline = time.monotonic() + LEAVE_SECONDS
     while True:
-        found = [d for d in peers.running() if d.status.server in STARTED_URLS]
+        found = [d for d in peers.running() if d.status.server in OUR_URLS]
         if not found or time.monotonic() > deadline:
             break
         for daemon in found:
