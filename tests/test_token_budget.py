@@ -99,6 +99,7 @@ def test_a_task_spending_in_a_loop_leaves_its_sibling_its_share(
     env = cli_env(api_server, HOME=str(tmp_path / "home"))
     done = run_cli([*args, "--max-tokens-total", "16000"], env, cwd=tmp_path)
     records = {r["id"]: r for r in read_jsonl(tmp_path / "out.jsonl")}
+    assert "honest" in records, done.stderr  # once in ~3 full runs under load it was not
     assert records["honest"]["status"] == "ok", done.stderr
     assert records["honest"]["summary"] == "honest answer"
     assert "loop" not in records or records["loop"]["status"] == "budget"
