@@ -12,7 +12,7 @@ context; the address holds a digest of all of them, so a change of any starts an
   module of the package, so an upgrade (or an edit of an editable install) is never served
   by a daemon that imported the older code;
 - the process context (``context``): namespaces, root, cgroup, credentials, capabilities,
-  seccomp, ``no_new_privs`` and resource limits. A process confined in any way the daemon is
+  seccomp, ``no_new_privs`` and hard resource limits. A process confined in any way the daemon is
   not gets a daemon of its own, started by it, which inherits its confinement; the daemon
   checks each peer's context against its own (``/proc/PID``), so no name chosen by a peer
   can make it act with more than the peer has.
@@ -51,8 +51,8 @@ def configuration(environ: os._Environ[str] | dict[str, str]) -> dict[str, str]:
 
 def context(pid: int | str = "self") -> list[str]:
     """What process ``pid`` may do and see, from ``/proc``: its namespaces, root, cgroup,
-    credentials, capabilities, seccomp, ``no_new_privs`` and resource limits (``ulimit -n
-    256`` bounds what its children may open, through a daemon too). OSError when unreadable
+    credentials, capabilities, seccomp, ``no_new_privs`` and hard resource limits (``ulimit
+    -n 1024`` bounds what its children may open, through a daemon too). OSError when unreadable
     (a process that is not dumpable keeps its namespaces to itself)."""
     where = f"/proc/{pid}"
     with open(f"{where}/status", encoding="utf-8") as status:
@@ -67,8 +67,17 @@ def context(pid: int | str = "self") -> list[str]:
     with open(f"{where}/cgroup", encoding="utf-8") as cgroup:
         fields.append(cgroup.read())
     with open(f"{where}/limits", encoding="utf-8") as limits:
-        fields.append(limits.read())
+        fields += _hard_limits(limits.read())
     return fields
+
+
+def _hard_limits(table: str) -> list[str]:
+    """``/proc/PID/limits``'s hard limits, each with its name: they bound the process; a soft
+    one it may raise to its hard one at will, and the CLI and the daemon raise the open-files
+    one (a daemon keyed by soft limits would differ from the in-process path's for nothing)."""
+    header, *rows = table.splitlines()
+    soft, hard, units = (header.index(name) for name in ("Soft Limit", "Hard Limit", "Units"))
+    return [f"{row[:soft].strip()}={row[hard:units].strip()}" for row in rows]
 
 
 def code_files() -> list[str]:

@@ -113,7 +113,7 @@ class Daemon:
         from isoagent.parent.session import raise_open_files_limit  # preloaded
 
         raise_open_files_limit()  # as the CLI does before its fork server starts: the
-        # children inherit its soft limit (its context, with the client's, is taken before)
+        # children inherit its soft limit (a soft limit is no part of a process's context)
         self._start_fork_server()
         gc.collect()
         gc.freeze()  # what every session shares stays shared: no collection touches it
