@@ -186,7 +186,8 @@ class Supervisor:
         writing = self.planted is not None and may_write(request.agent, self.settings)
         # a child's child runs in the slot of its ancestor, which waits for it
         async with self._slots if request.depth == 1 else contextlib.nullcontext():
-            self.sharing.add(child_id(number))
+            child = child_id(number)
+            self.sharing.add(child)
             try:
                 if writing:
                     await self._look_for_planted()
@@ -195,7 +196,7 @@ class Supervisor:
                     lambda launcher, attempt: ChildRun(self, request, number, launcher, attempt),
                 )
             finally:
-                self.sharing.discard(child_id(number))
+                self.sharing.discard(child)
         self.finished.append(finished)
         if writing:
             await self._move_planted(finished.child)
