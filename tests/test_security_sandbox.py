@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from isoagent.parent.children import sandbox_policy
 from isoagent.parent.children.sandbox_policy import (
     hidden_paths,
     landlock_available,
@@ -559,3 +560,43 @@ def test_a_system_secrets_folder_that_holds_the_workspace_is_not_hidden(tmp_path
     if str(folder) not in hidden_paths("read-only", Settings(workdir=tmp_path)):
         pytest.skip(f"{folder} is not one a child of this user could read here")
     assert str(folder) not in hidden_paths("read-only", Settings(workdir=folder))
+
+
+def private_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A state folder of the test's own in place of the system's, holding an application's
+    key two levels down (0600), no walk of it made yet: the key's path."""
+    state, app = tmp_path / "srv", tmp_path / "srv" / "app"
+    app.mkdir(parents=True)
+    monkeypatch.setattr(sandbox_policy, "SYSTEM_STATE", (str(state),))
+    monkeypatch.setattr(sandbox_policy._Walk, "_last", None)
+    return app / ".env"
+
+
+@needs_mounts
+def test_one_walk_of_the_systems_state_leaves_each_workspace_its_own_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A walk is shared by workspaces (a daemon's sessions, a run's children): the key is
+    hidden from a child working elsewhere, never from one working in its folder."""
+    key = private_state(tmp_path, monkeypatch)
+    key.write_text("SECRET")
+    key.chmod(0o600)
+    elsewhere = tmp_path / "work"
+    elsewhere.mkdir()
+    assert str(key) in hidden_paths("read-only", Settings(workdir=elsewhere))
+    assert str(key) not in hidden_paths("read-only", Settings(workdir=key.parent))
+    assert str(key) in hidden_paths("read-only", Settings(workdir=elsewhere))
+
+
+@needs_mounts
+def test_a_private_file_made_since_the_last_walk_is_hidden_once_that_walk_is_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A walk serves for seconds, not for a daemon's or a run's whole life."""
+    key = private_state(tmp_path, monkeypatch)
+    settings = Settings(workdir=tmp_path / "work")
+    assert str(key) not in hidden_paths("read-only", settings)
+    key.write_text("SECRET")
+    key.chmod(0o600)
+    monkeypatch.setattr(sandbox_policy, "SYSTEM_WALK_SECONDS", 0.0)
+    assert str(key) in hidden_paths("read-only", settings)

@@ -10,8 +10,10 @@ import pwd
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from isoagent.child.agent.builtin_agents import writes
 from isoagent.child.identity import allowed_environment
@@ -154,36 +156,71 @@ def _holds_any(path: str | Path, work: tuple[Path, ...]) -> bool:
     return any(place.is_relative_to(path) for place in work)
 
 
-@functools.lru_cache(maxsize=8)
+# how long a walk of the system's secrets serves: the daemon's sessions and a long run's
+# children share one; a secret made since is as open to the next child as it is to every
+# child started before it (each child's mounts are fixed as it starts)
+SYSTEM_WALK_SECONDS = 10.0
+
+
 def _system_secrets(
     homes: tuple[str, ...], workdir: Path, add_dirs: tuple[Path, ...]
 ) -> tuple[str, ...]:
     """Those of ``SYSTEM_SECRETS``, ``SYSTEM_LOGS`` and the ssh host keys a child of this
-    user could read (or search, a folder) without any capability, by the mode bits of the
-    owner (its uid), the group (its groups) or others, and the private entries of
-    ``SYSTEM_STATE`` (``_private_entries``), less any that holds the workspace or an added
-    folder (``-C /etc/kubernetes``) or is in one; looked up once: they do not come and go
-    in a run (a walk of the state folders costs some milliseconds)."""
-    reader = _Reader(os.getuid(), frozenset({os.getgid(), *os.getgroups()}), (workdir, *add_dirs))
-    found = [
+    user could read (or search, a folder) without any capability, and the private entries
+    of ``SYSTEM_STATE`` outside ``homes`` (``_Walk``), less any that holds the workspace or
+    an added folder (``-C /etc/kubernetes``) or, a state entry, is in one."""
+    work = (workdir, *add_dirs)
+    inside = tuple(f"{place}/" for place in work)  # a str test: paths cost 30 us
+    walk = _Walk.recent()
+    found = [path for path in walk.readable if not _holds_any(path, work)]
+    found += [
         path
-        for path in (*SYSTEM_SECRETS, *SYSTEM_LOGS, *sorted(glob.glob(SSH_HOST_KEYS)))
-        if not _holds_any(path, reader.work) and reader.reads(path)
+        for top in SYSTEM_STATE
+        if top not in homes
+        for path in walk.private[top]
+        if not f"{path}/".startswith(inside) and not _holds_any(path, work)
     ]
-    for top in SYSTEM_STATE:
-        if top not in homes:
-            found += reader.private_entries(top)
     return tuple(dict.fromkeys(found))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Walk:
+    """What a child of this process's user could read of the system's secrets, as found at
+    ``at`` (``time.monotonic``): a walk of the state folders costs about 10 ms, so it is
+    made at most once every ``SYSTEM_WALK_SECONDS`` (the daemon makes it before it forks a
+    session, which inherits it)."""
+
+    at: float
+    readable: tuple[str, ...]  # of SYSTEM_SECRETS, SYSTEM_LOGS and the ssh host keys
+    private: dict[str, tuple[str, ...]]  # each of SYSTEM_STATE: its private entries
+
+    _last: ClassVar[_Walk | None] = None
+
+    @classmethod
+    def recent(cls) -> _Walk:
+        now = time.monotonic()
+        last = cls._last
+        if last is None or now - last.at >= SYSTEM_WALK_SECONDS:
+            reader = _Reader(os.getuid(), frozenset({os.getgid(), *os.getgroups()}))
+            listed = (*SYSTEM_SECRETS, *SYSTEM_LOGS, *sorted(glob.glob(SSH_HOST_KEYS)))
+            readable = tuple(path for path in listed if reader.reads(path))
+            private = {top: tuple(reader.private_entries(top)) for top in SYSTEM_STATE}
+            last = cls._last = cls(now, readable, private)
+        return last
+
+
+def walk_system_secrets() -> None:
+    """Make ``_Walk``'s walk now unless a recent one serves."""
+    _Walk.recent()
 
 
 @dataclasses.dataclass(frozen=True)
 class _Reader:
     """What a child of a user (its uid and groups) reads by mode bits, the capability
-    sets empty; ``work``: the folders it works in, never hidden."""
+    sets empty."""
 
     uid: int
     groups: frozenset[int]
-    work: tuple[Path, ...]
 
     def reads(self, path: str) -> bool:
         try:
@@ -201,7 +238,6 @@ class _Reader:
         """The entries under ``top``, ``STATE_DEPTH`` levels down, that this user reads (a
         file with something in it) or opens (a folder, whole) only by the owner's or the
         group's bits; links are not followed, folders others may open are walked."""
-        inside = tuple(f"{place}/" for place in self.work)  # a str test: paths cost 30 us
         found, stack = [], [(top, 1)]
         while stack:
             folder, depth = stack.pop()
@@ -210,8 +246,6 @@ class _Reader:
             except OSError:
                 continue
             for entry in entries:
-                if f"{entry.path}/".startswith(inside):
-                    continue
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except OSError:
@@ -224,8 +258,7 @@ class _Reader:
                     continue
                 if not (is_folder or stat.S_ISREG(st.st_mode)):
                     continue
-                mine = st.st_mode >> self._shift(st) & wanted == wanted
-                if mine and (is_folder or st.st_size) and not _holds_any(entry.path, self.work):
+                if st.st_mode >> self._shift(st) & wanted == wanted and (is_folder or st.st_size):
                     found.append(entry.path)
         return found
 

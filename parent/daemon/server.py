@@ -283,6 +283,9 @@ class Daemon:
         return ""
 
     def _fork_session(self, client: socket.socket) -> None:
+        from isoagent.parent.children.sandbox_policy import walk_system_secrets  # preloaded
+
+        walk_system_secrets()  # the session inherits it: one walk serves sessions for seconds
         client.settimeout(None)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -329,15 +332,19 @@ class Daemon:
 
 def _fill_caches() -> None:
     """Compute once, here, what every session would compute alike on its first use: the
-    tools' input schemas, the options' resolved types."""
+    tools' input schemas, the options' resolved types, what sandbox this machine gives
+    (its probe is a process of its own: 20 ms of CPU a session otherwise)."""
     from isoagent.child.agent.tools import TOOL_CLASSES
     from isoagent.child.agent.tools.base import input_schema
     from isoagent.parent import options
+    from isoagent.parent.children import sandbox_policy
 
     for tool in TOOL_CLASSES.values():
         input_schema(tool.Input)
     for kind in (options.Options, options.AgentDefinition):
         options._field_types(kind)
+    sandbox_policy.landlock_available()
+    sandbox_policy.pid_namespaces_available()
 
 
 def main() -> None:
