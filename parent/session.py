@@ -367,7 +367,7 @@ class Session:
     def sharers(self) -> list[str]:
         """The agents that share the run's budgets now: the children starting or running,
         by id, and the parent ("") while it runs."""
-        return [*self.supervisor.live, *([""] if self.parent_running else [])]
+        return [*self.supervisor.sharing, *([""] if self.parent_running else [])]
 
     def stop(self, signum: int) -> None:
         """End the session as ``signum`` does (exit 128 + ``signum``): the task that opened it

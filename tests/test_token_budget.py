@@ -6,13 +6,23 @@ from its size, output tokens at most its ``max_tokens``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
+import msgspec
+
+from isoagent.child.agent.builtin_agents import BUILTIN_AGENTS
+from isoagent.parent.agent.hooks import Hook, Hooks, Matcher
 from isoagent.parent.model.aliases import resolve_model
 from isoagent.parent.model.prices import cost_usd
-from isoagent.protocol import Usage
+from isoagent.parent.records.events import TaskRecord
+from isoagent.parent.session import Session
+from isoagent.parent.settings import Settings
+from isoagent.protocol import Limits, ModelCall, ModelReply, TextBlock, ToolUseBlock, Usage
 from tests.conftest import cli_env
 from tests.support.cli import read_jsonl, run_cli
 from tests.support.messages_server import MessagesServer, Reply, Request, text_reply, tool_reply
@@ -104,6 +114,61 @@ def test_a_task_spending_in_a_loop_leaves_its_sibling_its_share(
     assert records["honest"]["summary"] == "honest answer"
     assert "loop" not in records or records["loop"]["status"] == "budget"
     assert metered.tokens <= 16000
+
+
+class _LoopAndHonest:
+    """In-process: task "loop" calls Bash for ever; task "honest" answers in two turns.
+    Each answer costs 1,000 tokens of input and 40 of output."""
+
+    async def complete(self, call: ModelCall) -> ModelReply:
+        first = call.messages[0].content[0]
+        prompt = first.text if isinstance(first, TextBlock) else ""
+        usage = Usage(1000, 40)
+        if prompt == "honest" and len(call.messages) > 1:
+            return ModelReply(call.turn, [TextBlock("honest answer")], "end_turn", usage)
+        command = ToolUseBlock(f"t{call.turn}", "Bash", {"command": "echo again"})
+        return ModelReply(call.turn, [command], "tool_use", usage)
+
+    async def aclose(self) -> None:
+        pass
+
+
+def test_a_sibling_still_starting_keeps_its_share_of_the_budget(workspace: Path) -> None:
+    """The honest task's start is held (its SubagentStart hook waits) until the looping
+    task has ended. The budget's sharers were the children whose process had started: the
+    loop, alone, spent all of it, and the honest task, started at last, was refused (as under
+    load a slow start was: 1 full run in 4). A child in its slot shares from the start."""
+    from isoagent.parent.batch.input import BatchTask
+    from isoagent.parent.batch.runner import BatchRun
+
+    session: Session | None = None
+
+    def hold(request: dict[str, Any], timeout: float) -> dict[str, Any]:
+        deadline = time.monotonic() + 30  # the loop ends within a second
+        while time.monotonic() < deadline and not (session and session.supervisor.finished):
+            time.sleep(0.01)
+        return {"subtype": "success", "response": {}}
+
+    held = Hooks({"SubagentStart": (Matcher("honest", (Hook(callback="hold"),)),)}, hold)
+    agent = BUILTIN_AGENTS["general-purpose"]
+    honest = msgspec.structs.replace(agent, name="honest")
+    settings = Settings(
+        workdir=workspace, model="m", limits=Limits(), agents=dict(BUILTIN_AGENTS),
+        max_parallel=2, max_tokens_total=16000, hooks=held,
+    )  # fmt: skip
+    tasks = [BatchTask("loop", 1, "loop", agent), BatchTask("honest", 2, "honest", honest)]
+    written: list[TaskRecord] = []
+
+    async def run() -> None:
+        nonlocal session
+        async with Session.open(settings, source=_LoopAndHonest()) as session:
+            runner = BatchRun(tasks, [], set(), None, written.append, say=lambda line: None)
+            await runner.run(session)
+        assert session.token_budget is not None
+        assert session.token_budget.spent <= 16000
+
+    asyncio.run(run())
+    assert [(r.id, r.status, r.summary) for r in written] == [("honest", "ok", "honest answer")]
 
 
 def test_a_cost_budget_is_a_cap_kept_with_the_output_for_the_resume(
