@@ -145,10 +145,11 @@ def _hidden_candidates(
     workdir: Path,
     add_dirs: tuple[Path, ...],
 ) -> tuple[str, ...]:
-    paths = [Path(home, name) for home in homes for name in DENY_READ]
-    paths += [*runs, *deny_read, TERMINALS]
+    tops = [str(Path(home)).rstrip("/") for home in homes]  # "/" as "": "/.ssh"
+    paths = [f"{top}/{name}" for top in tops for name in DENY_READ]  # a Path each: 2 ms
+    paths += map(str, (*runs, *deny_read, TERMINALS))
     work = (workdir, *add_dirs)
-    return tuple(dict.fromkeys(str(path) for path in paths if not _holds_any(path, work)))
+    return tuple(dict.fromkeys(path for path in paths if not _holds_any(path, work)))
 
 
 def _holds_any(path: str | Path, work: tuple[Path, ...]) -> bool:
