@@ -82,6 +82,42 @@ def test_the_daemon_runs_the_command_and_its_client_imports_no_session_code(
         end(address.daemon_address(env))
 
 
+# a session's command run in a process that loaded what the daemon loads: the isoagent
+# modules it imported itself
+SESSION_IMPORTS = """
+import importlib, sys
+from isoagent.parent.daemon import server
+for module in (*server.PRELOAD, "isoagent.parent.model.warm", "isoagent.parent.children.launch"):
+    importlib.import_module(module)
+before = set(sys.modules)
+from isoagent.parent.cli.main import cli
+try:
+    cli.main(args=sys.argv[1:], prog_name="isoagent")
+finally:
+    new = sorted(m for m in set(sys.modules) - before if m.startswith("isoagent"))
+    print(*new, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("command", [["task", "go"], ["run", "go"]])
+def test_a_session_imports_nothing_the_daemon_has_not_loaded(
+    api_server: MessagesServer, tmp_path: Path, command: list[str]
+) -> None:
+    """Every isoagent module a one-shot session needs is in the daemon's ``PRELOAD``: one a
+    session imports is paid by every invocation (``cli.trust``'s was 2 ms of each)."""
+    api_server.handler = lambda request: (
+        tool_reply("Bash", {"command": "true"}) if request.turn == 0 else text_reply("done")
+    )
+    env = cli_env(api_server, HOME=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", SESSION_IMPORTS, *command], env=env, cwd=tmp_path,
+        capture_output=True, text=True, timeout=CEILING,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "done\n"
+    assert done.stderr.splitlines()[-1:] == [""], done.stderr
+
+
 def test_ctrl_c_in_the_middle_ends_the_session_as_it_would_the_process(
     api_server: MessagesServer, tmp_path: Path
 ) -> None:

@@ -50,6 +50,7 @@ ASK_SECONDS = 0.5  # how long the daemon waits for its gateway's status (none wh
 # daemon stays small (30 MB, not 90), and a fork of it costs a third
 PRELOAD = (
     "isoagent.parent.cli.main", "isoagent.parent.cli.task", "isoagent.parent.cli.run",
+    "isoagent.parent.cli.trust",
     "isoagent.parent.cli.batch", "isoagent.parent.cli.print_mode", "isoagent.parent.session",
     "isoagent.parent.batch.runner", "isoagent.parent.model.sdk", "isoagent.parent.model.retry",
     "isoagent.parent.model.stream", "isoagent.parent.model.cassette",
