@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from isoagent.parent.children.planted import PlantedNames
+from isoagent.parent.children.planted import INLINE_FOLDERS, PlantedNames
 from isoagent.parent.records import beneath
 from isoagent.parent.records.run_folder import RunFolder
 from tests.conftest import cli_env
@@ -109,6 +109,29 @@ def test_the_mover_follows_no_link_a_child_made_at_any_step(tmp_path: Path, runs
     assert (kept / "moved-away" / ".vscode" / "tasks.json").read_text() == "{}"
     assert (kept / "other" / ".git").is_symlink()  # the link itself, not its target
     assert not (workspace / "other" / ".git").exists()
+
+
+@pytest.mark.parametrize("folders", [INLINE_FOLDERS - 2, INLINE_FOLDERS + 10])
+def test_a_workspace_too_big_for_the_event_loop_is_walked_whole_in_a_thread(
+    tmp_path: Path, folders: int
+) -> None:
+    """A small workspace is walked on the event loop (no thread to start); one of more
+    folders is left unwalked there, nothing of it kept, and walked whole after: either way
+    the ``.git`` a nested repository has is known, so a writing child gets it read-only."""
+    workspace = tmp_path / "ws"
+    for n in range(folders - 3):  # with ws, deep/ and deep/repo
+        (workspace / f"folder-{n}").mkdir(parents=True)
+    (workspace / "deep" / "repo" / ".git").mkdir(parents=True)
+    run = RunFolder.create(tmp_path / "runs")
+    planted = PlantedNames([workspace], run)
+    small = planted.snapshot(INLINE_FOLDERS)
+    assert small == (folders <= INLINE_FOLDERS)
+    assert planted.taken == small and bool(planted.known) == small
+    if not small:
+        assert planted.snapshot()
+    run.close()
+    assert planted.nested([".git"]) == (str(workspace / "deep" / "repo" / ".git"),)
+    assert not planted.partial
 
 
 # ``--settings``: a PostToolUse hook that runs ``git status`` in the workspace

@@ -44,8 +44,9 @@ NAMES = frozenset((".git", ".claude", ".mcp.json", ".gitmodules", ".vscode", ".i
 SKIPPED = ".isoagent"  # the run folders: read-only to children
 KEEP = "planted"  # the run folder's folder for them
 FOLDER_LIMIT = 50_000  # past this many folders, only what is already known is checked
-# up to this many folders, ``take`` runs on the event loop: their stats cost less than the
-# hop to a thread and back (about 120 µs of CPU)
+# up to this many folders, ``snapshot`` and ``take`` run on the event loop: their stats cost
+# less than the hop to a thread and back (about 120 µs of CPU; a session's first, with its
+# executor, 2 ms)
 INLINE_FOLDERS = 64
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -69,13 +70,22 @@ class PlantedNames:
         """Few enough folders that ``take`` need not leave the event loop."""
         return len(self.folders) <= INLINE_FOLDERS
 
-    def snapshot(self) -> None:
-        """Walk the roots: call it before the first writing child starts (it blocks)."""
+    def snapshot(self, most: int = FOLDER_LIMIT) -> bool:
+        """Walk the roots: call it before the first writing child starts (it blocks). With
+        ``most`` under ``FOLDER_LIMIT`` (``INLINE_FOLDERS``: walked on the event loop), a
+        tree of more folders is not walked further and nothing of it is kept: False, to
+        walk it again, whole, in a thread."""
         with self._looking, self._opened_roots() as tops:
             for root, top in zip(self.roots, tops, strict=True):
                 if top >= 0:
-                    self.known.update(self._walk(root, top, root))
+                    self.known.update(self._walk(root, top, root, most))
+            if self.partial and most < FOLDER_LIMIT:
+                self.folders.clear()
+                self.known.clear()
+                self.partial = False
+                return False
             self.taken = True
+            return True
 
     def sweep(self) -> None:
         """Before one of the user's hooks runs (any thread; it blocks): what children
@@ -149,15 +159,15 @@ class PlantedNames:
             return self.roots[0]
         return max((r for r in self.roots if path == r or _under(path, r)), key=len)
 
-    def _walk(self, root: str, top: int, start: str) -> list[str]:
+    def _walk(self, root: str, top: int, start: str, most: int = FOLDER_LIMIT) -> list[str]:
         """The protected names under ``start`` (a folder of ``root``, whose fd is ``top``),
-        every folder it holds recorded."""
+        every folder it holds recorded, up to ``most`` folders in all (then ``partial``)."""
         found, stack = [], [start]
         while stack:
             folder = stack.pop()
             if folder in self.folders:  # an added folder inside the workspace
                 continue
-            if len(self.folders) >= FOLDER_LIMIT:
+            if len(self.folders) >= most:
                 self.partial = True
                 break
             listed = self._entries(top, _inside(folder, root))

@@ -20,7 +20,13 @@ from isoagent.parent.children.child_hooks import ChildHooks
 from isoagent.parent.children.child_run import ChildRequest, ChildRun, child_id
 from isoagent.parent.children.forkserver import ForkServer
 from isoagent.parent.children.launchers import ChildFailed, Launchers
-from isoagent.parent.children.planted import FOLDER_LIMIT, PlantedNames, may_write, say
+from isoagent.parent.children.planted import (
+    FOLDER_LIMIT,
+    INLINE_FOLDERS,
+    PlantedNames,
+    may_write,
+    say,
+)
 from isoagent.parent.children.sandbox_policy import PROTECTED
 from isoagent.parent.model.gateway import Gateway
 from isoagent.parent.records.events import ChildFinished, Sink
@@ -208,7 +214,8 @@ class Supervisor:
         async with self._planted_lock:
             if self.planted.taken:
                 return
-            await asyncio.to_thread(self.planted.snapshot)
+            if not self.planted.snapshot(INLINE_FOLDERS):
+                await asyncio.to_thread(self.planted.snapshot)
             kept = [n for n in PROTECTED if n != ".isoagent"]
             if self.settings.writable_git:
                 kept.remove(".git")
