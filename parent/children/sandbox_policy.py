@@ -214,8 +214,9 @@ class _Walk:
 
 
 def walk_system_secrets() -> None:
-    """Make ``_Walk``'s walk now unless a recent one serves."""
-    _Walk.recent()
+    """Make ``_Walk``'s walk now unless a recent one serves (or nothing could be hidden)."""
+    if mount_namespaces_available():
+        _Walk.recent()
 
 
 @dataclasses.dataclass(frozen=True)
