@@ -117,10 +117,11 @@ def hidden_paths(mode: SandboxMode, settings: Settings) -> tuple[str, ...]:
     if mode == "off" or not mount_namespaces_available():
         return ()
     runs = (settings.runs_dir, settings.workdir / RUNS, state_dir())
+    home = homes()
     candidates = _hidden_candidates(
-        homes(), runs, settings.deny_read, settings.workdir, settings.add_dirs
+        home, runs, settings.deny_read, settings.workdir, settings.add_dirs
     )
-    return _existing(candidates) + _system_secrets(homes(), settings.workdir, settings.add_dirs)
+    return _existing(candidates) + _system_secrets(home, settings.workdir, settings.add_dirs)
 
 
 def homes() -> tuple[str, ...]:
@@ -160,6 +161,11 @@ def _holds_any(path: str | Path, work: tuple[Path, ...]) -> bool:
     return any(f"{place}/".startswith(top) for place in work)
 
 
+def _in_any(path: str, work: tuple[Path, ...]) -> bool:
+    """Whether ``path`` is in a folder of ``work`` (or is one), by name, as ``_holds_any``."""
+    return any(f"{path}/".startswith(f"{place}/") for place in work)
+
+
 # how long a walk of the system's secrets serves: the daemon's sessions and a long run's
 # children share one; a secret made since is as open to the next child as it is to every
 # child started before it (each child's mounts are fixed as it starts)
@@ -174,7 +180,6 @@ def _system_secrets(
     of ``SYSTEM_STATE`` outside ``homes`` (``_Walk``), less any that holds the workspace or
     an added folder (``-C /etc/kubernetes``) or, a state entry, is in one."""
     work = (workdir, *add_dirs)
-    inside = tuple(f"{place}/" for place in work)  # a str test: paths cost 30 us
     walk = _Walk.recent()
     found = [path for path in walk.readable if not _holds_any(path, work)]
     found += [
@@ -182,7 +187,7 @@ def _system_secrets(
         for top in SYSTEM_STATE
         if top not in homes
         for path in walk.private[top]
-        if not f"{path}/".startswith(inside) and not _holds_any(path, work)
+        if not _in_any(path, work) and not _holds_any(path, work)
     ]
     return tuple(dict.fromkeys(found))
 
