@@ -25,7 +25,7 @@ from isoagent.parent.cli.exit_codes import ExitCode
 from isoagent.parent.cli.output import Output, end_when_reader_goes
 from isoagent.parent.cli.sdk_channel import Inbox, respond, send
 from isoagent.parent.model.aliases import resolve_model
-from isoagent.parent.records.claude_sessions import SessionFiles
+from isoagent.parent.records.claude_sessions import SessionFiles, text_of
 from isoagent.parent.records.events import RunFinished
 from isoagent.parent.records.terminal_text import warn
 from isoagent.parent.settings import Settings
@@ -242,11 +242,4 @@ def _can_continue(settings: Settings, run_id: str) -> bool:
 
 
 def _user_text(message: dict[str, Any]) -> str:
-    content = (message.get("message") or {}).get("content", "")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-        )
-    return ""
+    return text_of((message.get("message") or {}).get("content", ""))

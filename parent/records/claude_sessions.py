@@ -249,9 +249,18 @@ def _messages(chain: list[Entry]) -> list[Message]:
 
 def _block(raw: dict[str, Any]) -> Block:
     data = {k: v for k, v in raw.items() if k != "cache_control"}
-    if data["type"] == "tool_result" and not isinstance(data.get("content"), str):
-        parts = data.get("content") or []
-        data["content"] = "\n".join(
-            p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"
-        )
+    if data["type"] == "tool_result":
+        data["content"] = text_of(data.get("content"))
     return msgspec.convert(data, Block)  # type: ignore[arg-type]
+
+
+def text_of(content: Any) -> str:
+    """The text of a message's or a tool result's ``content`` as Claude Code writes it: a
+    string, or blocks whose text ones count ("" for anything else)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""
