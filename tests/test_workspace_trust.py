@@ -278,3 +278,21 @@ def test_print_mode_applies_the_workspaces_settings_hooks_only_once_trusted(
     assert run_cli(["-p", "go", "--trust"], env, cwd=ws, input="").returncode == 0
     assert (ws / "hook-ran").read_text() == "ran\nran\n"  # each file's hook
     assert "Bash" not in api_server.requests[-1].tool_names
+
+
+@pytest.mark.parametrize("name", ["settings.json", "settings.local.json"])
+def test_a_repositorys_settings_file_that_is_a_fifo_holds_nothing_up(
+    api_server: MessagesServer, tmp_path: Path, name: str
+) -> None:
+    """A FIFO shipped in a repository's ``.claude/``: reading it would wait for a writer that
+    never comes, and the run would hang before its first call. It is no settings file."""
+    ws = tmp_path / "ws"
+    (ws / ".claude").mkdir(parents=True)
+    os.mkfifo(ws / ".claude" / name)
+    env = cli_env(api_server, HOME=str(tmp_path / "home"))
+    try:
+        done = run_cli(["-p", "hi"], env, cwd=ws, input="", timeout=30, process=True)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the run waited on .claude/{name}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n"

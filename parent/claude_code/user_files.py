@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -73,9 +74,25 @@ def front_matter(path: Path) -> tuple[dict[str, Any], str]:
     return data, text[end + 4 :].lstrip("\n")
 
 
+def read_regular(path: Path, most: int) -> bytes | None:
+    """A regular file's first ``most`` bytes; None when there is none (missing, unreadable,
+    a folder). A link is followed; a FIFO or a device is not read: a workspace's would hold
+    the parent forever, or read a disk."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        try:
+            return file.read(most) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        except OSError:
+            return None
+
+
 def _read(path: Path) -> str:
-    with path.open("rb") as file:
-        data = file.read(MAX_FILE + 1)
+    data = read_regular(path, MAX_FILE + 1)
+    if data is None:
+        raise OSError(f"{path}: not a regular file that can be read")
     if len(data) > MAX_FILE:
         raise ValueError(f"{path}: larger than {MAX_FILE // 1024} KiB")
     return data.decode("utf-8", "replace")

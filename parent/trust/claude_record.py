@@ -21,13 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from isoagent.parent.claude_code.user_files import config_dir, read_regular
+
 MAX_FILE = 64 * 1024 * 1024  # ~/.claude.json holds every project's history: it grows
 MCP_APPROVALS = ("enableAllProjectMcpServers", "enabledMcpjsonServers", "disabledMcpjsonServers")
-
-
-def config_dir() -> Path:
-    """Claude Code's folder: ``$CLAUDE_CONFIG_DIR``, else ``~/.claude``."""
-    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
 
 
 def global_config() -> Path:
@@ -38,11 +35,10 @@ def global_config() -> Path:
 
 def read_json(path: Path, limit: int = MAX_FILE) -> dict[str, Any]:
     """A JSON object from ``path`` ({} when it is missing, too big or not such JSON)."""
+    data = read_regular(path, limit + 1)
     try:
-        with path.open("rb") as file:
-            data = file.read(limit + 1)
-        parsed = json.loads(data) if len(data) <= limit else None
-    except (OSError, ValueError):
+        parsed = json.loads(data) if data is not None and len(data) <= limit else None
+    except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
 

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import stat
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from isoagent.parent.claude_code.user_files import read_regular
 from isoagent.parent.trust import claude_record, record
 from isoagent.protocol import AgentSpec
 
@@ -183,17 +182,9 @@ def settings_objects(workdir: Path) -> list[dict[str, Any]]:
 
 
 def read_file(path: Path) -> bytes | None:
-    """A regular file's bytes (the first ``MAX_FILE``); None when there is none. A link is
-    followed (the content is what is trusted); a FIFO or a device is not read."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        try:
-            return file.read(MAX_FILE) if stat.S_ISREG(os.fstat(fd).st_mode) else None
-        except OSError:
-            return None
+    """A regular file's bytes (the first ``MAX_FILE``), what trust is decided on; None when
+    there is none (``read_regular``: a link is followed, a FIFO or a device not read)."""
+    return read_regular(path, MAX_FILE)
 
 
 def _json_object(data: bytes) -> dict[str, Any]:
